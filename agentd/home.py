@@ -1,0 +1,86 @@
+"""The home directory: where agentd keeps its state, and its config.toml."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from agentd.errors import AgentdError
+
+DEFAULT_HOME = "~/.agentd"
+
+
+@dataclass(frozen=True)
+class Home:
+    root: Path
+
+    @classmethod
+    def resolve(cls, option: str | os.PathLike[str] | None = None) -> Home:
+        """--home wins, then AGENTD_HOME, then ~/.agentd."""
+        raw = option or os.environ.get("AGENTD_HOME") or DEFAULT_HOME
+        return cls(Path(raw).expanduser().resolve())
+
+    def ensure(self) -> Home:
+        for d in (self.root, self.wallets_dir, self.profiles_dir, self.routes_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.toml"
+
+    @property
+    def ledger_db(self) -> Path:
+        return self.root / "ledger.db"
+
+    @property
+    def agentd_db(self) -> Path:
+        return self.root / "agentd.db"
+
+    @property
+    def wallets_dir(self) -> Path:
+        return self.root / "wallets"
+
+    @property
+    def profiles_dir(self) -> Path:
+        return self.root / "profiles"
+
+    @property
+    def routes_dir(self) -> Path:
+        return self.root / "routes"
+
+    @property
+    def kill_switch_path(self) -> Path:
+        return self.root / "kill-switch"
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        return load_toml(self.config_path) if self.config_path.exists() else {}
+
+    def setting(self, section: str, key: str, env: str | None = None) -> Any:
+        """An environment variable, when named and set, wins over config.toml."""
+        if env and os.environ.get(env):
+            return os.environ[env]
+        value = self.config.get(section, {})
+        return value.get(key) if isinstance(value, dict) else None
+
+    @property
+    def ledger_url(self) -> str:
+        """The ledger store: PostgreSQL when configured, else SQLite in the home."""
+        url = self.setting("ledger", "url", env="AGENTD_LEDGER_URL")
+        return str(url) if url else f"sqlite:///{self.ledger_db}"
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Reads a TOML file; a syntax error names the file and line."""
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise AgentdError(f"{path}: {exc}; fix the file and try again") from None
+    except OSError as exc:
+        raise AgentdError(f"cannot read {path}: {exc.strerror}") from None

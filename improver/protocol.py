@@ -1,0 +1,182 @@
+"""The episode protocol: how a candidate talks to whoever answers it.
+
+A candidate is the agent runtime (in-process) or a program speaking JSON lines on its
+standard input and output. Either way it asks for a model's answer, calls tools, and
+ends by saying it is done or that it would ask a person. The other side (the harness in
+trials, the live shell in real sessions) answers, keeps every call and enforces the
+limits, so the candidate never grades itself.
+
+improver/ never imports agentd/: the runtime is injected as an `Agent`, and models as
+`Model`s, both defined here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Awaitable, Callable, Literal, Protocol
+
+# How a run ended. "errored" is an infrastructure fault (a provider that failed through
+# every retry, a harness fault): it is never scored as a bad outcome.
+Ended = Literal["done", "asked", "limit", "errored"]
+ENDINGS: tuple[str, ...] = ("done", "asked", "limit", "errored")
+
+# The tool the runtime offers so the model can say it would ask a person.
+ASK_PERSON_TOOL = "ask_person"
+
+
+class ProviderError(Exception):
+    """A model provider failed after its retries: an infrastructure fault, not a bad run."""
+
+
+class LimitReached(Exception):
+    """The run reached one of its limits (turns, tokens, wall time, output)."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.tokens_in + other.tokens_in, self.tokens_out + other.tokens_out)
+
+    @property
+    def total(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A model's answer: one assistant message in OpenAI chat format."""
+
+    message: dict[str, Any]
+    usage: Usage
+    model: str
+
+
+class Model(Protocol):
+    """Anything that answers chat messages: a provider, a scripted model, a policy."""
+
+    name: str
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_turns: int = 20
+    max_tokens: int = 100_000
+    wall_seconds: float = 300.0
+    max_output_bytes: int = 4_000_000
+
+
+@dataclass(frozen=True)
+class Case:
+    """What a candidate is given at the start of a run: the first line over stdio."""
+
+    name: str
+    task: str
+    tools: list[dict[str, Any]]
+    operator: str = ""
+    lessons: str = ""
+    limits: Limits = field(default_factory=Limits)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Case:
+        return cls(
+            name=str(data["name"]),
+            task=str(data["task"]),
+            tools=list(data.get("tools") or []),
+            operator=str(data.get("operator") or ""),
+            lessons=str(data.get("lessons") or ""),
+            limits=Limits(**(data.get("limits") or {})),
+        )
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a run ended, as the candidate tells it. The harness scores what it answered."""
+
+    ended: Ended
+    answer: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+
+
+class Episode(Protocol):
+    """The side that answers a candidate: live tools and providers, or stand-ins."""
+
+    async def model(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
+        """Raises ProviderError (after retries) or LimitReached."""
+        ...
+
+    async def tool(self, call_id: str, name: str, arguments: str) -> str:
+        """Runs (or stands in for) one tool call; returns its answer as text."""
+        ...
+
+
+# The agent runtime as the improver sees it: runs a case against an episode.
+Agent = Callable[[Case, Episode], Awaitable[Ending]]
+
+
+class Budget:
+    """Counts turns and tokens against a case's limits; shared by every episode side."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.turns = 0
+        self.usage = Usage()
+
+    def start_turn(self) -> None:
+        if self.turns >= self.limits.max_turns:
+            raise LimitReached(f"the run reached its limit of {self.limits.max_turns} turns")
+        if self.usage.total >= self.limits.max_tokens:
+            raise LimitReached(f"the run reached its limit of {self.limits.max_tokens} tokens")
+        self.turns += 1
+
+    def spend(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+
+
+# JSON lines. Candidate -> harness: {"model": {...}}, {"tool": {...}}, {"done": {...}},
+# {"ask": {...}}. Harness -> candidate: {"case": {...}} first, then {"completion": {...}},
+# {"result": {...}} or {"error": {"kind": "provider"|"limit", "message": ...}}.
+
+
+def encode_line(kind: str, payload: dict[str, Any]) -> bytes:
+    return (json.dumps({kind: payload}, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def decode_line(line: bytes | str) -> tuple[str, dict[str, Any]]:
+    """Parses one protocol line into (kind, payload); raises ValueError with the reason."""
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a JSON line: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError("a protocol line must be a JSON object with exactly one key")
+    ((kind, payload),) = data.items()
+    if not isinstance(payload, dict):
+        raise ValueError(f"the value of {kind!r} must be a JSON object")
+    return kind, payload
+
+
+def completion_to_json(c: Completion) -> dict[str, Any]:
+    return {"message": c.message, "usage": {"in": c.usage.tokens_in, "out": c.usage.tokens_out}, "model": c.model}
+
+
+def completion_from_json(data: dict[str, Any]) -> Completion:
+    usage = data.get("usage") or {}
+    return Completion(
+        message=dict(data["message"]),
+        usage=Usage(int(usage.get("in", 0)), int(usage.get("out", 0))),
+        model=str(data.get("model", "")),
+    )

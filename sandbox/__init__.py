@@ -1,0 +1,1 @@
+"""Sandboxed builds, tests and candidates (bubblewrap, Docker). Imports nothing of the project."""
