@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agentd.cli import run
+from agentd.cli import invoke as run_cli
 from agentd.home import Home
 
 POSTGRES_URL = os.environ.get("AGENTD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -41,7 +41,7 @@ def agentd(home: Home):
     def invoke(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None) -> Result:
         runner = CliRunner()
         with runner.isolation(input=input, env=env) as (out, err, _):
-            code = run(["--home", str(home.root), *map(str, args)])
+            code = run_cli(["--home", str(home.root), *map(str, args)])
         return Result(code, out.getvalue().decode(), err.getvalue().decode())
 
     return invoke

@@ -40,7 +40,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
     ctx.obj = App(Home.resolve(home))
 
 
-def run(argv: list[str] | None = None) -> int:
+def invoke(argv: list[str] | None = None) -> int:
     """Runs one command line and returns its exit code; tests call this too."""
     try:
         result = cli.main(args=argv, prog_name="agentd", standalone_mode=False)
@@ -59,7 +59,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main() -> None:
-    sys.exit(run())
+    sys.exit(invoke())
 
 
 def _register() -> None:

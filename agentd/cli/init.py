@@ -1,0 +1,40 @@
+"""`agentd init`: create the home and the log's own key, and say where they are."""
+
+from __future__ import annotations
+
+import click
+
+from agentd.cli.options import App, pass_app
+from agentd.home import Home
+from agentd.examples import EXAMPLES, install_example
+from agentd.profiles import load_profile
+from agentd.wallets import create_wallet, log_key, log_key_path, wallet_exists
+
+
+@click.command("init")
+@click.option("--example", type=click.Choice(EXAMPLES), help="Also create an example profile (and its wallet).")
+@pass_app
+def command(app: App, example: str | None) -> None:
+    """Create the home (config, wallets, profiles, routes) and the log's own key, which
+    starts the ledger and signs its checkpoints. Safe to run again: what exists is kept."""
+    for line in initialise(app.home):
+        click.echo(line)
+    if example:
+        folder = install_example(app.home, example)
+        profile = load_profile(app.home, example)
+        if not wallet_exists(app.home, profile.wallet):
+            create_wallet(app.home, profile.wallet)
+        click.echo(f"profile {example}: {folder} (wallet {profile.wallet})")
+
+
+def initialise(home: Home) -> list[str]:
+    """Sets up `home`; returns what it did, one line each."""
+    fresh = not home.root.exists()
+    home.ensure()
+    had_key = log_key_path(home).exists()
+    key = log_key(home)
+    return [
+        f"home: {home.root} ({'created' if fresh else 'already there'})",
+        f"log key: {log_key_path(home)} (id {key.id}, {'already there' if had_key else 'created'})",
+        f"ledger: {home.ledger_url}",
+    ]

@@ -1,0 +1,232 @@
+"""`agentd ledger`: read, prove, checkpoint, verify, export and import the signed log."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentd.cli.options import App, CheckFailed, emit_json, emit_json_line, emit_table, json_option, pass_app, progress
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.ledgers import open_ledger
+from agentd.wallets import NAME, list_wallets, log_key, wallet_info
+from agentd.profiles import write_atomic
+from ledger import Entry, Ledger, LedgerError
+from ledger.checkpoint import parse as parse_checkpoint
+from ledger.entry import WALLET_ID
+from ledger.export import export_line, read_lines
+
+_PULSE = re.compile(r"[0-9]{1,12}")
+
+
+@click.group("ledger")
+def command() -> None:
+    """The signed append-only ledger: every entry is a DSSE envelope signed by its
+    author's wallet; its Pulse is its 1-based place in the log, its claim id the hex of
+    its leaf hash in the RFC 9162 Merkle tree. Anyone holding an export and a
+    checkpoint can check the log offline."""
+
+
+@command.command("log")
+@click.option("--kind", help="Only entries of this kind (like funds.transfer/v1).")
+@click.option("--from", "start", type=click.IntRange(min=1), default=1, show_default=True, help="Start at this Pulse.")
+@click.option("--author", help="Only entries signed by this wallet (a name in this home, or a wallet id).")
+@json_option
+@pass_app
+def log(app: App, kind: str | None, start: int, author: str | None, as_json: bool) -> None:
+    """List entries in Pulse order: Pulse, time, kind, author and claim id.
+
+    With --json, one JSON object per line (a stream)."""
+    author_id = _wallet_id(app.home, author) if author else None
+    names = _names(app.home)
+    with open_ledger(app.home) as ledger:
+        rows = [("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")] if not as_json else []
+        for entry in ledger.entries(kind=kind, start=start, author=author_id):
+            if as_json:
+                emit_json_line(_as_json(entry, names, with_bytes=False))
+            else:
+                rows.append((entry.pulse, entry.at, entry.kind, names.get(entry.author, entry.author), entry.claim_id[:16]))
+    if len(rows) > 1:
+        emit_table(rows)
+    elif not as_json:
+        click.echo("no entries", err=True)
+
+
+@command.command("show")
+@click.argument("ref", metavar="PULSE|CLAIM")
+@json_option
+@pass_app
+def show(app: App, ref: str, as_json: bool) -> None:
+    """Show one entry, by Pulse or by claim id (a unique prefix of 4 or more hex digits
+    will do), with its body and exact bytes."""
+    names = _names(app.home)
+    with open_ledger(app.home) as ledger:
+        entry = _resolve(ledger, ref)
+    described = _as_json(entry, names, with_bytes=True)
+    if as_json:
+        emit_json(described)
+        return
+    author = f"{entry.author} ({names[entry.author]})" if entry.author in names else entry.author
+    emit_table([("pulse", entry.pulse), ("claim", entry.claim_id), ("kind", entry.kind), ("author", author), ("at", entry.at)])
+    click.echo("body:")
+    click.echo(json.dumps(entry.body, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+@command.command("checkpoint")
+@pass_app
+def checkpoint(app: App) -> None:
+    """Print a checkpoint of the log as it stands (a C2SP signed note: origin, size,
+    root, the log key's signature), signing one if none covers the current size.
+    Keep it: `ledger verify --checkpoint FILE` later proves the log only grew."""
+    with open_ledger(app.home) as ledger:
+        click.echo(ledger.checkpoint(), nl=False)
+
+
+@command.command("prove")
+@click.argument("ref", metavar="PULSE|CLAIM", required=False)
+@click.option("--size", type=click.IntRange(min=1), help="Prove against the tree of this many entries (default: all).")
+@click.option("--from-size", type=click.IntRange(min=1), help="Prove instead that the tree of this size is a prefix of the log.")
+@pass_app
+def prove(app: App, ref: str | None, size: int | None, from_size: int | None) -> None:
+    """Print a Merkle proof as JSON: that an entry is in the log (inclusion), or, with
+    --from-size M, that the log of M entries is a prefix of today's (consistency).
+
+    Hashes are base64, as in RFC 9162 test vectors. When a signed checkpoint covers the
+    proof's tree size it is included, so the proof can be checked offline."""
+    if (ref is None) == (from_size is None):
+        raise click.UsageError("give either PULSE|CLAIM (inclusion) or --from-size M (consistency)")
+    with open_ledger(app.home) as ledger:
+        if from_size is not None:
+            proof = ledger.consistency_proof(from_size, size).to_json()
+            tree_size = proof["size2"]
+        else:
+            entry = _resolve(ledger, ref or "")
+            proof = ledger.inclusion_proof(entry.pulse or 0, size).to_json()
+            tree_size = proof["tree_size"]
+        proof["checkpoint"] = _checkpoint_at(ledger, tree_size, app.home)
+    emit_json(proof)
+
+
+@command.command("verify")
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A checkpoint saved earlier: the log must still extend it (catches truncation and rewrites).",
+)
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check signatures in this many processes.")
+@json_option
+@pass_app
+def verify(app: App, checkpoint_file: Path | None, jobs: int, as_json: bool) -> None:
+    """Recompute everything: each entry's bytes, canonical form and signature, every
+    rule by replaying the log, the Merkle tree against the head, and consistency with the
+    log's own checkpoints and the one given. On failure names the first bad Pulse and
+    why, and exits 3."""
+    note = _read_text(checkpoint_file) if checkpoint_file else None
+    with open_ledger(app.home, check=False) as ledger:
+        report = ledger.verify(jobs=jobs, checkpoint=note, progress=lambda n: progress(f"checked {n} entries"))
+    if as_json:
+        emit_json(report.to_json())
+    if not report.ok:
+        raise CheckFailed(str(report.problem))
+    if not as_json:
+        sizes = ", ".join(map(str, report.checkpoints)) or "none yet"
+        click.echo(f"ok: {report.size} entries, {report.signatures} signatures and every rule hold")
+        click.echo(f"root {report.root.hex()}; consistent with checkpoints at sizes: {sizes}")
+
+
+@command.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@pass_app
+def export(app: App, file: Path) -> None:
+    """Write every entry, exactly as stored, to FILE as JSON lines
+    ({"pulse": N, "entry": base64}); '-' writes to stdout."""
+    with open_ledger(app.home) as ledger:
+        lines = [export_line(entry) for entry in ledger.entries()]
+    text = "".join(line + "\n" for line in lines)
+    if str(file) == "-":
+        click.echo(text, nl=False)
+    else:
+        write_atomic(file, text)
+    progress(f"exported {len(lines)} entries to {file}")
+
+
+@command.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
+@pass_app
+def import_(app: App, file: Path) -> None:
+    """Rebuild an exported log in this home's empty ledger, checking every entry's
+    signature and rule as it goes; all of it is recorded, or none."""
+    text = sys.stdin.read() if str(file) == "-" else _read_text(file)
+    with open_ledger(app.home) as ledger:
+        entries = ledger.import_entries(read_lines(text.splitlines()))
+        root = ledger.root().hex() if entries else ""
+    click.echo(f"imported {len(entries)} entries; root {root}")
+
+
+def _resolve(ledger: Ledger, ref: str) -> Entry:
+    """A Pulse (a number) or a claim id prefix; a long all-digit string is tried as a
+    claim first, since claim ids can be all digits too."""
+    ref = ref.strip()
+    if _PULSE.fullmatch(ref) and len(ref) < 8:
+        return ledger.get(int(ref))
+    if _PULSE.fullmatch(ref):
+        try:
+            return ledger.find(ref)
+        except LedgerError:
+            return ledger.get(int(ref))
+    return ledger.find(ref)
+
+
+def _checkpoint_at(ledger: Ledger, size: int, home: Home) -> str | None:
+    for note in ledger.checkpoints():
+        if parse_checkpoint(note).size == size:
+            return note
+    if size == ledger.size and ledger.state().authority == log_key(home).id:
+        return ledger.checkpoint()
+    return None
+
+
+def _wallet_id(home: Home, who: str) -> str:
+    if WALLET_ID.fullmatch(who):
+        return who
+    if who == "log":
+        return log_key(home).id
+    if NAME.fullmatch(who):
+        return wallet_info(home, who).id
+    raise AgentdError(f"{who!r} is neither a wallet name nor a wallet id (32 hex digits)")
+
+
+def _names(home: Home) -> dict[str, str]:
+    """Wallet ids this home knows, by name, for friendlier listings."""
+    names = {w.id: w.name for w in list_wallets(home)}
+    names[log_key(home).id] = "log"
+    return names
+
+
+def _as_json(entry: Entry, names: dict[str, str], *, with_bytes: bool) -> dict[str, Any]:
+    doc = {
+        "pulse": entry.pulse,
+        "claim": entry.claim_id,
+        "kind": entry.kind,
+        "author": entry.author,
+        "author_name": names.get(entry.author),
+        "at": entry.at,
+        "body": entry.body,
+    }
+    if with_bytes:
+        doc["entry"] = base64.b64encode(entry.raw).decode()
+    return doc
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentdError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None

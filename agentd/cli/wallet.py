@@ -1,0 +1,170 @@
+"""`agentd wallet`: create, list, show and fund wallets."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import click
+
+from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app
+from agentd.errors import AgentdError
+from agentd.ledgers import open_ledger
+from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, wallet_info
+from ledger import MINT, TRANSFER, KeyFile
+from ledger.entry import WALLET_ID
+
+MAX_CENTS = 2**53 - 1
+
+
+@click.group("wallet")
+def command() -> None:
+    """Wallets: Ed25519 keys that sign ledger entries and hold funds (integer cents).
+
+    A wallet's seed is encrypted (scrypt + ChaCha20-Poly1305) with
+    AGENTD_WALLET_PASSPHRASE when it is set, or a passphrase asked for on a terminal;
+    without either it is stored unencrypted, readable only by you (mode 0600).
+    """
+
+
+@command.command("new")
+@click.argument("name")
+@json_option
+@pass_app
+def new(app: App, name: str, as_json: bool) -> None:
+    """Create wallet NAME with a fresh key; prints its id."""
+    wallet = create_wallet(app.home, name)
+    info = wallet_info(app.home, wallet.name)
+    if as_json:
+        emit_json(_describe(info, 0))
+        return
+    sealed = "encrypted" if info.encrypted else "unencrypted, mode 0600"
+    click.echo(f"wallet {name}: id {wallet.id}")
+    click.echo(f"key file: {info.path} ({sealed})")
+
+
+@command.command("list")
+@json_option
+@pass_app
+def list_(app: App, as_json: bool) -> None:
+    """List the home's wallets with their ids and balances."""
+    wallets = list_wallets(app.home)
+    with open_ledger(app.home) as ledger:
+        balances = ledger.state().balances
+    if as_json:
+        emit_json([_describe(w, balances.get(w.id, 0)) for w in wallets])
+        return
+    if not wallets:
+        click.echo("no wallets yet: create one with `agentd wallet new NAME`", err=True)
+        return
+    rows = [("NAME", "ID", "BALANCE", "KEY")]
+    rows += [(w.name, w.id, format_usd(balances.get(w.id, 0)), _sealed(w)) for w in wallets]
+    emit_table(rows)
+
+
+@command.command("show")
+@click.argument("name")
+@json_option
+@pass_app
+def show(app: App, name: str, as_json: bool) -> None:
+    """Show wallet NAME: its id, public key and balance on the ledger."""
+    info = wallet_info(app.home, name)
+    with open_ledger(app.home) as ledger:
+        balance = ledger.state().balance(info.id)
+    described = _describe(info, balance)
+    if as_json:
+        emit_json(described)
+        return
+    emit_table(
+        [
+            ("name", info.name),
+            ("id", info.id),
+            ("public key", described["public_key"]),
+            ("balance", format_usd(balance)),
+            ("key file", f"{info.path} ({_sealed(info)})"),
+        ]
+    )
+
+
+@command.command("fund")
+@click.argument("name")
+@click.argument("usd")
+@json_option
+@pass_app
+def fund(app: App, name: str, usd: str, as_json: bool) -> None:
+    """Mint USD (a decimal like 12.50) to wallet NAME, signed by the log's key.
+
+    Only the key that started the log may mint: the ledger refuses a funds.mint/v1
+    entry from any other wallet.
+    """
+    cents = parse_usd(usd)
+    info = wallet_info(app.home, name)
+    with open_ledger(app.home) as ledger:
+        entry = ledger.append(log_key(app.home), MINT, {"to": info.id, "cents": cents})
+        balance = ledger.state().balance(info.id)
+    if as_json:
+        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "wallet": info.id, "cents": cents, "balance": balance})
+        return
+    click.echo(f"minted {format_usd(cents)} to {name}: Pulse {entry.pulse}, claim {entry.claim_id[:16]}")
+    click.echo(f"balance of {name}: {format_usd(balance)}")
+
+
+@command.command("transfer")
+@click.argument("sender", metavar="FROM")
+@click.argument("to")
+@click.argument("usd")
+@click.option("--memo", default="", help="A note recorded with the transfer (up to 500 characters).")
+@json_option
+@pass_app
+def transfer(app: App, sender: str, to: str, usd: str, memo: str, as_json: bool) -> None:
+    """Send USD from wallet FROM to TO (a wallet name in this home, or a wallet id),
+    signed by FROM's key. The ledger refuses an overdraft."""
+    cents = parse_usd(usd)
+    to_id = to if WALLET_ID.fullmatch(to) else wallet_info(app.home, to).id
+    signer = load_wallet(app.home, sender)
+    body: dict[str, Any] = {"to": to_id, "cents": cents, **({"memo": memo} if memo else {})}
+    with open_ledger(app.home) as ledger:
+        entry = ledger.append(signer, TRANSFER, body)
+        balance = ledger.state().balance(signer.id)
+    if as_json:
+        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "from": signer.id, "to": to_id, "cents": cents, "balance": balance})
+        return
+    click.echo(f"sent {format_usd(cents)} from {sender} to {to}: Pulse {entry.pulse}, claim {entry.claim_id[:16]}")
+    click.echo(f"balance of {sender}: {format_usd(balance)}")
+
+
+def parse_usd(text: str) -> int:
+    """'12.50' -> 1250 cents: a positive amount with at most two decimals."""
+    try:
+        amount = Decimal(text.strip())
+    except InvalidOperation:
+        raise AgentdError(f"{text!r} is not an amount: give USD like 12.50") from None
+    if not amount.is_finite():
+        raise AgentdError(f"{text!r} is not an amount: give USD like 12.50")
+    cents = amount * 100
+    if cents != cents.to_integral_value():
+        raise AgentdError(f"{text!r} is not a whole number of cents: give at most two decimals")
+    if not 0 < cents <= MAX_CENTS:
+        raise AgentdError(f"{text!r} is out of range: give an amount above 0")
+    return int(cents)
+
+
+def format_usd(cents: int) -> str:
+    whole, part = divmod(abs(cents), 100)
+    return f"{'-' if cents < 0 else ''}{whole}.{part:02d} USD"
+
+
+def _sealed(info: KeyFile) -> str:
+    return "encrypted" if info.encrypted else "unencrypted"
+
+
+def _describe(info: KeyFile, balance: int) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "id": info.id,
+        "public_key": base64.b64encode(info.public_key).decode(),
+        "balance_cents": balance,
+        "encrypted": info.encrypted,
+        "path": str(info.path),
+    }

@@ -1,0 +1,203 @@
+"""Ledger entries: DSSE envelopes over JCS payloads, signed with Ed25519.
+
+The payload is the RFC 8785 form of `{"v":1,"kind":…,"author":…,"at":…,"body":{…}}`;
+the envelope (`payload`, `payloadType`, and one signature whose `keyid` is the signer's
+raw public key in hex) is stored as its own JCS bytes, and those exact bytes are what a
+leaf hashes and an auditor checks. The author field names the wallet id of that key,
+so an entry proves who wrote it without any outside key directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from ledger import canonical
+from ledger.errors import LedgerError
+from ledger.keys import Wallet, signature_holds, wallet_id
+
+PAYLOAD_TYPE = "application/vnd.agentd.entry.v1+json"
+VERSION = 1
+
+KIND = re.compile(r"[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+/v[1-9][0-9]*")
+WALLET_ID = re.compile(r"[0-9a-f]{32}")
+AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+_HEX64 = re.compile(rb"[0-9a-f]{64}")
+# Every envelope value is base64 or hex, so the JCS form of the envelope is this template.
+_ENVELOPE = re.compile(
+    rb'\{"payload":"([^"]*)","payloadType":"([^"]*)","signatures":\[\{"keyid":"([^"]*)","sig":"([^"]*)"\}\]\}'
+)
+_PAYLOAD_KEYS = {"at", "author", "body", "kind", "v"}
+
+
+class EntryError(LedgerError):
+    """An entry's bytes are not a well-formed, canonical, correctly signed entry."""
+
+
+@dataclass(slots=True)
+class Entry:
+    """One signed statement; `pulse` is its 1-based place, set when the log records it.
+    Treat it as read-only: the bytes are what counts, the other fields are read from them."""
+
+    raw: bytes
+    kind: str
+    author: str
+    at: str
+    body: dict[str, Any]
+    leaf_hash: bytes
+    pulse: int | None = None
+
+    @property
+    def claim_id(self) -> str:
+        return self.leaf_hash.hex()
+
+    @property
+    def public_key(self) -> bytes:
+        return bytes.fromhex(_ENVELOPE.fullmatch(self.raw).group(3).decode())
+
+    @property
+    def signature(self) -> bytes:
+        return base64.b64decode(_ENVELOPE.fullmatch(self.raw).group(4))
+
+    @classmethod
+    def create(cls, wallet: Wallet, kind: str, body: dict[str, Any], at: str | None = None) -> Entry:
+        """Signs a new entry as `wallet`; the log assigns its Pulse when it records it."""
+        if not isinstance(kind, str) or not KIND.fullmatch(kind):
+            raise EntryError(f"bad kind {kind!r}: expected a name like funds.transfer/v1")
+        if not isinstance(body, dict):
+            raise EntryError(f"the body of a {kind} entry must be a JSON object, not {type(body).__name__}")
+        at = at or now()
+        payload = canonical.dumps({"v": VERSION, "kind": kind, "author": wallet.id, "at": at, "body": body})
+        signature = wallet.sign(pae(PAYLOAD_TYPE.encode(), payload))
+        raw = _envelope(base64.b64encode(payload), wallet.public_key.hex().encode(), base64.b64encode(signature))
+        # The stored body is the one the bytes say, not the caller's object (tuples, later edits).
+        return cls(raw, kind, wallet.id, at, orjson.loads(payload)["body"], leaf_hash(raw))
+
+    @classmethod
+    def parse(cls, raw: bytes, pulse: int | None = None, *, verify: bool = True, leaf: bytes | None = None) -> Entry:
+        """Reads an entry's bytes. With `verify`, checks canonical form, signature and author.
+        `leaf` is the bytes' leaf hash when the caller has computed it already."""
+        match = _ENVELOPE.fullmatch(raw)
+        if match is None:
+            if verify:
+                _explain_envelope(raw)
+            raise EntryError("not an entry envelope")
+        payload_b64, payload_type, keyid, sig_b64 = match.groups()
+        payload = _unb64(payload_b64, "payload")
+        if not verify:
+            try:
+                doc = orjson.loads(payload)
+                return cls(raw, doc["kind"], doc["author"], doc["at"], doc["body"], leaf or leaf_hash(raw), pulse)
+            except (ValueError, TypeError, KeyError):
+                raise EntryError("payload is not an entry payload") from None
+        if payload_type != PAYLOAD_TYPE.encode():
+            raise EntryError(f"payloadType must be {PAYLOAD_TYPE}")
+        if not _HEX64.fullmatch(keyid):
+            raise EntryError("keyid must be the signer's 32-byte Ed25519 public key in lowercase hex")
+        signature = _unb64(sig_b64, "sig")
+        doc = _payload(payload)
+        public_key = bytes.fromhex(keyid.decode())
+        if _wallet_id(public_key) != doc["author"]:
+            raise EntryError(f"author {doc['author']} is not the wallet of the key that signed the entry")
+        if not signature_holds(public_key, signature, pae(payload_type, payload)):
+            raise EntryError("bad signature: the author's key did not sign these bytes")
+        return cls(raw, doc["kind"], doc["author"], doc["at"], doc["body"], leaf or leaf_hash(raw), pulse)
+
+
+def pae(payload_type: bytes, payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding: what the signature covers."""
+    return b"DSSEv1 %d %b %d %b" % (len(payload_type), payload_type, len(payload), payload)
+
+
+def leaf_hash(raw: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + raw).digest()
+
+
+def now() -> str:
+    return _utc(int(time.time()))
+
+
+@lru_cache(maxsize=2)
+def _utc(second: int) -> str:
+    return datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _envelope(payload_b64: bytes, keyid: bytes, sig_b64: bytes) -> bytes:
+    return b'{"payload":"%b","payloadType":"%b","signatures":[{"keyid":"%b","sig":"%b"}]}' % (
+        payload_b64,
+        PAYLOAD_TYPE.encode(),
+        keyid,
+        sig_b64,
+    )
+
+
+def _payload(payload: bytes) -> dict[str, Any]:
+    try:
+        doc = canonical.loads(payload)
+    except LedgerError as exc:
+        raise EntryError(f"payload {exc}") from None
+    if not isinstance(doc, dict) or doc.keys() != _PAYLOAD_KEYS:
+        raise EntryError(f"payload must hold exactly {sorted(_PAYLOAD_KEYS)}")
+    if doc["v"] != VERSION or type(doc["v"]) is not int:
+        raise EntryError(f"payload version must be {VERSION}")
+    if not isinstance(doc["kind"], str) or not KIND.fullmatch(doc["kind"]):
+        raise EntryError(f"bad kind {doc['kind']!r}: expected a name like funds.transfer/v1")
+    if not isinstance(doc["author"], str) or not WALLET_ID.fullmatch(doc["author"]):
+        raise EntryError("author must be a wallet id (32 lowercase hex digits)")
+    if not isinstance(doc["at"], str) or not _valid_time(doc["at"]):
+        raise EntryError('at must be a UTC time like "2026-11-29T12:00:00Z"')
+    if not isinstance(doc["body"], dict):
+        raise EntryError("body must be a JSON object")
+    return doc
+
+
+_wallet_id = lru_cache(maxsize=4096)(wallet_id)
+
+
+@lru_cache(maxsize=4096)
+def _valid_time(at: str) -> bool:
+    if not AT.fullmatch(at):
+        return False
+    try:
+        datetime(int(at[:4]), int(at[5:7]), int(at[8:10]), int(at[11:13]), int(at[14:16]), int(at[17:19]))
+    except ValueError:
+        return False
+    return True
+
+
+def _unb64(text: bytes, field: str) -> bytes:
+    # Canonical base64 only: set padding bits or other spellings would give one entry two
+    # byte forms; decoding strictly and re-encoding must give the same text.
+    try:
+        data = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise EntryError(f"{field} is not canonical base64") from None
+    if base64.b64encode(data) != text:
+        raise EntryError(f"{field} is not canonical base64")
+    return data
+
+
+def _explain_envelope(raw: bytes) -> None:
+    """Raises the most useful reason a byte string is not an envelope."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise EntryError("not JSON") from None
+    if not isinstance(doc, dict) or doc.keys() != {"payload", "payloadType", "signatures"}:
+        raise EntryError("not a DSSE envelope: expected payload, payloadType and signatures")
+    sigs = doc["signatures"]
+    if not isinstance(sigs, list) or len(sigs) != 1 or not isinstance(sigs[0], dict) or sigs[0].keys() != {"keyid", "sig"}:
+        raise EntryError("an entry carries exactly one signature, with keyid and sig")
+    if canonical.dumps(doc) == raw:
+        raise EntryError("payload and sig must be base64 strings, keyid a hex string")
+    raise EntryError("not in canonical form (RFC 8785): re-canonicalising changes the bytes")

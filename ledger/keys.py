@@ -1,0 +1,209 @@
+"""Ed25519 wallets: signing keys, their ids, signature checks, and key files at rest.
+
+A wallet's id is the hex of the first 16 bytes of SHA-256 over its raw public key. Key
+files are JSON (mode 0600, written atomically); the 32-byte private seed is either
+sealed with scrypt (n=2**15, r=8, p=1) and ChaCha20-Poly1305, or, when no passphrase is
+given, stored as is so that unattended processes can use it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+from ledger.errors import LedgerError
+
+KEY_FILE_FORMAT = "agentd-wallet/v1"
+SCRYPT = {"n": 2**15, "r": 8, "p": 1}
+
+
+def wallet_id(public_key: bytes) -> str:
+    return hashlib.sha256(public_key).digest()[:16].hex()
+
+
+class Wallet:
+    """An Ed25519 signing key with a name; its id derives from the public key."""
+
+    __slots__ = ("name", "public_key", "id", "_key")
+
+    def __init__(self, key: Ed25519PrivateKey, name: str = "") -> None:
+        self._key = key
+        self.name = name
+        self.public_key: bytes = key.public_key().public_bytes_raw()
+        self.id: str = wallet_id(self.public_key)
+
+    @classmethod
+    def generate(cls, name: str = "") -> Wallet:
+        return cls(Ed25519PrivateKey.generate(), name)
+
+    @classmethod
+    def from_seed(cls, seed: bytes, name: str = "") -> Wallet:
+        if len(seed) != 32:
+            raise LedgerError(f"an Ed25519 seed is 32 bytes, not {len(seed)}")
+        return cls(Ed25519PrivateKey.from_private_bytes(seed), name)
+
+    @property
+    def seed(self) -> bytes:
+        return self._key.private_bytes_raw()
+
+    def sign(self, message: bytes) -> bytes:
+        return self._key.sign(message)
+
+    def __repr__(self) -> str:
+        return f"Wallet(name={self.name!r}, id={self.id!r})"
+
+
+@lru_cache(maxsize=4096)
+def _public_key(raw: bytes) -> Ed25519PublicKey:
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def signature_holds(public_key: bytes, signature: bytes, message: bytes) -> bool:
+    """True when `signature` is the key's Ed25519 signature of `message`."""
+    try:
+        _public_key(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class KeyFile:
+    """What a key file says in the clear: enough to list and show a wallet."""
+
+    path: Path
+    name: str
+    id: str
+    public_key: bytes
+    encrypted: bool
+
+
+def write_key_file(path: Path, wallet: Wallet, passphrase: str | None) -> None:
+    """Writes the wallet's key file atomically with mode 0600; refuses to overwrite."""
+    if path.exists():
+        raise LedgerError(f"{path} already exists; refusing to overwrite a key")
+    seed = _seal(wallet, passphrase) if passphrase else {"plain": _b64(wallet.seed)}
+    doc = {
+        "format": KEY_FILE_FORMAT,
+        "name": wallet.name,
+        "id": wallet.id,
+        "public_key": _b64(wallet.public_key),
+        "seed": seed,
+    }
+    write_private(path, json.dumps(doc, indent=2).encode() + b"\n")
+
+
+def read_key_file(path: Path) -> KeyFile:
+    doc = _load(path)
+    return KeyFile(path, doc["name"], doc["id"], _unb64(doc["public_key"], path), "plain" not in doc["seed"])
+
+
+def open_key_file(path: Path, passphrase: str | None) -> Wallet:
+    """Loads the wallet in a key file; a sealed seed needs its passphrase."""
+    doc = _load(path)
+    seed = doc["seed"]
+    if "plain" in seed:
+        raw = _unb64(seed["plain"], path)
+    elif passphrase is None:
+        raise LedgerError(f"{path} is encrypted: give its passphrase (AGENTD_WALLET_PASSPHRASE)")
+    else:
+        raw = _unseal(seed, passphrase, doc["id"], path)
+    try:
+        wallet = Wallet.from_seed(raw, doc["name"])
+    except (LedgerError, ValueError):
+        raise LedgerError(f"{path} is corrupt: its seed is not an Ed25519 key") from None
+    if wallet.id != doc["id"] or wallet.public_key != _unb64(doc["public_key"], path):
+        raise LedgerError(f"{path} is corrupt: its seed does not match the public key it names")
+    return wallet
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Atomic write of a secret: a 0600 temp file in the same directory, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _seal(wallet: Wallet, passphrase: str) -> dict[str, Any]:
+    salt, nonce = os.urandom(16), os.urandom(12)
+    key = _derive(passphrase, salt, SCRYPT)
+    # The id is bound as associated data so a seed cannot be moved under another name's id.
+    sealed = ChaCha20Poly1305(key).encrypt(nonce, wallet.seed, wallet.id.encode())
+    return {
+        "kdf": "scrypt",
+        **SCRYPT,
+        "salt": _b64(salt),
+        "cipher": "chacha20-poly1305",
+        "nonce": _b64(nonce),
+        "ciphertext": _b64(sealed),
+    }
+
+
+def _unseal(seed: dict[str, Any], passphrase: str, wid: str, path: Path) -> bytes:
+    try:
+        params = {k: int(seed[k]) for k in ("n", "r", "p")}
+        if seed["kdf"] != "scrypt" or seed["cipher"] != "chacha20-poly1305":
+            raise LedgerError(f"{path} uses an unknown kdf or cipher")
+        key = _derive(passphrase, _unb64(seed["salt"], path), params)
+        return ChaCha20Poly1305(key).decrypt(_unb64(seed["nonce"], path), _unb64(seed["ciphertext"], path), wid.encode())
+    except InvalidTag:
+        raise LedgerError(f"wrong passphrase for {path}") from None
+    except (KeyError, TypeError, ValueError):
+        raise LedgerError(f"{path} is corrupt: its sealed seed is incomplete") from None
+
+
+def _derive(passphrase: str, salt: bytes, params: dict[str, int]) -> bytes:
+    return Scrypt(salt=salt, length=32, **params).derive(passphrase.encode())
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise LedgerError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise LedgerError(f"cannot read {path}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise LedgerError(f"{path} is corrupt: not a JSON key file") from None
+    fields = ("name", "id", "public_key", "seed")
+    if (
+        not isinstance(doc, dict)
+        or doc.get("format") != KEY_FILE_FORMAT
+        or not all(k in doc for k in fields)
+        or not isinstance(doc["seed"], dict)
+        or not all(isinstance(doc[k], str) for k in fields[:3])
+    ):
+        raise LedgerError(f"{path} is corrupt: not an {KEY_FILE_FORMAT} key file")
+    return doc
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: Any, path: Path) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (TypeError, ValueError):
+        raise LedgerError(f"{path} is corrupt: bad base64") from None

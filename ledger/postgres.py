@@ -1,0 +1,84 @@
+"""The PostgreSQL store, for a ledger several hosts share: appends lock the head row.
+
+The connection runs in autocommit mode so reads hold no transaction open; appends run
+in an explicit transaction that starts with SELECT … FOR UPDATE on the head row, which
+serializes appenders across processes and hosts. Tables go in the first schema of the
+connection's search_path (set it with `?options=-csearch_path%3DNAME` in the URL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import psycopg
+
+from ledger.errors import LedgerError
+from ledger.merkle import EMPTY_ROOT
+from ledger.sql import INSERT_COLUMNS, SqlRecorder, claim_key
+from ledger.store import Row
+
+PREFIXES = ("postgresql://", "postgres://")
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS ledger_entries (
+        pulse BIGINT PRIMARY KEY,
+        raw BYTEA NOT NULL,
+        leaf BYTEA NOT NULL,
+        chain BYTEA NOT NULL,
+        kind TEXT NOT NULL,
+        author TEXT NOT NULL,
+        claim BIGINT NOT NULL UNIQUE)""",
+    "CREATE INDEX IF NOT EXISTS ledger_entries_kind ON ledger_entries (kind, pulse)",
+    "CREATE INDEX IF NOT EXISTS ledger_entries_author ON ledger_entries (author, pulse)",
+    """CREATE TABLE IF NOT EXISTS ledger_head (
+        id INTEGER PRIMARY KEY CHECK (id = 1), size BIGINT NOT NULL, root BYTEA NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS ledger_checkpoints (size BIGINT PRIMARY KEY, note TEXT NOT NULL)",
+]
+
+
+class PostgresRecorder(SqlRecorder):
+    param = "%s"
+    integrity_error = psycopg.IntegrityError
+
+    def __init__(self, url: str) -> None:
+        try:
+            conn = psycopg.connect(url, autocommit=True)
+        except psycopg.Error as exc:
+            raise LedgerError(f"cannot connect to the ledger database: {_first_line(exc)}") from None
+        super().__init__(_redacted(url), conn)
+        with self._locked():
+            # CREATE … IF NOT EXISTS races between sessions; one lock key serializes them.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentd ledger schema'))")
+            for statement in SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT INTO ledger_head (id, size, root) VALUES (1, 0, %s) ON CONFLICT DO NOTHING", [EMPTY_ROOT])
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            with self._conn.transaction():
+                yield
+        except psycopg.OperationalError as exc:
+            raise LedgerError(f"the ledger database failed: {_first_line(exc)}") from None
+
+    def _lock_clause(self) -> str:
+        return " FOR UPDATE"
+
+    def _insert(self, rows: Sequence[Row]) -> None:
+        # A savepoint, so a refused row leaves the transaction usable to say why.
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            with cur.copy(f"COPY ledger_entries ({INSERT_COLUMNS}) FROM STDIN") as copy:
+                for r in rows:
+                    copy.write_row((*r, claim_key(r.leaf)))
+
+
+def _redacted(url: str) -> str:
+    """The URL without a password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    return f"{scheme}{sep}{creds.partition(':')[0]}{at}{host}" if at else url
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,122 @@
+"""State as a fold over entries, and the rules an entry must keep to join the log.
+
+A RuleSet maps each kind the log accepts to a rule: `rule(state, entry)` raises
+RuleViolation to refuse the entry, else records what it changes in `state`. The same
+rules run when an entry is appended and when an auditor replays the log. Packages
+register their own kinds; the ledger itself knows only the genesis entry that names the
+log's key, and offers the funds rules to whoever composes a rule set.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.entry import WALLET_ID, Entry
+from ledger.errors import LedgerError, RuleViolation
+
+GENESIS = "ledger.genesis/v1"
+MINT = "funds.mint/v1"
+TRANSFER = "funds.transfer/v1"
+MAX_CENTS = 2**53 - 1
+MAX_MEMO = 500
+
+Rule = Callable[["State", Entry], None]
+
+
+@dataclass
+class State:
+    """What the log's entries add up to, as of `size` entries."""
+
+    size: int = 0
+    origin: str | None = None
+    authority: str | None = None
+    balances: dict[str, int] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def ns(self, name: str) -> dict[str, Any]:
+        """The namespace a package's rules keep their own data in."""
+        return self.namespaces.setdefault(name, {})
+
+    def balance(self, wallet: str) -> int:
+        return self.balances.get(wallet, 0)
+
+    def copy(self) -> State:
+        return copy.deepcopy(self)
+
+
+class RuleSet:
+    """The kinds a log accepts, each with the rule its entries must keep."""
+
+    def __init__(self) -> None:
+        self._rules: dict[str, Rule] = {GENESIS: _genesis}
+
+    def register(self, kind: str, rule: Rule) -> None:
+        if kind in self._rules:
+            raise LedgerError(f"kind {kind} already has a rule")
+        self._rules[kind] = rule
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(self._rules)
+
+    def apply(self, state: State, entry: Entry) -> None:
+        """Folds `entry` into `state`, or raises RuleViolation. A rule may have changed
+        `state` before it refused, so callers that keep going work on a copy."""
+        rule = self._rules.get(entry.kind)
+        if rule is None:
+            raise RuleViolation(f"unknown kind {entry.kind}: this log accepts {', '.join(sorted(self._rules))}")
+        if state.size == 0 and entry.kind != GENESIS:
+            raise RuleViolation(f"a log starts with its {GENESIS} entry")
+        rule(state, entry)
+        state.size += 1
+
+
+def register_funds(rules: RuleSet) -> None:
+    """Money in integer cents: the log's key mints, wallets transfer what they hold."""
+    rules.register(MINT, _mint)
+    rules.register(TRANSFER, _transfer)
+
+
+def _genesis(state: State, entry: Entry) -> None:
+    if state.size:
+        raise RuleViolation(f"only the first entry of a log may be {GENESIS}")
+    origin = entry.body.get("origin")
+    if entry.body.keys() != {"origin"} or not isinstance(origin, str) or not re.fullmatch(r"[!-~]{1,200}", origin):
+        raise RuleViolation(f'{GENESIS} body is {{"origin": "<log name, printable ASCII>"}}')
+    state.origin, state.authority = origin, entry.author
+
+
+def _mint(state: State, entry: Entry) -> None:
+    to, cents = _payment(entry)
+    if entry.author != state.authority:
+        raise RuleViolation(f"{MINT} may be signed only by the log's key ({state.authority})")
+    state.balances[to] = state.balance(to) + cents
+
+
+def _transfer(state: State, entry: Entry) -> None:
+    to, cents = _payment(entry)
+    if to == entry.author:
+        raise RuleViolation("a transfer to the sending wallet itself moves nothing")
+    held = state.balance(entry.author)
+    if cents > held:
+        raise RuleViolation(f"overdraft: wallet {entry.author} holds {held} cents and cannot send {cents}")
+    state.balances[entry.author] = held - cents
+    state.balances[to] = state.balance(to) + cents
+
+
+def _payment(entry: Entry) -> tuple[str, int]:
+    body = entry.body
+    to, cents, memo = body.get("to"), body.get("cents"), body.get("memo", "")
+    if not body.keys() <= {"to", "cents", "memo"} or "to" not in body or "cents" not in body:
+        raise RuleViolation(f'{entry.kind} body is {{"to": <wallet id>, "cents": <int>, "memo"?: <text>}}')
+    if not isinstance(to, str) or not WALLET_ID.fullmatch(to):
+        raise RuleViolation(f"{entry.kind}: to must be a wallet id (32 lowercase hex digits)")
+    if type(cents) is not int or not 0 < cents <= MAX_CENTS:
+        raise RuleViolation(f"{entry.kind}: cents must be a whole number of cents above 0")
+    if not isinstance(memo, str) or len(memo) > MAX_MEMO:
+        raise RuleViolation(f"{entry.kind}: memo must be text of at most {MAX_MEMO} characters")
+    return to, cents

@@ -1,0 +1,159 @@
+"""The recorder over a SQL database, shared by the SQLite and PostgreSQL stores.
+
+Subclasses say how to connect, how to take the write lock on the head row, and how to
+insert many rows fast; the queries are the same. SQL is written with `?` parameters
+and rewritten to the driver's style.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from ledger.errors import LedgerError
+from ledger.store import PAGE, Head, Row
+
+COLUMNS = "pulse, raw, leaf, chain, kind, author"
+INSERT_COLUMNS = f"{COLUMNS}, claim"
+_CHUNK = 500
+
+
+def claim_key(leaf: bytes) -> int:
+    """The first 8 bytes of a leaf hash as a signed 64-bit integer, in the same order.
+
+    The unique index is on this, not on the 32-byte hash: a batch of appends then
+    dirties a third of the index pages, which is a third of an append's cost on SQLite.
+    Two different entries sharing 64 bits of hash is refused with its own message."""
+    return int.from_bytes(leaf[:8], "big") - 2**63
+
+
+class SqlRecorder(ABC):
+    """A ledger store in three tables: ledger_entries, ledger_head, ledger_checkpoints."""
+
+    param = "?"
+    integrity_error: type[Exception] = Exception
+
+    def __init__(self, url: str, conn: Any) -> None:
+        self.url = url
+        self._conn = conn
+
+    def head(self) -> Head:
+        return _head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1"))
+
+    def rows(
+        self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[Row]:
+        sql, params = f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse >= ?", [start]
+        if kind is not None:
+            sql, params = sql + " AND kind = ?", [*params, kind]
+        if author is not None:
+            sql, params = sql + " AND author = ?", [*params, author]
+        return [_row(r) for r in self._fetch(sql + " ORDER BY pulse LIMIT ?", [*params, limit])]
+
+    def row(self, pulse: int) -> Row | None:
+        found = self._fetch(f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse = ?", [pulse])
+        return _row(found[0]) if found else None
+
+    def leaves(self, stop: int | None = None) -> list[bytes]:
+        if stop is None:
+            return [bytes(r[0]) for r in self._fetch("SELECT leaf FROM ledger_entries ORDER BY pulse")]
+        return [bytes(r[0]) for r in self._fetch("SELECT leaf FROM ledger_entries WHERE pulse <= ? ORDER BY pulse", [stop])]
+
+    def find(self, low: bytes, high: bytes, limit: int) -> list[int]:
+        sql = (
+            "SELECT pulse FROM ledger_entries WHERE claim >= ? AND claim <= ? AND leaf >= ? AND leaf <= ?"
+            " ORDER BY pulse LIMIT ?"
+        )
+        return [r[0] for r in self._fetch(sql, [claim_key(low), claim_key(high), low, high, limit])]
+
+    def checkpoints(self) -> list[str]:
+        return [r[0] for r in self._fetch("SELECT note FROM ledger_checkpoints ORDER BY size")]
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqlTransaction]:
+        with self._locked():
+            head = _head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1" + self._lock_clause()))
+            yield SqlTransaction(self, head)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @abstractmethod
+    def _locked(self) -> AbstractContextManager[None]:
+        """A write transaction that commits on clean exit and rolls back on error."""
+
+    def _lock_clause(self) -> str:
+        return ""
+
+    def _insert(self, rows: Sequence[Row]) -> None:
+        sql = f"INSERT INTO ledger_entries ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        self._conn.executemany(self._sql(sql), [(*r, claim_key(r.leaf)) for r in rows])
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._conn.execute(self._sql(sql), params).fetchall()
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._conn.execute(self._sql(sql), params)
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.param == "?" else sql.replace("?", self.param)
+
+
+class SqlTransaction:
+    """The Transaction of a SqlRecorder: its queries run under the held lock."""
+
+    def __init__(self, recorder: SqlRecorder, head: Head) -> None:
+        self._r = recorder
+        self.head = head
+
+    def rows(self, start: int) -> list[Row]:
+        sql = f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse >= ? AND pulse <= ? ORDER BY pulse"
+        return [_row(r) for r in self._r._fetch(sql, [start, self.head.size])]
+
+    def leaves(self) -> list[bytes]:
+        return self._r.leaves(self.head.size)
+
+    def add(self, rows: Sequence[Row], head: Head) -> None:
+        try:
+            self._r._insert(rows)
+        except self._r.integrity_error:
+            # The unique index on leaf hashes refuses an entry recorded before; say which.
+            self._refuse_duplicate([r.leaf for r in rows])
+            raise
+        self._r._execute("UPDATE ledger_head SET size = ?, root = ? WHERE id = 1", [head.size, head.root])
+        self.head = head
+
+    def _refuse_duplicate(self, leaves: Sequence[bytes]) -> None:
+        wanted = {claim_key(leaf): leaf for leaf in leaves}
+        keys = list(wanted)
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i : i + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            sql = f"SELECT claim, leaf, pulse FROM ledger_entries WHERE pulse <= ? AND claim IN ({marks})"
+            for key, leaf, pulse in self._r._fetch(sql, [self.head.size, *chunk]):
+                if bytes(leaf) != wanted[key]:
+                    raise LedgerError(
+                        f"entry {wanted[key].hex()[:16]} shares its first 64 bits of hash with Pulse {pulse}; "
+                        "sign it again (a new second gives new bytes)"
+                    )
+                raise LedgerError(
+                    f"entry {bytes(leaf).hex()[:16]} is already on the log at Pulse {pulse}: an entry is recorded "
+                    "once (signing the same kind and body in the same second gives the same bytes)"
+                )
+
+    def latest_checkpoint(self) -> str | None:
+        found = self._r._fetch("SELECT note FROM ledger_checkpoints ORDER BY size DESC LIMIT 1")
+        return found[0][0] if found else None
+
+    def save_checkpoint(self, size: int, note: str) -> None:
+        self._r._execute("INSERT INTO ledger_checkpoints (size, note) VALUES (?, ?)", [size, note])
+
+
+def _head(found: list[Any]) -> Head:
+    size, root = found[0]
+    return Head(size, bytes(root))
+
+
+_row = Row._make

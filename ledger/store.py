@@ -1,0 +1,96 @@
+"""The recorder interface every ledger store implements, and the rows it keeps.
+
+A store keeps, per Pulse, the entry's exact bytes, its leaf hash (so proofs never
+rehash entries), a running digest of every leaf up to it (so an audit can say where a
+reordering starts), and its kind and author (to filter without parsing). A head row
+records the size and Merkle root the last append left; appends hold a lock on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+PAGE = 1000
+CHAIN_START = bytes(32)
+
+
+def chain(previous: bytes, leaf: bytes) -> bytes:
+    """The running digest after `leaf`: one hash per entry, where a Merkle root costs log n."""
+    return hashlib.sha256(previous + leaf).digest()
+
+
+class Row(NamedTuple):
+    pulse: int
+    raw: bytes
+    leaf: bytes
+    chain: bytes  # SHA-256(chain of the Pulse before ‖ leaf); 32 zero bytes before Pulse 1
+    kind: str
+    author: str
+
+
+@dataclass(frozen=True)
+class Head:
+    size: int
+    root: bytes
+
+
+class Transaction(Protocol):
+    """An append in progress, holding the log's write lock; it commits on clean exit."""
+
+    head: Head
+
+    def rows(self, start: int) -> list[Row]:
+        """Rows from Pulse `start` to the locked head (entries others appended)."""
+
+    def leaves(self) -> list[bytes]:
+        """All leaf hashes up to the locked head, in Pulse order."""
+
+    def add(self, rows: Sequence[Row], head: Head) -> None:
+        """Records rows after the locked head and moves the head; LedgerError naming the
+        Pulse if one of the entries is on the log already."""
+
+    def latest_checkpoint(self) -> str | None: ...
+
+    def save_checkpoint(self, size: int, note: str) -> None: ...
+
+
+class Recorder(Protocol):
+    """Where a ledger keeps its entries: SQLite by default, PostgreSQL to share one."""
+
+    url: str
+
+    def head(self) -> Head: ...
+
+    def rows(
+        self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[Row]:
+        """Up to `limit` rows from Pulse `start` on, filtered by kind and author."""
+
+    def row(self, pulse: int) -> Row | None: ...
+
+    def leaves(self, stop: int | None = None) -> list[bytes]:
+        """Leaf hashes of Pulses 1..stop (all by default), in Pulse order."""
+
+    def find(self, low: bytes, high: bytes, limit: int) -> list[int]:
+        """Pulses whose leaf hash lies between `low` and `high` (a claim id prefix)."""
+
+    def checkpoints(self) -> list[str]:
+        """Every checkpoint the log signed, oldest first."""
+
+    def transaction(self) -> AbstractContextManager[Transaction]: ...
+
+    def close(self) -> None: ...
+
+
+def pages(recorder: Recorder, start: int = 1, *, kind: str | None = None, author: str | None = None) -> Iterator[Row]:
+    """Every matching row from `start` on, read a page at a time (no long-held reads)."""
+    while True:
+        page = recorder.rows(start, kind=kind, author=author)
+        yield from page
+        if len(page) < PAGE:
+            return
+        start = page[-1].pulse + 1

@@ -1,0 +1,138 @@
+"""`agentd ledger`, as a user and an offline auditor run it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+
+from ledger import checkpoint as notes
+from ledger import merkle
+from ledger.entry import Entry
+
+
+def _tour(agentd, transfers: int = 3) -> None:
+    for name in ("alice", "bob"):
+        assert agentd("wallet", "new", name).code == 0
+    assert agentd("wallet", "fund", "alice", "10").code == 0
+    for i in range(transfers):
+        assert agentd("wallet", "transfer", "alice", "bob", "0.01", "--memo", str(i)).code == 0
+
+
+def test_log_lists_and_filters(agentd) -> None:
+    _tour(agentd)
+    table = agentd("ledger", "log").out.splitlines()
+    assert table[0].split() == ["PULSE", "AT", "KIND", "AUTHOR", "CLAIM"]
+    assert [row.split()[2] for row in table[1:]] == ["ledger.genesis/v1", "funds.mint/v1"] + ["funds.transfer/v1"] * 3
+    assert table[2].split()[3] == "log" and table[3].split()[3] == "alice"
+
+    lines = [json.loads(x) for x in agentd("ledger", "log", "--json", "--kind", "funds.transfer/v1", "--from", "4").out.splitlines()]
+    assert [x["pulse"] for x in lines] == [4, 5]
+    assert {x["author_name"] for x in lines} == {"alice"} and lines[0]["body"]["memo"] == "1"
+    by_alice = agentd("ledger", "log", "--json", "--author", "alice").out.splitlines()
+    assert len(by_alice) == 3
+    assert agentd("ledger", "log", "--author", "nobody").code == 1
+
+
+def test_show_by_pulse_and_by_claim(agentd) -> None:
+    _tour(agentd, transfers=1)
+    shown = json.loads(agentd("ledger", "show", "3", "--json").out)
+    assert (shown["pulse"], shown["kind"], shown["author_name"], shown["body"]["cents"]) == (3, "funds.transfer/v1", "alice", 1)
+    entry = Entry.parse(base64.b64decode(shown["entry"]))
+    assert entry.claim_id == shown["claim"]
+    by_claim = agentd("ledger", "show", shown["claim"][:12])
+    assert by_claim.code == 0 and "funds.transfer/v1" in by_claim.out and shown["claim"] in by_claim.out
+    missing = agentd("ledger", "show", "99")
+    assert missing.code == 1 and "no Pulse 99" in missing.err
+
+
+def test_an_auditor_checks_proofs_offline(agentd, home) -> None:
+    _tour(agentd)
+    note = agentd("ledger", "checkpoint").out
+    log_key = base64.b64decode(json.loads((home.root / "log-key.json").read_text())["public_key"])
+    origin = note.splitlines()[0]
+    cp = notes.verify(note, log_key, origin)
+    assert cp.size == 5
+
+    proof = json.loads(agentd("ledger", "prove", "4").out)
+    assert proof["checkpoint"] == note
+    leaf = base64.b64decode(proof["leaf_hash"])
+    path = [base64.b64decode(p) for p in proof["proof"]]
+    merkle.verify_inclusion(proof["leaf_index"], proof["tree_size"], leaf, path, cp.root)
+    shown = json.loads(agentd("ledger", "show", "4", "--json").out)
+    assert Entry.parse(base64.b64decode(shown["entry"])).leaf_hash == leaf
+
+    agentd("wallet", "transfer", "alice", "bob", "1")
+    grown = json.loads(agentd("ledger", "prove", "--from-size", "5").out)
+    later = notes.verify(agentd("ledger", "checkpoint").out, log_key, origin)
+    assert (grown["size1"], grown["size2"]) == (5, 6) and grown["checkpoint"] is not None
+    merkle.verify_consistency(5, 6, [base64.b64decode(p) for p in grown["proof"]], cp.root, later.root)
+
+    old = json.loads(agentd("ledger", "prove", "2", "--size", "5").out)
+    assert old["checkpoint"] == note and old["tree_size"] == 5
+    assert agentd("ledger", "prove").code == 2
+
+
+def test_verify_passes_then_names_the_first_bad_pulse(agentd, home) -> None:
+    _tour(agentd)
+    r = agentd("ledger", "verify", "--jobs", "2")
+    assert r.code == 0, r.err
+    assert "ok: 5 entries, 5 signatures" in r.out
+    report = json.loads(agentd("ledger", "verify", "--json").out)
+    assert report["ok"] is True and report["size"] == 5
+
+    db = sqlite3.connect(home.ledger_db)
+    raw = bytearray(db.execute("SELECT raw FROM ledger_entries WHERE pulse = 4").fetchone()[0])
+    raw[30] ^= 4
+    with db:
+        db.execute("UPDATE ledger_entries SET raw = ? WHERE pulse = 4", [bytes(raw)])
+    db.close()
+    r = agentd("ledger", "verify")
+    assert r.code == 3
+    assert r.err.strip().startswith("agentd: check failed: Pulse 4: its bytes changed")
+    r = agentd("ledger", "verify", "--json")
+    assert r.code == 3 and json.loads(r.out)["first_bad_pulse"] == 4
+
+
+def test_verify_with_a_saved_checkpoint_catches_truncation(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    saved = tmp_path / "checkpoint.txt"
+    saved.write_text(agentd("ledger", "checkpoint").out)
+    db = sqlite3.connect(home.ledger_db)
+    leaves = [row[0] for row in db.execute("SELECT leaf FROM ledger_entries WHERE pulse <= 3 ORDER BY pulse")]
+    with db:
+        db.execute("DELETE FROM ledger_entries WHERE pulse > 3")
+        db.execute("UPDATE ledger_head SET size = 3, root = ?", [merkle.root(leaves)])
+        db.execute("DELETE FROM ledger_checkpoints")
+    db.close()
+    assert agentd("ledger", "verify").code == 0
+    r = agentd("ledger", "verify", "--checkpoint", saved)
+    assert r.code == 3 and "Pulse 4: missing" in r.err and "covers 5 entries" in r.err
+
+
+def test_export_then_import_elsewhere_and_verify(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    copy = tmp_path / "copy.jsonl"
+    r = agentd("ledger", "export", copy)
+    assert r.code == 0 and "exported 5 entries" in r.err
+    lines = [json.loads(x) for x in copy.read_text().splitlines()]
+    assert [x["pulse"] for x in lines] == [1, 2, 3, 4, 5]
+    saved = tmp_path / "checkpoint.txt"
+    saved.write_text(agentd("ledger", "checkpoint").out)
+
+    auditor = tmp_path / "auditor"
+    r = agentd("--home", auditor, "ledger", "import", copy)
+    assert r.code == 0, r.err
+    assert "imported 5 entries" in r.out
+    r = agentd("--home", auditor, "ledger", "verify", "--checkpoint", saved)
+    assert r.code == 0, r.err
+    assert "consistent with checkpoints at sizes: 5" in r.out
+    again = agentd("--home", auditor, "ledger", "import", copy)
+    assert again.code == 1 and "not empty" in again.err
+
+    tampered = tmp_path / "tampered.jsonl"
+    bad = dict(lines[2], entry=base64.b64encode(base64.b64decode(lines[2]["entry"]).replace(b'"payloadType"', b'"payloadTyp\\u0065"')).decode())
+    tampered.write_text("\n".join(json.dumps(x) for x in [*lines[:2], bad, *lines[3:]]) + "\n")
+    r = agentd("--home", tmp_path / "second", "ledger", "import", tampered)
+    assert r.code == 1 and "Pulse 3 refused" in r.err
+    assert agentd("--home", tmp_path / "second", "ledger", "log", "--json").out == ""

@@ -1,0 +1,88 @@
+"""Fixtures and helpers for the ledger suites: a store URL for each backend, and
+tampering by SQL. Test modules import the fixtures they use from here.
+
+The PostgreSQL store gets a schema of its own per test, dropped afterwards, since
+other suites share the database `test`. It is skipped only when the server cannot be
+reached.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from conftest import POSTGRES_URL
+
+from ledger import Ledger, RuleSet, Wallet, register_funds
+
+
+def funds_rules() -> RuleSet:
+    rules = RuleSet()
+    register_funds(rules)
+    return rules
+
+
+def _postgres_reachable() -> str | None:
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=5):
+            return None
+    except psycopg.OperationalError as exc:
+        return str(exc).strip().splitlines()[0]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+        return
+    unreachable = _postgres_reachable()
+    if unreachable:
+        pytest.skip(f"PostgreSQL at {POSTGRES_URL} is unreachable: {unreachable}")
+    schema = f"ledger_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def log_key() -> Wallet:
+    return Wallet.generate("log")
+
+
+@pytest.fixture
+def ledger(store_url: str, log_key: Wallet) -> Iterator[Ledger]:
+    with Ledger.open(store_url, funds_rules(), log_key) as opened:
+        yield opened
+
+
+def tamper(url: str, sql: str, params: Sequence[Any] = ()) -> None:
+    """Changes the store behind the ledger's back, as an attacker or a bad disk would."""
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        with conn:
+            conn.execute(sql, params)
+        conn.close()
+        return
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(sql.replace("?", "%s"), params)
+
+
+def fetch(url: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+        rows = conn.execute(sql, params).fetchall()
+        conn.close()
+        return rows
+    with psycopg.connect(url, autocommit=True) as pg:
+        return pg.execute(sql.replace("?", "%s"), params).fetchall()

@@ -1,0 +1,367 @@
+"""The contract every ledger store keeps, run against SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import rfc8785
+from ledgerkit import fetch, funds_rules, ledger, log_key, store_url, tamper  # noqa: F401 (fixtures)
+
+from ledger import GENESIS, MINT, TRANSFER, Entry, EntryError, Ledger, LedgerError, RuleSet, RuleViolation, State, Wallet, merkle
+from ledger.checkpoint import parse as parse_checkpoint
+
+
+def _funded(ledger: Ledger, log_key: Wallet, cents: int = 10_000) -> Wallet:
+    alice = Wallet.generate("alice")
+    ledger.append(log_key, MINT, {"to": alice.id, "cents": cents})
+    return alice
+
+
+def test_appends_number_entries_from_one(ledger: Ledger, log_key: Wallet) -> None:
+    assert ledger.size == 0
+    alice = _funded(ledger, log_key)
+    bob = Wallet.generate("bob")
+    sent = ledger.append(alice, TRANSFER, {"to": bob.id, "cents": 250, "memo": "lunch"})
+    assert ledger.size == 3
+    genesis = ledger.get(1)
+    assert (genesis.kind, genesis.author, genesis.body) == (GENESIS, log_key.id, {"origin": f"agentd.ledger/{log_key.id}"})
+    assert (sent.pulse, sent.kind, sent.author) == (3, TRANSFER, alice.id)
+    again = ledger.get(3)
+    assert again.raw == sent.raw and again.claim_id == sent.claim_id and again.body == sent.body
+    assert ledger.find(sent.claim_id).pulse == 3
+    assert ledger.find(sent.claim_id[:10].upper()).pulse == 3
+    state = ledger.state()
+    assert state.balances == {alice.id: 9_750, bob.id: 250}
+    assert (state.size, state.authority) == (3, log_key.id)
+
+
+def test_reading_by_kind_author_and_start(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    bob = Wallet.generate()
+    ledger.append_many([(alice, TRANSFER, {"to": bob.id, "cents": 1, "memo": str(i)}) for i in range(5)])
+    assert [e.pulse for e in ledger.entries()] == list(range(1, 8))
+    assert [e.pulse for e in ledger.entries(kind=TRANSFER)] == [3, 4, 5, 6, 7]
+    assert [e.pulse for e in ledger.entries(author=log_key.id)] == [1, 2]
+    assert [e.pulse for e in ledger.entries(kind=TRANSFER, start=6)] == [6, 7]
+    assert list(ledger.entries(author=bob.id)) == []
+
+
+def test_lookups_that_find_nothing_say_so(ledger: Ledger, log_key: Wallet) -> None:
+    _funded(ledger, log_key)
+    with pytest.raises(LedgerError, match="no Pulse 9"):
+        ledger.get(9)
+    with pytest.raises(LedgerError, match="no claim"):
+        ledger.find("abcdabcd" if not ledger.get(1).claim_id.startswith("abcdabcd") else "dcbadcba")
+    with pytest.raises(LedgerError, match="not a claim id"):
+        ledger.find("xyz")
+
+
+def test_many_entries_go_in_order_in_one_batch(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key, 500)
+    bob = Wallet.generate()
+    recorded = ledger.append_many([(alice, TRANSFER, {"to": bob.id, "cents": 100, "memo": str(i)}) for i in range(5)])
+    assert [e.pulse for e in recorded] == [3, 4, 5, 6, 7]
+    assert ledger.state().balance(alice.id) == 0
+
+
+def _refused_and_nothing_written(ledger: Ledger, error: type[Exception], match: str, action) -> None:
+    size, root = ledger.size, ledger.root() if ledger.size else None
+    with pytest.raises(error, match=match):
+        action()
+    assert ledger.size == size
+    if root is not None:
+        assert ledger.root() == root
+
+
+def test_a_bad_signature_is_refused(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    doc = json.loads(Entry.create(alice, TRANSFER, {"to": "0" * 32, "cents": 1}).raw)
+    doc["signatures"][0]["sig"] = base64.b64encode(Wallet.generate().sign(b"other")).decode()
+    _refused_and_nothing_written(ledger, EntryError, "bad signature", lambda: ledger.append_raw([rfc8785.dumps(doc)]))
+
+
+def test_non_canonical_bytes_are_refused(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    raw = Entry.create(alice, TRANSFER, {"to": "0" * 32, "cents": 1}).raw
+    spaced = json.dumps(json.loads(raw), indent=2).encode()
+    _refused_and_nothing_written(ledger, EntryError, "canonical", lambda: ledger.append_raw([spaced]))
+
+
+def test_an_unknown_kind_is_refused(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    _refused_and_nothing_written(ledger, RuleViolation, "unknown kind", lambda: ledger.append(alice, "agent.unheard-of/v1", {}))
+
+
+def test_rule_breaking_bodies_are_refused(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key, 100)
+    bob = Wallet.generate()
+    cases = [
+        (alice, TRANSFER, {"to": bob.id, "cents": 101}, "overdraft"),
+        (alice, TRANSFER, {"to": bob.id, "cents": 0}, "above 0"),
+        (alice, TRANSFER, {"to": bob.id, "cents": "5"}, "whole number"),
+        (alice, TRANSFER, {"to": "bob", "cents": 5}, "wallet id"),
+        (alice, TRANSFER, {"to": alice.id, "cents": 5}, "itself"),
+        (alice, MINT, {"to": alice.id, "cents": 5}, "only by the log's key"),
+        (log_key, GENESIS, {"origin": "again"}, "only the first entry"),
+    ]
+    for wallet, kind, body, reason in cases:
+        _refused_and_nothing_written(ledger, RuleViolation, reason, lambda: ledger.append(wallet, kind, body))
+
+
+def test_a_batch_is_all_or_nothing(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key, 300)
+    bob = Wallet.generate()
+    batch = [(alice, TRANSFER, {"to": bob.id, "cents": 100, "memo": str(i)}) for i in range(4)]
+    _refused_and_nothing_written(ledger, RuleViolation, "entry 4 of 4 .*overdraft", lambda: ledger.append_many(batch))
+    assert ledger.state().balance(alice.id) == 300
+
+
+def test_an_entry_is_recorded_once(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    entry = Entry.create(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    ledger.append_raw([entry.raw])
+    # Replaying someone's signed transfer must not move the money twice.
+    _refused_and_nothing_written(ledger, LedgerError, "already on the log at Pulse 3", lambda: ledger.append_raw([entry.raw]))
+    _refused_and_nothing_written(ledger, LedgerError, "twice", lambda: ledger.append_raw([entry.raw, entry.raw]))
+
+
+def test_an_empty_log_needs_its_key_to_start(store_url: str) -> None:
+    with Ledger.open(store_url, funds_rules(), None) as keyless:
+        with pytest.raises(LedgerError, match="log's key"):
+            keyless.append(Wallet.generate(), TRANSFER, {"to": "0" * 32, "cents": 1})
+        assert keyless.size == 0
+
+
+def test_later_packages_register_their_own_kinds(store_url: str, log_key: Wallet) -> None:
+    rules = funds_rules()
+
+    def note(state: State, entry: Entry) -> None:
+        if not isinstance(entry.body.get("text"), str):
+            raise RuleViolation("a note has text")
+        state.ns("notes")[entry.claim_id] = entry.pulse
+
+    rules.register("test.note/v1", note)
+    with pytest.raises(LedgerError, match="already has a rule"):
+        rules.register("test.note/v1", note)
+    with Ledger.open(store_url, rules, log_key) as ledger:
+        written = ledger.append(Wallet.generate(), "test.note/v1", {"text": "hello"})
+        with pytest.raises(RuleViolation, match="a note has text"):
+            ledger.append(Wallet.generate(), "test.note/v1", {})
+        assert ledger.state().ns("notes") == {written.claim_id: 2}
+        assert ledger.verify().ok
+    with Ledger.open(store_url, funds_rules(), log_key) as without:
+        report = without.verify()
+        assert (report.problem.pulse, "unknown kind test.note/v1" in report.problem.reason) == (2, True)
+
+
+def test_another_ledger_object_sees_and_extends_the_same_log(store_url: str, log_key: Wallet) -> None:
+    first, second = Ledger.open(store_url, funds_rules(), log_key), Ledger.open(store_url, funds_rules(), log_key)
+    try:
+        alice = _funded(first, log_key, 100)
+        bob = Wallet.generate()
+        second.append(alice, TRANSFER, {"to": bob.id, "cents": 60})
+        # first's cached state is behind; the append must catch up before it checks the rule.
+        with pytest.raises(RuleViolation, match="holds 40 cents"):
+            first.append(alice, TRANSFER, {"to": bob.id, "cents": 50})
+        first.append(alice, TRANSFER, {"to": bob.id, "cents": 40})
+        assert second.state().balances == {alice.id: 0, bob.id: 100}
+    finally:
+        first.close()
+        second.close()
+
+
+def test_proofs_check_out(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(9)])
+    size = ledger.size
+    for pulse in (1, 5, size):
+        proof = ledger.inclusion_proof(pulse)
+        proof.verify()
+        assert (proof.size, proof.leaf_hash, proof.root) == (size, ledger.get(pulse).leaf_hash, ledger.root())
+    old = ledger.inclusion_proof(3, size=6)
+    old.verify()
+    assert old.root == ledger.root(6)
+    for m in range(1, size + 1):
+        proof = ledger.consistency_proof(m)
+        proof.verify()
+        assert (proof.old_root, proof.new_root) == (ledger.root(m), ledger.root())
+    with pytest.raises(LedgerError, match="not in a tree"):
+        ledger.inclusion_proof(size + 1)
+    with pytest.raises(LedgerError, match="outside the log"):
+        ledger.consistency_proof(2, size + 5)
+
+
+def test_checkpoints_are_signed_kept_and_never_contradicted(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    with pytest.raises(LedgerError, match="empty"):
+        ledger.checkpoint()
+    alice = _funded(ledger, log_key)
+    first = ledger.checkpoint()
+    assert ledger.checkpoint() == first
+    cp = parse_checkpoint(first)
+    assert (cp.origin, cp.size, cp.root) == (f"agentd.ledger/{log_key.id}", 2, ledger.root())
+    ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    second = ledger.checkpoint()
+    assert parse_checkpoint(second).size == 3
+    assert ledger.checkpoints() == [first, second]
+    # Rewrite history under the log's feet: it must refuse to sign a contradicting head.
+    forged = Entry.create(alice, TRANSFER, {"to": "1" * 32, "cents": 2})
+    _replace_row(store_url, 3, forged.raw)
+    tamper(store_url, "UPDATE ledger_head SET root = ?", [merkle.root([r[0] for r in fetch(store_url, "SELECT leaf FROM ledger_entries ORDER BY pulse")])])
+    with pytest.raises(LedgerError, match="do not hash to its head"):
+        ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 3})  # its cached tree disagrees
+    with Ledger.open(store_url, funds_rules(), log_key) as reopened:
+        reopened.append(alice, TRANSFER, {"to": "0" * 32, "cents": 3})
+        with pytest.raises(LedgerError, match="does not extend its last checkpoint"):
+            reopened.checkpoint()
+    assert ledger.checkpoints() == [first, second]
+
+
+def test_another_key_cannot_sign_the_log_s_checkpoints(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _funded(ledger, log_key)
+    with Ledger.open(store_url, funds_rules(), Wallet.generate()) as stranger:
+        with pytest.raises(LedgerError, match="only the log's key"):
+            stranger.checkpoint()
+
+
+def test_verify_passes_on_an_honest_log(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(30)])
+    note = ledger.checkpoint()
+    ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    for jobs in (1, 2):
+        report = ledger.verify(jobs=jobs, checkpoint=note)
+        assert report.ok, report.problem
+        assert (report.size, report.signatures, report.root, report.checkpoints) == (33, 33, ledger.root(), [32, 32])
+
+
+def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_key: Wallet) -> None:
+    from ledger.export import export_line, read_lines
+
+    alice = _funded(ledger, log_key)
+    ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(5)])
+    lines = [export_line(e) for e in ledger.entries()]
+    with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
+        imported = copy.import_entries(read_lines(lines))
+        assert [e.pulse for e in imported] == list(range(1, 8))
+        assert copy.root() == ledger.root()
+        assert copy.state().balances == ledger.state().balances
+        assert copy.verify(checkpoint=ledger.checkpoint()).ok
+        with pytest.raises(LedgerError, match="not empty"):
+            copy.import_entries(read_lines(lines))
+    with Ledger.open(f"sqlite:///{tmp_path / 'gap.db'}", funds_rules(), Wallet.generate()) as gap:
+        with pytest.raises(LedgerError, match="Pulse 3 should be"):
+            gap.import_entries(read_lines(lines[:2] + lines[3:]))
+        assert gap.size == 0
+
+
+# Faults: the store is changed behind the ledger's back; verify names the first bad Pulse.
+
+
+def _honest_log(ledger: Ledger, log_key: Wallet, transfers: int = 10) -> Wallet:
+    alice = _funded(ledger, log_key)
+    ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(transfers)])
+    return alice
+
+
+def _replace_row(url: str, pulse: int, raw: bytes) -> None:
+    from ledger.entry import leaf_hash
+
+    tamper(url, "UPDATE ledger_entries SET raw = ?, leaf = ? WHERE pulse = ?", [raw, leaf_hash(raw), pulse])
+
+
+def _problem(url: str, checkpoint: str | None = None) -> tuple[int | None, str]:
+    with Ledger.open(url, funds_rules(), None, check=False) as opened:
+        report = opened.verify(checkpoint=checkpoint)
+    assert not report.ok
+    assert report.problem is not None
+    return report.problem.pulse, report.problem.reason
+
+
+def test_a_flipped_byte_is_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    raw = bytearray(ledger.get(6).raw)
+    raw[40] ^= 1
+    tamper(store_url, "UPDATE ledger_entries SET raw = ? WHERE pulse = 6", [bytes(raw)])
+    pulse, reason = _problem(store_url)
+    assert pulse == 6 and "changed after it was appended" in reason
+
+
+def test_a_replaced_entry_with_a_matching_leaf_is_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    doc = json.loads(ledger.get(5).raw)
+    doc["signatures"][0]["sig"] = base64.b64encode(bytes(64)).decode()
+    _replace_row(store_url, 5, rfc8785.dumps(doc))
+    pulse, reason = _problem(store_url)
+    assert pulse == 5 and "out of place" in reason
+
+
+def test_a_deleted_entry_is_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    tamper(store_url, "DELETE FROM ledger_entries WHERE pulse = 5")
+    with pytest.raises(LedgerError, match="head records 12"):
+        Ledger.open(store_url, funds_rules(), log_key)
+    pulse, reason = _problem(store_url)
+    assert pulse == 5 and "missing" in reason
+
+
+def test_two_swapped_entries_are_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    for old, new in ((4, -4), (8, 4), (-4, 8)):
+        tamper(store_url, "UPDATE ledger_entries SET pulse = ? WHERE pulse = ?", [new, old])
+    with pytest.raises(LedgerError, match="do not hash to its head"):
+        Ledger.open(store_url, funds_rules(), log_key)
+    pulse, reason = _problem(store_url)
+    assert pulse == 4 and "out of place" in reason
+
+
+def test_a_truncated_tail_is_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    tamper(store_url, "DELETE FROM ledger_entries WHERE pulse > 9")
+    pulse, reason = _problem(store_url)
+    assert pulse == 10 and "truncated" in reason
+
+
+def test_truncation_below_a_saved_checkpoint_is_caught_by_consistency(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _honest_log(ledger, log_key)
+    saved = ledger.checkpoint()
+    ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    # A careful forger cuts the log to 7 entries and fixes everything the store holds.
+    root7 = ledger.root(7)
+    tamper(store_url, "DELETE FROM ledger_entries WHERE pulse > 7")
+    tamper(store_url, "UPDATE ledger_head SET size = 7, root = ?", [root7])
+    tamper(store_url, "DELETE FROM ledger_checkpoints")
+    with Ledger.open(store_url, funds_rules(), None) as forged:
+        assert forged.verify().ok  # nothing inside the store betrays it...
+    pulse, reason = _problem(store_url, checkpoint=saved)  # ...but the auditor's checkpoint does
+    assert pulse == 8 and "covers 12 entries" in reason
+
+
+def test_a_rewritten_history_contradicts_a_saved_checkpoint(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _honest_log(ledger, log_key, transfers=3)
+    saved = ledger.checkpoint()
+    # Rebuild the same-length log with a different third entry, keeping every store invariant.
+    forged = Entry.create(alice, TRANSFER, {"to": "1" * 32, "cents": 7})
+    _replace_row(store_url, 3, forged.raw)
+    link, leaves = bytes(32), []
+    from ledger.store import chain
+
+    for pulse, leaf in fetch(store_url, "SELECT pulse, leaf FROM ledger_entries ORDER BY pulse"):
+        link = chain(link, bytes(leaf))
+        leaves.append(bytes(leaf))
+        tamper(store_url, "UPDATE ledger_entries SET chain = ? WHERE pulse = ?", [link, pulse])
+    tamper(store_url, "UPDATE ledger_head SET root = ?", [merkle.root(leaves)])
+    tamper(store_url, "DELETE FROM ledger_checkpoints")
+    pulse, reason = _problem(store_url, checkpoint=saved)
+    assert pulse is None and "not consistent with the checkpoint at size 5" in reason
+
+
+def test_a_checkpoint_from_another_log_is_refused(store_url: str, ledger: Ledger, log_key: Wallet, tmp_path) -> None:
+    _honest_log(ledger, log_key, transfers=1)
+    other_key = Wallet.generate()
+    with Ledger.open(f"sqlite:///{tmp_path / 'other.db'}", funds_rules(), other_key) as other:
+        _funded(other, other_key)
+        foreign = other.checkpoint()
+    pulse, reason = _problem(store_url, checkpoint=foreign)
+    assert pulse is None and "checkpoint refused" in reason

@@ -1,0 +1,188 @@
+"""Entries, canonical JSON, checkpoints and key files, each on its own."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger import Checkpoint, CheckpointError, Entry, EntryError, LedgerError, Wallet, canonical, checkpoint
+from ledger.entry import PAYLOAD_TYPE, pae
+from ledger.keys import open_key_file, read_key_file, signature_holds, wallet_id, write_key_file
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text() | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_canonical_form_is_rfc8785(value: object) -> None:
+    try:
+        expected = rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError:
+        with pytest.raises(LedgerError):
+            canonical.dumps(value)
+        return
+    assert canonical.dumps(value) == expected
+    assert canonical.dumps(canonical.loads(expected)) == expected
+
+
+def test_canonical_loads_refuses_other_spellings() -> None:
+    for raw in (b'{"b":1,"a":2}', b'{"a": 1}', b'{"a":1.0}', b'{"a":1,"a":1}', b'"\\u0041"', b"[1,]"):
+        with pytest.raises(LedgerError):
+            canonical.loads(raw)
+
+
+def test_an_entry_round_trips_and_names_its_author() -> None:
+    alice = Wallet.generate("alice")
+    entry = Entry.create(alice, "funds.transfer/v1", {"to": "0" * 32, "cents": 5})
+    again = Entry.parse(entry.raw)
+    assert (again.kind, again.author, again.at, again.body) == ("funds.transfer/v1", alice.id, entry.at, {"to": "0" * 32, "cents": 5})
+    assert again.author == wallet_id(alice.public_key) == alice.id
+    assert len(alice.id) == 32
+    assert again.claim_id == entry.claim_id == entry.leaf_hash.hex()
+    envelope = json.loads(entry.raw)
+    assert envelope["payloadType"] == PAYLOAD_TYPE
+    assert rfc8785.dumps(envelope) == entry.raw
+    payload = base64.b64decode(envelope["payload"])
+    assert json.loads(payload) == {"v": 1, "kind": "funds.transfer/v1", "author": alice.id, "at": entry.at, "body": {"to": "0" * 32, "cents": 5}}
+    assert signature_holds(alice.public_key, entry.signature, pae(PAYLOAD_TYPE.encode(), payload))
+
+
+def _envelope(entry: Entry) -> dict:
+    return json.loads(entry.raw)
+
+
+def _signed(wallet: Wallet, payload: bytes, keyid: str | None = None) -> bytes:
+    sig = wallet.sign(pae(PAYLOAD_TYPE.encode(), payload))
+    doc = {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [{"keyid": keyid or wallet.public_key.hex(), "sig": base64.b64encode(sig).decode()}],
+    }
+    return rfc8785.dumps(doc)
+
+
+def test_bad_entries_are_refused_with_the_reason() -> None:
+    alice, mallory = Wallet.generate(), Wallet.generate()
+    good = Entry.create(alice, "funds.transfer/v1", {"to": "0" * 32, "cents": 5})
+    doc = _envelope(good)
+    payload = base64.b64decode(doc["payload"])
+
+    other = dict(doc, signatures=[{"keyid": doc["signatures"][0]["keyid"], "sig": base64.b64encode(mallory.sign(b"x")).decode()}])
+    cases = {
+        "bad signature": rfc8785.dumps(other),
+        "not in canonical form": json.dumps(doc, indent=1).encode(),
+        "author": _signed(mallory, payload),  # mallory signs alice's payload with her own key
+        "payload not in canonical form": _signed(alice, json.dumps(json.loads(payload), indent=1).encode()),
+        "payloadType": rfc8785.dumps(dict(doc, payloadType="text/plain")),
+        "not JSON": good.raw[:-1],
+        "exactly one signature": rfc8785.dumps(dict(doc, signatures=doc["signatures"] * 2)),
+    }
+    for reason, raw in cases.items():
+        with pytest.raises(EntryError, match=reason):
+            Entry.parse(raw)
+
+
+def test_payload_fields_are_checked() -> None:
+    alice = Wallet.generate()
+    base = {"v": 1, "kind": "funds.transfer/v1", "author": alice.id, "at": "2026-11-29T12:00:00Z", "body": {}}
+    for change, reason in [
+        ({"v": 2}, "version"),
+        ({"kind": "Transfer"}, "bad kind"),
+        ({"at": "2026-02-30T12:00:00Z"}, "UTC time"),
+        ({"at": "2026-11-29 12:00:00"}, "UTC time"),
+        ({"body": []}, "body must be"),
+        ({"extra": 1}, "exactly"),
+    ]:
+        with pytest.raises(EntryError, match=reason):
+            Entry.parse(_signed(alice, rfc8785.dumps({**base, **change})))
+    assert Entry.parse(_signed(alice, rfc8785.dumps(base))).body == {}
+
+
+def test_create_refuses_what_cannot_be_an_entry() -> None:
+    alice = Wallet.generate()
+    with pytest.raises(EntryError, match="bad kind"):
+        Entry.create(alice, "no-version", {})
+    with pytest.raises(LedgerError, match="canonical"):
+        Entry.create(alice, "test.note/v1", {"n": 2**60})
+    with pytest.raises(LedgerError, match="canonical"):
+        Entry.create(alice, "test.note/v1", {"n": float("nan")})
+
+
+def test_non_canonical_base64_is_refused() -> None:
+    alice = Wallet.generate()
+    doc = _envelope(Entry.create(alice, "test.note/v1", {}))
+    sig = doc["signatures"][0]["sig"]
+    # 64 bytes encode with two spare bits before '=='; setting one keeps the bytes, changes the text.
+    last = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".index(sig[-3])
+    bent = sig[:-3] + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[last | 1] + "=="
+    assert base64.b64decode(bent) == base64.b64decode(sig) and bent != sig
+    doc["signatures"][0]["sig"] = bent
+    with pytest.raises(EntryError, match="canonical base64"):
+        Entry.parse(rfc8785.dumps(doc))
+
+
+def test_checkpoints_sign_and_verify() -> None:
+    key, other = Wallet.generate(), Wallet.generate()
+    note = checkpoint.sign(Checkpoint("example.org/log", 7, bytes(range(32))), key, "example.org/log")
+    text, sig_line = note.split("\n\n")
+    assert text == f"example.org/log\n7\n{base64.b64encode(bytes(range(32))).decode()}"
+    assert sig_line.startswith("\u2014 example.org/log ") and sig_line.endswith("\n")
+    assert checkpoint.verify(note, key.public_key, "example.org/log") == Checkpoint("example.org/log", 7, bytes(range(32)))
+    with pytest.raises(CheckpointError, match="no valid signature"):
+        checkpoint.verify(note, other.public_key, "example.org/log")
+    with pytest.raises(CheckpointError, match="no valid signature"):
+        checkpoint.verify(note.replace("\n7\n", "\n8\n"), key.public_key, "example.org/log")
+    with pytest.raises(CheckpointError, match="not a signed note"):
+        checkpoint.verify(text, key.public_key, "example.org/log")
+    # Signatures by other keys are ignored, as the signed-note format allows.
+    extra = other.sign(b"whatever")
+    cosigned = note + f"\u2014 witness {base64.b64encode(b'1234' + extra).decode()}\n"
+    assert checkpoint.verify(cosigned, key.public_key, "example.org/log").size == 7
+
+
+def test_key_files_seal_the_seed(tmp_path: Path) -> None:
+    alice = Wallet.generate("alice")
+    path = tmp_path / "alice.json"
+    write_key_file(path, alice, "correct horse")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert alice.seed.hex() not in path.read_text()
+    assert base64.b64encode(alice.seed).decode() not in path.read_text()
+    info = read_key_file(path)
+    assert (info.name, info.id, info.public_key, info.encrypted) == ("alice", alice.id, alice.public_key, True)
+    assert open_key_file(path, "correct horse").seed == alice.seed
+    with pytest.raises(LedgerError, match="wrong passphrase"):
+        open_key_file(path, "battery staple")
+    with pytest.raises(LedgerError, match="encrypted"):
+        open_key_file(path, None)
+    with pytest.raises(LedgerError, match="already exists"):
+        write_key_file(path, alice, None)
+
+
+def test_plain_and_corrupt_key_files(tmp_path: Path) -> None:
+    bob = Wallet.generate("bob")
+    path = tmp_path / "bob.json"
+    write_key_file(path, bob, None)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert open_key_file(path, None).id == bob.id
+    doc = json.loads(path.read_text())
+    doc["seed"]["plain"] = base64.b64encode(Wallet.generate().seed).decode()
+    path.write_text(json.dumps(doc))
+    with pytest.raises(LedgerError, match="does not match"):
+        open_key_file(path, None)
+    path.write_text("{not json")
+    with pytest.raises(LedgerError, match="corrupt"):
+        read_key_file(path)
+    with pytest.raises(LedgerError, match="does not exist"):
+        read_key_file(tmp_path / "nobody.json")
