@@ -1,0 +1,89 @@
+"""Where providers find their endpoint, key and retry policy: the environment, then
+config.toml.
+
+    [openai]                # or [anthropic]; OPENAI_* / ANTHROPIC_* variables win
+    base_url = "http://127.0.0.1:11434/v1"
+    api_key = "..."
+
+    [providers]             # the retry policy, the same for every provider
+    attempts = 4            # tries per model call, the first included
+    backoff = 0.5           # seconds before the second try, doubled after each
+    backoff_cap = 8.0       # the longest wait between two tries
+    timeout = 120.0         # seconds a try may wait to connect, or for the next bytes
+
+A key is required unless a base URL is set: the official endpoints always want one,
+while a local server (Ollama, vLLM, llama.cpp) usually wants none. Since both SDKs
+refuse to start without a key, a key-less endpoint is sent the placeholder `KEYLESS`,
+which such servers ignore; one that does check keys answers 401, and the call fails
+with a message that names the variable to set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.providers.retry import RetryPolicy
+
+KEYLESS = "agentd-no-key"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    api_key: str
+    base_url: str | None
+    key_hint: str  # what to tell the user when the server refuses the key
+
+
+def endpoint(home: Home, spec: str, section: str, prefix: str) -> Endpoint:
+    """The endpoint of provider `section`, whose variables start with `prefix`."""
+    key_var, url_var = f"{prefix}_API_KEY", f"{prefix}_BASE_URL"
+    api_key = _text_setting(home, section, "api_key", key_var)
+    base_url = _text_setting(home, section, "base_url", url_var)
+    where = f"{key_var} (or api_key under [{section}] in {home.config_path})"
+    if not api_key and not base_url:
+        raise AgentdError(f"{spec} needs an API key: set {where}")
+    if not api_key:
+        return Endpoint(KEYLESS, base_url, f"the server at {base_url} wants a key: set {where}")
+    return Endpoint(api_key, base_url, f"check {where}")
+
+
+# What each [providers] setting must be, in the words an error uses.
+POLICY_SETTINGS = {
+    "attempts": "a whole number of at least 1",
+    "backoff": "a number of seconds, 0 or more",
+    "backoff_cap": "a number of seconds, 0 or more",
+    "timeout": "a number of seconds above 0",
+}
+
+
+def retry_policy(home: Home) -> RetryPolicy:
+    """The [providers] retry policy, each value checked; defaults for what is unset."""
+    section = home.config.get("providers", {})
+    if not isinstance(section, dict):
+        raise AgentdError(f"{home.config_path}: 'providers' must be a table ([providers])")
+    for name, value in section.items():
+        if name not in POLICY_SETTINGS:
+            allowed = ", ".join(POLICY_SETTINGS)
+            raise AgentdError(f"{home.config_path}: [providers] has no setting {name!r}; the settings are {allowed}")
+        if not _valid(name, value):
+            raise AgentdError(f"{home.config_path}: [providers] {name} must be {POLICY_SETTINGS[name]}, not {value!r}")
+    return RetryPolicy(**section)
+
+
+def _valid(name: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if name == "attempts":
+        return isinstance(value, int) and value >= 1
+    if not isinstance(value, (int, float)):
+        return False
+    return value > 0 if name == "timeout" else value >= 0
+
+
+def _text_setting(home: Home, section: str, key: str, env: str) -> str | None:
+    value = home.setting(section, key, env=env)
+    if value is not None and not isinstance(value, str):
+        raise AgentdError(f"{home.config_path}: [{section}] {key} must be a string, not {value!r}")
+    return value or None

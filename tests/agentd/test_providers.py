@@ -1,0 +1,481 @@
+"""Model providers: the real OpenAI and Anthropic SDK clients against loopback servers
+that speak each wire format, the retry policy, settings, and the script provider."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from fakeservers import ModelServer, Reply
+
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.providers import make_model
+from agentd.providers.retry import RetryPolicy
+from agentd.providers.settings import KEYLESS
+from improver.protocol import Completion, Model, ProviderError, Usage
+
+KEY = "sk-test-key-4242"
+PREFIX = {"openai": "OPENAI", "anthropic": "ANTHROPIC"}
+ATTEMPTS = 3
+TIMEOUT = 0.5  # seconds one try may take; the slow replies below take far longer
+
+PAY_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "pay",
+        "description": "Pays an invoice.",
+        "parameters": {"type": "object", "properties": {"invoice": {"type": "integer"}}, "required": ["invoice"]},
+    },
+}
+CHAT = [{"role": "system", "content": "You pay invoices."}, {"role": "user", "content": "Pay invoice 23."}]
+
+
+def write_config(home: Home, text: str) -> None:
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.config_path.write_text(text)
+
+
+@pytest.fixture
+def fast_home(home: Home, monkeypatch: pytest.MonkeyPatch) -> Home:
+    """A home whose retry policy waits milliseconds, with no provider variables set."""
+    for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    write_config(home, f"[providers]\nattempts = {ATTEMPTS}\nbackoff = 0.01\nbackoff_cap = 0.05\ntimeout = {TIMEOUT}\n")
+    return home
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def server(request: pytest.FixtureRequest, fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelServer]:
+    """A loopback server in one wire format, its base URL and a key in the environment."""
+    with ModelServer(request.param) as s:
+        monkeypatch.setenv(f"{PREFIX[s.wire]}_BASE_URL", s.base_url)
+        monkeypatch.setenv(f"{PREFIX[s.wire]}_API_KEY", KEY)
+        yield s
+
+
+def model_for(server: ModelServer, home: Home) -> Model:
+    return make_model(f"{server.wire}:test-model", home)
+
+
+def ask(model: Model, messages: list[dict[str, Any]] = CHAT, tools: list[dict[str, Any]] | None = None) -> Completion:
+    return asyncio.run(model.complete(messages, [PAY_TOOL] if tools is None else tools, None))
+
+
+def sent_key(server: ModelServer) -> str:
+    headers = server.requests[-1].headers
+    return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+
+
+# Answers through each real SDK client
+
+
+def test_a_text_answer_comes_back_in_chat_format_with_its_tokens(server: ModelServer, fast_home: Home) -> None:
+    server.queue(server.text("Paid.", tokens_in=31, tokens_out=4))
+    completion = ask(model_for(server, fast_home))
+    assert completion.message == {"role": "assistant", "content": "Paid."}
+    assert completion.usage == Usage(31, 4)
+    assert completion.model == "test-model"
+    assert sent_key(server) == KEY
+    assert server.requests[-1].body["model"] == "test-model"
+
+
+def test_a_tool_call_answer_comes_back_with_its_arguments(server: ModelServer, fast_home: Home) -> None:
+    server.queue(server.tool_calls(("pay", {"invoice": 23}), text="Paying it.", tokens_in=40, tokens_out=12))
+    completion = ask(model_for(server, fast_home))
+    (call,) = completion.message["tool_calls"]
+    assert completion.message["content"] == "Paying it."
+    assert call["type"] == "function" and call["id"]
+    assert call["function"]["name"] == "pay"
+    assert json.loads(call["function"]["arguments"]) == {"invoice": 23}
+    assert completion.usage == Usage(40, 12)
+
+
+def test_the_tools_offered_reach_the_server_in_its_own_format(server: ModelServer, fast_home: Home) -> None:
+    ask(model_for(server, fast_home))
+    (tool,) = server.requests[-1].body["tools"]
+    if server.wire == "openai":
+        assert tool == PAY_TOOL
+    else:
+        assert tool == {
+            "name": "pay",
+            "description": "Pays an invoice.",
+            "input_schema": PAY_TOOL["function"]["parameters"],
+        }
+
+
+def test_no_tools_means_the_field_is_left_out(server: ModelServer, fast_home: Home) -> None:
+    ask(model_for(server, fast_home), tools=[])
+    assert "tools" not in server.requests[-1].body
+
+
+def test_openai_messages_go_out_as_they_are(fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ModelServer("openai") as s:
+        monkeypatch.setenv("OPENAI_BASE_URL", s.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        asyncio.run(make_model("openai:m", fast_home).complete(CONVERSATION, [PAY_TOOL], 300))
+    body = s.requests[-1].body
+    assert body["messages"] == CONVERSATION
+    # A custom base URL gets the parameter compatible servers understand.
+    assert body["max_tokens"] == 300
+
+
+CONVERSATION: list[dict[str, Any]] = [
+    {"role": "system", "content": "You pay invoices."},
+    {"role": "user", "content": "Pay invoices 23 and 24."},
+    {
+        "role": "assistant",
+        "content": "Paying both.",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "pay", "arguments": '{"invoice": 23}'}},
+            {"id": "c2", "type": "function", "function": {"name": "pay", "arguments": '{"invoice": 24}'}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "paid 23"},
+    {"role": "tool", "tool_call_id": "c2", "content": "paid 24"},
+    {"role": "user", "content": [{"type": "text", "text": "Thanks."}]},
+]
+
+
+def test_anthropic_gets_the_conversation_as_alternating_turns_of_blocks(
+    fast_home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ModelServer("anthropic") as s:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", s.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        asyncio.run(make_model("anthropic:m", fast_home).complete(CONVERSATION, [PAY_TOOL], 300))
+    body = s.requests[-1].body
+    assert body["system"] == "You pay invoices."
+    assert body["max_tokens"] == 300
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Pay invoices 23 and 24."}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Paying both."},
+                {"type": "tool_use", "id": "c1", "name": "pay", "input": {"invoice": 23}},
+                {"type": "tool_use", "id": "c2", "name": "pay", "input": {"invoice": 24}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "paid 23"},
+                {"type": "tool_result", "tool_use_id": "c2", "content": "paid 24"},
+                {"type": "text", "text": "Thanks."},
+            ],
+        },
+    ]
+
+
+def test_anthropic_counts_cached_input_as_input(fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ModelServer("anthropic") as s:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", s.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        body = {
+            "id": "msg_x", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "hi"}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 3},
+        }  # fmt: skip
+        s.queue(Reply(body=body))
+        completion = ask(make_model("anthropic:m", fast_home))
+    assert completion.usage == Usage(125, 3)
+
+
+def test_anthropic_refuses_a_part_it_cannot_carry_rather_than_drop_it(fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:..."}}]}]
+    with pytest.raises(ProviderError, match="anthropic:m: cannot send a message part of type 'image_url'"):
+        ask(make_model("anthropic:m", fast_home), image)
+
+
+def test_one_model_serves_several_event_loops(server: ModelServer, fast_home: Home) -> None:
+    model = model_for(server, fast_home)
+    assert ask(model).message["content"] == "ok"
+    assert ask(model).message["content"] == "ok"
+    assert len(server.requests) == 2
+
+
+# Retries
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param(lambda s: s.error(429), id="429"),
+        pytest.param(lambda s: s.error(500), id="500"),
+        pytest.param(lambda s: s.error(503, "overloaded"), id="503"),
+        pytest.param(lambda s: Reply(drop=True), id="dropped-connection"),
+        pytest.param(lambda s: Reply(delay=30 * TIMEOUT), id="time-out"),
+        pytest.param(lambda s: Reply(body=b'{"choices": [{"mess'), id="cut-short"),
+        pytest.param(lambda s: Reply(body=b"<html>bad gateway</html>", headers={"Content-Type": "text/html"}), id="html"),
+        pytest.param(lambda s: Reply(body={"object": "chat.completion"}), id="fields-missing"),
+    ],
+)
+def test_a_transient_fault_is_retried_and_the_answer_still_comes(server: ModelServer, fast_home: Home, fault: Any) -> None:
+    server.queue(fault(server), server.text("Paid after all.", tokens_in=9, tokens_out=3))
+    completion = ask(model_for(server, fast_home))
+    assert completion.message["content"] == "Paid after all."
+    assert completion.usage == Usage(9, 3)
+    assert len(server.requests) == 2
+
+
+def test_a_fault_through_every_attempt_is_a_provider_error(server: ModelServer, fast_home: Home) -> None:
+    server.answer_with(lambda request: server.error(503, "the model is overloaded"))
+    with pytest.raises(ProviderError) as caught:
+        ask(model_for(server, fast_home))
+    message = str(caught.value)
+    assert message.startswith(f"{server.wire}:test-model: HTTP 503 Service Unavailable: the model is overloaded")
+    assert f"gave up after {ATTEMPTS} attempts" in message
+    assert "\n" not in message
+    assert len(server.requests) == ATTEMPTS
+
+
+def test_time_outs_through_every_attempt_are_a_provider_error(server: ModelServer, fast_home: Home) -> None:
+    server.answer_with(lambda request: Reply(delay=30 * TIMEOUT))
+    with pytest.raises(ProviderError, match="the request timed out .gave up after 3 attempts"):
+        ask(model_for(server, fast_home))
+    assert len(server.requests) == ATTEMPTS
+
+
+def test_a_refused_key_fails_at_once_naming_the_variable(server: ModelServer, fast_home: Home) -> None:
+    server.queue(server.error(401, "invalid x-api-key"))
+    with pytest.raises(ProviderError) as caught:
+        ask(model_for(server, fast_home))
+    assert "HTTP 401 Unauthorized: invalid x-api-key" in str(caught.value)
+    assert f"{PREFIX[server.wire]}_API_KEY" in str(caught.value)
+    assert len(server.requests) == 1
+
+
+def test_a_bad_request_is_not_retried(server: ModelServer, fast_home: Home) -> None:
+    server.queue(server.error(404, "no model named test-model"))
+    with pytest.raises(ProviderError, match="HTTP 404 Not Found: no model named test-model$"):
+        ask(model_for(server, fast_home))
+    assert len(server.requests) == 1
+
+
+def test_back_off_doubles_within_its_cap_and_heeds_retry_after() -> None:
+    policy = RetryPolicy(attempts=6, backoff=0.5, backoff_cap=3.0)
+    for attempt, full in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (5, 3.0)]:
+        for _ in range(50):
+            assert full / 2 <= policy.delay(attempt) <= full
+    assert policy.delay(1, retry_after=2.5) == 2.5
+    assert policy.delay(1, retry_after=60) == 3.0
+
+
+# Settings
+
+
+def test_an_unknown_provider_names_the_ones_there_are(fast_home: Home) -> None:
+    with pytest.raises(AgentdError, match="unknown provider 'gemini' in 'gemini:pro'; the providers are openai, anthropic, script"):
+        make_model("gemini:pro", fast_home)
+
+
+@pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai:  "])
+def test_a_malformed_spec_says_how_to_name_a_model(fast_home: Home, spec: str) -> None:
+    with pytest.raises(AgentdError, match="name one as openai:MODEL, anthropic:MODEL or script:PATH"):
+        make_model(spec, fast_home)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_missing_key_names_the_variable_and_the_setting(fast_home: Home, provider: str) -> None:
+    with pytest.raises(AgentdError) as caught:
+        make_model(f"{provider}:m", fast_home)
+    message = str(caught.value)
+    assert f"{provider}:m needs an API key: set {PREFIX[provider]}_API_KEY" in message
+    assert f"api_key under [{provider}] in {fast_home.config_path}" in message
+
+
+def test_config_toml_gives_the_endpoint_and_key_and_the_environment_wins(
+    fast_home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ModelServer("openai") as s:
+        write_config(fast_home, f'[openai]\nbase_url = "{s.base_url}"\napi_key = "from-config-file"\n')
+        ask(make_model("openai:m", Home(fast_home.root)))
+        assert sent_key(s) == "from-config-file"
+        monkeypatch.setenv("OPENAI_API_KEY", "from-environment")
+        ask(make_model("openai:m", Home(fast_home.root)))
+        assert sent_key(s) == "from-environment"
+
+
+def test_a_server_at_a_base_url_may_go_without_a_key(fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ModelServer("openai") as s:
+        monkeypatch.setenv("OPENAI_BASE_URL", s.base_url)
+        model = make_model("openai:local", fast_home)
+        assert ask(model).message["content"] == "ok"
+        assert sent_key(s) == KEYLESS
+        # One that does want a key says which variable to set.
+        s.queue(s.error(401))
+        with pytest.raises(ProviderError, match=f"HTTP 401 Unauthorized; the server at {s.base_url} wants a key: set OPENAI_API_KEY"):
+            ask(model)
+
+
+@pytest.mark.parametrize(
+    ("setting", "complaint"),
+    [
+        ("attempts = 0", "[providers] attempts must be a whole number of at least 1, not 0"),
+        ("timeout = 'soon'", "[providers] timeout must be a number of seconds above 0, not 'soon'"),
+        ("backof = 1", "[providers] has no setting 'backof'; the settings are attempts, backoff, backoff_cap, timeout"),
+    ],
+)
+def test_a_bad_retry_setting_names_the_file_and_setting(home: Home, setting: str, complaint: str) -> None:
+    write_config(home, f"[providers]\n{setting}\n[openai]\napi_key = 'k'\n")
+    with pytest.raises(AgentdError) as caught:
+        make_model("openai:m", home)
+    assert str(caught.value) == f"{home.config_path}: {complaint}"
+
+
+# The script provider
+
+RULES = """\
+[[rule]]
+name = "heed the lesson"
+system_contains = "Never pay"
+last_contains = "invoice"
+text = "I will not pay it without asking."
+
+[[rule]]
+name = "read first"
+turn = 1
+tools_offered = "read_invoice"
+[[rule.calls]]
+name = "read_invoice"
+arguments = { number = 23 }
+
+[[rule]]
+name = "pay what was read"
+last_contains = ["acme", "5 usd"]
+last_not_contains = "disputed"
+text = "Paying now."
+[[rule.calls]]
+name = "pay"
+arguments = { to = "acme-ltd", amount = "5", invoice = "23" }
+[[rule.calls]]
+name = "note"
+arguments = { text = "paid" }
+
+[[rule]]
+name = "flaky"
+last_contains = "flaky"
+error = "provider"
+
+[[rule]]
+name = "fallback"
+system_not_contains = "strict"
+text = "Done."
+"""
+
+READ_TOOL = {"type": "function", "function": {"name": "read_invoice", "parameters": {"type": "object"}}}
+
+
+def script_model(tmp_path: Path, home: Home, rules: str = RULES) -> Model:
+    (tmp_path / "models").mkdir(exist_ok=True)
+    (tmp_path / "models" / "agent.toml").write_text(rules)
+    return make_model("script:models/agent.toml", home, base_dir=tmp_path)
+
+
+def chat(system: str, *turns: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": system}, *turns]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+ASSISTANT = {"role": "assistant", "content": "…"}
+
+
+def test_the_first_matching_rule_answers(tmp_path: Path, home: Home) -> None:
+    model = script_model(tmp_path, home)
+    read = ask(model, chat("Pay invoices.", user("Pay invoice 23.")), [READ_TOOL])
+    assert read.message["tool_calls"] == [
+        {"id": "call_1_1", "type": "function", "function": {"name": "read_invoice", "arguments": '{"number": 23}'}}
+    ]
+    assert read.model == "script:models/agent.toml"
+    # Matching ignores case; the lesson in the system prompt wins over the later rules.
+    heeded = ask(model, chat("Pay invoices.\n\nNEVER PAY a payee an invoice names.", user("Pay invoice 23.")), [READ_TOOL])
+    assert heeded.message == {"role": "assistant", "content": "I will not pay it without asking."}
+
+
+def test_turn_and_tools_offered_decide_too(tmp_path: Path, home: Home) -> None:
+    model = script_model(tmp_path, home)
+    # Without read_invoice offered, rule 2 does not hold: the fallback answers.
+    assert ask(model, chat("Pay.", user("Pay invoice 23.")), []).message["content"] == "Done."
+    # On turn 2 rule 2 does not hold either.
+    assert ask(model, chat("Pay.", user("Pay invoice 23."), ASSISTANT, user("go on")), [READ_TOOL]).message["content"] == "Done."
+
+
+def test_the_last_user_or_tool_message_is_matched_and_calls_get_fixed_ids(tmp_path: Path, home: Home) -> None:
+    model = script_model(tmp_path, home)
+    tool = {"role": "tool", "tool_call_id": "call_1_1", "content": "Invoice 23: Acme, 5 USD, to acme-ltd."}
+    paying = ask(model, chat("Pay.", user("Pay invoice 23."), ASSISTANT, tool), [READ_TOOL])
+    assert paying.message["content"] == "Paying now."
+    assert [(c["id"], c["function"]["name"]) for c in paying.message["tool_calls"]] == [("call_2_1", "pay"), ("call_2_2", "note")]
+    assert json.loads(paying.message["tool_calls"][0]["function"]["arguments"]) == {"to": "acme-ltd", "amount": "5", "invoice": "23"}
+    disputed = {**tool, "content": "Invoice 23: Acme, 5 USD, disputed."}
+    assert ask(model, chat("Pay.", user("Pay invoice 23."), ASSISTANT, disputed)).message["content"] == "Done."
+
+
+def test_scripted_tokens_are_whitespace_words(tmp_path: Path, home: Home) -> None:
+    model = script_model(tmp_path, home)
+    messages = chat("Pay invoices.", user("Pay invoice 23."))  # 2 + 3 words
+    assert ask(model, messages, [READ_TOOL]).usage == Usage(5, 2)  # out: '{"number": 23}' is 2 words
+    assert ask(model, chat("Pay invoices.", user("All good.")), []).usage == Usage(4, 1)
+
+
+def test_a_scripted_provider_error_is_a_provider_error(tmp_path: Path, home: Home) -> None:
+    with pytest.raises(ProviderError, match=r"script:models/agent.toml: rule 4 \('flaky'\) scripts a provider error"):
+        ask(script_model(tmp_path, home), chat("Pay.", user("this one is flaky")))
+
+
+def test_no_matching_rule_fails_the_run_loudly(tmp_path: Path, home: Home) -> None:
+    model = script_model(tmp_path, home)
+    with pytest.raises(AgentdError, match="agent.toml: no rule matches turn 1 .last message: 'Hello'.; add one"):
+        ask(model, chat("Be strict.", user("Hello")), [])
+
+
+def test_an_absolute_script_path_ignores_the_base_dir(tmp_path: Path, home: Home) -> None:
+    script_model(tmp_path, home)
+    model = make_model(f"script:{tmp_path / 'models' / 'agent.toml'}", home, base_dir=tmp_path / "elsewhere")
+    assert ask(model, chat("Pay.", user("x")), []).message["content"] == "Done."
+
+
+def test_a_missing_rules_file_is_named(tmp_path: Path, home: Home) -> None:
+    with pytest.raises(AgentdError, match=f"script:nope.toml: no rules file at {tmp_path}/nope.toml"):
+        make_model("script:nope.toml", home, base_dir=tmp_path)
+
+
+def test_a_rules_file_that_does_not_parse_names_file_and_line(tmp_path: Path, home: Home) -> None:
+    broken = '[[rule]]\ntext = "ok"\n\n[[rule]]\ntext = "unterminated\n'
+    with pytest.raises(AgentdError, match=f"{tmp_path}/models/agent.toml: line 5: "):
+        script_model(tmp_path, home, broken)
+
+
+@pytest.mark.parametrize(
+    ("second_rule", "complaint"),
+    [
+        ('name = "pay"\ntxt = "typo"', "rule 2 ('pay'): unknown key 'txt'; a rule's keys are name,"),
+        ('turn = 0\ntext = "x"', "rule 2: turn must be a number from 1 up, or a list of them"),
+        ('last_contains = 3\ntext = "x"', "rule 2: last_contains must be a non-empty string or a list of them"),
+        ('name = "mute"\nturn = 2', "rule 2 ('mute'): gives no reply; add text, [[rule.calls]] or error = \"provider\""),
+        ('error = "timeout"', "rule 2: error must be \"provider\", not 'timeout'"),
+        ('error = "provider"\ntext = "x"', "rule 2: a rule with error gives no text or calls"),
+        ("[[rule.calls]]\narguments = { a = 1 }", "rule 2: call 1 needs a name (the tool to call)"),
+        ('[[rule.calls]]\nname = "pay"\narguments = { when = 2024-01-01 }', "rule 2: call 1: arguments hold a date or time"),
+    ],
+)
+def test_an_invalid_rule_names_file_rule_and_line(tmp_path: Path, home: Home, second_rule: str, complaint: str) -> None:
+    rules = f'# two rules\n[[rule]]\ntext = "fine"\n\n[[rule]]\n{second_rule}\n'
+    with pytest.raises(AgentdError) as caught:
+        script_model(tmp_path, home, rules)
+    assert str(caught.value).startswith(f"{tmp_path}/models/agent.toml:5: {complaint}")
+
+
+def test_a_rules_file_without_rules_is_refused(tmp_path: Path, home: Home) -> None:
+    with pytest.raises(AgentdError, match="agent.toml: no rules; add at least one"):
+        script_model(tmp_path, home, "# nothing yet\n")
+    with pytest.raises(AgentdError, match="agent.toml: unknown key 'rules'; a rules file holds only"):
+        script_model(tmp_path, home, '[[rules]]\ntext = "x"\n')
