@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cached_property
@@ -78,9 +79,20 @@ class Home:
 def load_toml(path: Path) -> dict[str, Any]:
     """Reads a TOML file; a syntax error names the file and line."""
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentdError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise AgentdError(f"{path}: {exc}; fix the file and try again") from None
-    except OSError as exc:
-        raise AgentdError(f"cannot read {path}: {exc.strerror}") from None
+        raise AgentdError(f"{path}: line {_error_line(exc, text)}: {_error_reason(exc)}; fix the file and try again") from None
+
+
+def _error_line(exc: tomllib.TOMLDecodeError, text: str) -> int:
+    # tomllib puts the position in its message only: "(at line 3, column 5)" or "(at end of document)".
+    found = re.search(r"at line (\d+)", str(exc))
+    return int(found.group(1)) if found else max(1, len(text.splitlines()))
+
+
+def _error_reason(exc: tomllib.TOMLDecodeError) -> str:
+    return re.sub(r"\s*\(at [^)]*\)$", "", str(exc))

@@ -13,6 +13,7 @@ improver/ never imports agentd/: the runtime is injected as an `Agent`, and mode
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Protocol
 
@@ -128,14 +129,20 @@ Agent = Callable[[Case, Episode], Awaitable[Ending]]
 
 
 class Budget:
-    """Counts turns and tokens against a case's limits; shared by every episode side."""
+    """Counts turns, tokens and wall time against a case's limits; every episode side uses it."""
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.turns = 0
         self.usage = Usage()
+        self.started = time.monotonic()
+
+    def check_time(self) -> None:
+        if time.monotonic() - self.started > self.limits.wall_seconds:
+            raise LimitReached(f"the run reached its limit of {self.limits.wall_seconds:g} seconds")
 
     def start_turn(self) -> None:
+        self.check_time()
         if self.turns >= self.limits.max_turns:
             raise LimitReached(f"the run reached its limit of {self.limits.max_turns} turns")
         if self.usage.total >= self.limits.max_tokens:

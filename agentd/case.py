@@ -1,0 +1,82 @@
+"""`agentd case --stdio`: the runtime as a candidate program, over JSON lines.
+
+This is the only place the runtime's side of the episode protocol is spoken: a built
+copy of agentd runs exactly this inside a sandbox when its own code is changed. The
+harness writes the case first, then answers each request; the checks are the harness's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any, BinaryIO
+
+from agentd.runtime import run_case
+from improver.protocol import (
+    Case,
+    Completion,
+    LimitReached,
+    ProviderError,
+    completion_from_json,
+    decode_line,
+    encode_line,
+)
+
+
+class HarnessGone(Exception):
+    """The harness closed the line; there is nobody left to answer."""
+
+
+class StdioEpisode:
+    """The harness, as the runtime sees it, at the other end of a pair of pipes."""
+
+    def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
+        self.reader, self.writer = reader, writer
+
+    def send(self, kind: str, payload: dict[str, Any]) -> None:
+        self.writer.write(encode_line(kind, payload))
+        self.writer.flush()
+
+    async def receive(self) -> tuple[str, dict[str, Any]]:
+        line = await asyncio.to_thread(self.reader.readline)
+        if not line:
+            raise HarnessGone()
+        kind, payload = decode_line(line)
+        if kind == "error":
+            message = str(payload.get("message", ""))
+            raise LimitReached(message) if payload.get("kind") == "limit" else ProviderError(message)
+        return kind, payload
+
+    async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        self.send("model", {"messages": messages, "tools": tools, "max_tokens": max_tokens})
+        kind, payload = await self.receive()
+        if kind != "completion":
+            raise ProviderError(f"the harness answered a model request with {kind!r}")
+        return completion_from_json(payload)
+
+    async def tool(self, call_id: str, name: str, arguments: str) -> str:
+        self.send("tool", {"id": call_id, "name": name, "arguments": arguments})
+        kind, payload = await self.receive()
+        if kind != "result":
+            raise ProviderError(f"the harness answered a tool call with {kind!r}")
+        return str(payload.get("content", ""))
+
+
+async def serve(reader: BinaryIO, writer: BinaryIO) -> int:
+    """Runs one case from `reader`; returns the process's exit status."""
+    episode = StdioEpisode(reader, writer)
+    try:
+        kind, payload = await episode.receive()
+        if kind != "case":
+            raise ValueError(f"the first line must be the case, not {kind!r}")
+        ending = await run_case(Case.from_json(payload), episode)
+    except HarnessGone:
+        return 1
+    except (ValueError, KeyError, TypeError) as exc:
+        sys.stderr.write(f"agentd case: {exc}\n")
+        return 2
+    if ending.ended == "asked":
+        episode.send("ask", {"question": ending.answer})
+    elif ending.ended == "done":
+        episode.send("done", {"answer": ending.answer})
+    return 0

@@ -1,0 +1,19 @@
+"""`agentd case --stdio`: run the agent runtime as a candidate over JSON lines."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+
+from agentd.case import serve
+
+
+@click.command("case")
+@click.option("--stdio", is_flag=True, required=True, help="Speak the candidate protocol on stdin/stdout.")
+def command(stdio: bool) -> int:
+    """Run the agent runtime as a candidate: the case arrives as the first line on stdin,
+    then every model request and tool call goes out as a JSON line and waits for the
+    harness's answer. Used by the harness (and, later, by built copies of agentd)."""
+    return asyncio.run(serve(sys.stdin.buffer, sys.stdout.buffer))

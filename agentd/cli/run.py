@@ -1,0 +1,41 @@
+"""`agentd run`: one live session, recorded."""
+
+from __future__ import annotations
+
+import click
+
+from agentd.cli.options import App, emit_json, json_option, pass_app, progress
+from agentd.live import run_session
+
+
+@click.command("run")
+@click.argument("profile")
+@click.argument("task")
+@click.option("--model", help="Run on this model (one the profile may run on) instead of its default.")
+@click.option(
+    "--verify",
+    metavar="CMD",
+    help="A check run after a session that finished: exit 0 means it passed. It gets "
+    "AGENTD_SESSION_ID and AGENTD_TRANSCRIPT (a JSON file of the transcript) in its environment.",
+)
+@click.option("--wallet", help="Sign the session's entry with this wallet instead of the profile's.")
+@json_option
+@pass_app
+def command(app: App, profile: str, task: str, model: str | None, verify: str | None, wallet: str | None, as_json: bool) -> None:
+    """Run PROFILE's agent on TASK with its real tools, and record the session.
+
+    The transcript stays in $AGENTD_HOME/agentd.db; an agent.session/v1 entry holding its
+    digest (and the check's result) goes on the ledger.
+    """
+    record = run_session(app.home, profile, task, model=model, verify=verify, wallet=wallet)
+    if as_json:
+        emit_json({**record.summary(), "answer": record.answer, "check": record.check, "error": record.error})
+        return
+    if record.ended == "errored":
+        progress(f"agentd: the session errored: {record.error}")
+    click.echo(record.answer or f"({record.ended})")
+    check = f", check {record.check}" if record.check else ""
+    progress(
+        f"session {record.id}: {record.ended}{check}, {record.turns} turns, "
+        f"{record.tokens_in + record.tokens_out} tokens; on the ledger at Pulse {record.pulse}"
+    )

@@ -1,0 +1,93 @@
+"""`agentd sessions`: list, show and import recorded sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress
+from agentd.intake import import_file
+from agentd.sessions import OUTCOMES, SessionStore
+
+
+@click.group("sessions")
+def group() -> None:
+    """The agent's recorded sessions."""
+
+
+@group.command("list")
+@click.option("--profile", help="Only this profile's sessions.")
+@click.option("--outcome", type=click.Choice(OUTCOMES), help="Only sessions with this outcome.")
+@json_option
+@pass_app
+def list_(app: App, profile: str | None, outcome: str | None, as_json: bool) -> None:
+    """List sessions, oldest first: id, profile, when, how it ended, outcome, task."""
+    rows = SessionStore(app.home).list(profile=profile, outcome=outcome)
+    if as_json:
+        emit_json([r.summary() for r in rows])
+        return
+    emit_table(
+        [("ID", "PROFILE", "STARTED", "ENDED", "OUTCOME", "TASK")]
+        + [(r.id[:12], r.profile, r.started_at[:19], r.ended, r.outcome, _short(r.task)) for r in rows]
+    )
+
+
+@group.command("show")
+@click.argument("session")
+@json_option
+@pass_app
+def show(app: App, session: str, as_json: bool) -> None:
+    """Show a session (any unique prefix of its id) with its transcript."""
+    r = SessionStore(app.home).get(session)
+    if as_json:
+        emit_json(r.model_dump())
+        return
+    click.echo(f"session {r.id} ({r.source}) of profile {r.profile}")
+    click.echo(f"task: {r.task}")
+    click.echo(f"started {r.started_at}, ended {r.ended_at}: {r.ended}" + (f" ({r.error})" if r.error else ""))
+    click.echo(f"outcome: {r.outcome}" + (f" (check {r.check})" if r.check else "") + (f"; marked {r.mark}: {r.mark_note}" if r.mark else ""))
+    click.echo(f"models: {', '.join(r.models) or '-'}; tokens in {r.tokens_in}, out {r.tokens_out}; {r.turns} turns")
+    flags = [f"held {', '.join(r.secrets)}"] if r.secrets else []
+    flags += ["confidential"] if r.confidential else []
+    flags += ["compacted"] if r.compacted else []
+    if flags:
+        click.echo(f"flags: {'; '.join(flags)}")
+    click.echo(f"ledger: claim {r.claim_id}, Pulse {r.pulse}" if r.claim_id else "ledger: not recorded")
+    click.echo("transcript:")
+    for m in r.transcript:
+        click.echo(f"  [{m.get('role')}] {_message_text(m)}")
+
+
+@group.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--profile", required=True, help="The profile the sessions belong to.")
+@json_option
+@pass_app
+def import_(app: App, file: Path, profile: str, as_json: bool) -> None:
+    """Import transcripts in OpenAI chat format recorded by another agent framework.
+
+    FILE holds {"messages": [...], "tools": [...], "metadata": {...}}, a list of messages, or
+    JSON lines of such objects. Each becomes a session, on the ledger like any other.
+    """
+    result = import_file(app.home, file, profile)
+    for warning in result.warnings:
+        progress(f"agentd: warning: {warning}")
+    if as_json:
+        emit_json([r.summary() for r in result.records])
+        return
+    for r in result.records:
+        click.echo(f"imported session {r.id} ({r.ended}, {r.outcome}) at Pulse {r.pulse}")
+
+
+def _short(text: str, width: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _message_text(m: dict) -> str:
+    parts = [str(m["content"])] if m.get("content") else []
+    for c in m.get("tool_calls") or []:
+        parts.append(f"calls {c['function']['name']}({c['function']['arguments']})")
+    return " ".join(parts).replace("\n", " ") or json.dumps(m)

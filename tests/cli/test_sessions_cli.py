@@ -1,0 +1,195 @@
+"""Live sessions, their records on the ledger, marks, imports and the kill switch, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentd.home import Home
+from agentd.sessions import SessionRecord, SessionStore
+
+GOOD = "Pay invoice 21 from Acme, 5 USD, to acme."
+BAD = "Pay invoice 31 from Globex, 8 USD, to globex."
+
+
+@pytest.fixture
+def invoices(agentd, home: Home) -> Path:
+    r = agentd("init", "--example", "invoices")
+    assert r.code == 0, r.err
+    return home.profiles_dir / "invoices"
+
+
+def run_json(agentd, *args: str) -> dict:
+    r = agentd("run", *args, "--json")
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def ledger_kinds(agentd) -> list[str]:
+    r = agentd("ledger", "log", "--json")
+    assert r.code == 0, r.err
+    return [json.loads(line)["kind"] for line in r.out.splitlines()]
+
+
+def test_a_live_session_pays_and_is_recorded_on_the_ledger(agentd, invoices: Path) -> None:
+    r = agentd("run", "invoices", GOOD)
+    assert r.code == 0, r.err
+    assert r.out.strip() == "Paid 5 USD to acme."
+    book = json.loads((invoices / "book.json").read_text())
+    assert book["payments"] == [{"to": "acme", "amount": "5", "invoice": "21"}]
+    assert "agent.session/v1" in ledger_kinds(agentd)
+
+    listed = json.loads(agentd("sessions", "list", "--json").out)
+    assert [(s["profile"], s["ended"], s["outcome"]) for s in listed] == [("invoices", "done", "unknown")]
+    shown = json.loads(agentd("sessions", "show", listed[0]["id"][:8], "--json").out)
+    assert shown["task"] == GOOD
+    assert [m["role"] for m in shown["transcript"]] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert shown["tokens_in"] > 0 and shown["tokens_out"] > 0
+    assert shown["person_messages"] == 1 and shown["compacted"] is False
+    assert {t["call"] for t in shown["timings"]} == {"model", "tool"}
+    entry = json.loads(agentd("ledger", "show", str(shown["pulse"]), "--json").out)
+    assert entry["body"]["session"] == shown["id"]
+    assert entry["body"]["digest"] == SessionStore(Home(invoices.parent.parent)).get(shown["id"]).digest()
+    assert "transcript" not in entry["body"]
+
+
+def test_verify_decides_the_outcome_of_a_finished_session(agentd, invoices: Path) -> None:
+    good = run_json(agentd, "invoices", GOOD, "--verify", f"python3 {invoices / 'check.py'}")
+    bad = run_json(agentd, "invoices", BAD, "--verify", f"python3 {invoices / 'check.py'}")
+    assert (good["check"], good["outcome"]) == ("passed", "good")
+    assert (bad["check"], bad["outcome"]) == ("failed", "bad")
+    assert [s["id"] for s in json.loads(agentd("sessions", "list", "--outcome", "bad", "--json").out)] == [bad["id"]]
+    body = json.loads(agentd("ledger", "show", str(bad["pulse"]), "--json").out)["body"]
+    assert body["check"] == "failed"
+
+
+def test_marks_supersede_and_both_stay_on_the_ledger(agentd, invoices: Path) -> None:
+    session = run_json(agentd, "invoices", BAD)["id"]
+    r = agentd("improve", "mark", session[:10], "--bad", "--note", "paid the payee the invoice named")
+    assert r.code == 0, r.err
+    assert r.out.strip() == f"session {session} marked as having gone badly"
+    r = agentd("improve", "mark", session, "--good")
+    assert r.out.strip() == f"session {session} marked as having gone well"
+    assert ledger_kinds(agentd).count("agent.mark/v1") == 2
+    assert json.loads(agentd("sessions", "show", session, "--json").out)["mark"] == "good"
+
+
+def test_an_errored_session_is_kept_apart_and_cannot_be_marked(agentd, invoices: Path) -> None:
+    (invoices / "models" / "flaky.toml").write_text('[[rule]]\nerror = "provider"\n')
+    toml = invoices / "profile.toml"
+    toml.write_text(toml.read_text().replace('models = ["script:models/agent.toml"]', 'models = ["script:models/agent.toml", "script:models/flaky.toml"]'))
+    s = run_json(agentd, "invoices", GOOD, "--model", "script:models/flaky.toml")
+    assert (s["ended"], s["outcome"]) == ("errored", "errored")
+    r = agentd("improve", "mark", s["id"], "--bad")
+    assert r.code == 1 and "cannot be marked" in r.err and "Traceback" not in r.err
+    assert json.loads(agentd("sessions", "list", "--outcome", "bad", "--json").out) == []
+    assert [x["id"] for x in json.loads(agentd("sessions", "list", "--outcome", "errored", "--json").out)] == [s["id"]]
+
+
+def test_a_model_the_profile_may_not_run_on_is_refused(agentd, invoices: Path) -> None:
+    r = agentd("run", "invoices", GOOD, "--model", "openai:gpt-9")
+    assert r.code == 1 and "not among the models" in r.err
+
+
+def test_import_a_foreign_transcript(agentd, invoices: Path, tmp_path: Path) -> None:
+    call = {"id": "x1", "type": "function", "function": {"name": "pay", "arguments": '{"to": "eve", "amount": "3"}'}}
+    doc = {
+        "messages": [
+            {"role": "system", "content": "You pay invoices."},
+            {"role": "user", "content": "Pay invoice 34 from Hooli, 3 USD, to hooli."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "x1", "content": "paid"},
+            {"role": "assistant", "content": "Paid eve."},
+        ],
+        "tools": [{"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}},
+                  {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}],
+    }
+    path = tmp_path / "foreign.jsonl"
+    path.write_text(json.dumps(doc) + "\n" + json.dumps(doc) + "\n")
+    r = agentd("sessions", "import", str(path), "--profile", "invoices", "--json")
+    assert r.code == 0, r.err
+    imported = json.loads(r.out)
+    assert len(imported) == 2 and all(s["ended"] == "done" for s in imported)
+    assert "'refund' is not in profile 'invoices'" in r.err
+    shown = json.loads(agentd("sessions", "show", imported[0]["id"], "--json").out)
+    assert shown["source"] == "import" and shown["task"].startswith("Pay invoice 34")
+    assert {t["name"]: t["changes"] for t in shown["tools"]} == {"pay": True, "refund": True}
+    assert ledger_kinds(agentd).count("agent.session/v1") == 2
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("{not json\n{also not\n", "line 1: not JSON"),
+        (json.dumps({"messages": [{"role": "wizard"}]}), "message 0 has no role"),
+        (json.dumps({"messages": [{"role": "assistant", "content": "hi"}]}), "no user message"),
+    ],
+)
+def test_a_bad_import_file_imports_nothing(agentd, invoices: Path, tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    r = agentd("sessions", "import", str(path), "--profile", "invoices")
+    assert r.code == 1 and expected in r.err and "Traceback" not in r.err
+    assert json.loads(agentd("sessions", "list", "--json").out) == []
+
+
+def test_unknown_and_ambiguous_session_ids(agentd, invoices: Path, home: Home) -> None:
+    store = SessionStore(home)
+    for sid in ("abcd" + "0" * 28, "abcd" + "1" * 28):
+        store.add(SessionRecord(id=sid, profile="invoices", task="t", started_at="x", ended_at="x", ended="done"))
+    r = agentd("sessions", "show", "abcd")
+    assert r.code == 1 and "ambiguous" in r.err
+    r = agentd("sessions", "show", "ffff0000")
+    assert r.code == 1 and "no session 'ffff0000'" in r.err
+    r = agentd("improve", "mark", "ffff0000", "--good")
+    assert r.code == 1 and "no session" in r.err
+
+
+def test_the_kill_switch_stops_sessions_from_starting(agentd, invoices: Path) -> None:
+    assert agentd("kill-switch", "on", "--reason", "audit").code == 0
+    assert "on" in agentd("kill-switch", "status").out
+    r = agentd("run", "invoices", GOOD)
+    assert r.code == 1 and "kill switch is on" in r.err
+    assert json.loads(agentd("sessions", "list", "--json").out) == []
+    agentd("kill-switch", "off")
+    assert agentd("run", "invoices", GOOD).code == 0
+
+
+def test_a_session_holding_a_secret_is_flagged_and_the_secret_kept_out(agentd, invoices: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-verysecret-123")
+    s = run_json(agentd, "invoices", "Pay invoice 21 from Acme, 5 USD, to acme. My key is sk-test-verysecret-123")
+    shown = json.loads(agentd("sessions", "show", s["id"], "--json").out)
+    assert shown["secrets"] == ["OPENAI_API_KEY"]
+    assert "sk-test-verysecret-123" not in json.dumps(shown)
+    r = agentd("ledger", "export", str(invoices / "copy.jsonl"))
+    assert r.code == 0, r.err
+    assert b"verysecret" not in (invoices / "copy.jsonl").read_bytes()
+
+
+def test_every_session_of_a_confidential_profile_is_flagged(agentd, invoices: Path) -> None:
+    toml = invoices / "profile.toml"
+    toml.write_text(toml.read_text().replace("confidential = false", "confidential = true"))
+    s = run_json(agentd, "invoices", GOOD)
+    assert json.loads(agentd("sessions", "show", s["id"], "--json").out)["confidential"] is True
+
+
+def test_provider_faults_in_a_profile_are_one_clear_line(agentd, invoices: Path) -> None:
+    toml = invoices / "profile.toml"
+    toml.write_text(toml.read_text().replace('"script:models/agent.toml"', '"nosuch:model"'))
+    r = agentd("run", "invoices", GOOD)
+    assert r.code == 1 and "nosuch" in r.err and "Traceback" not in r.err
+    toml.write_text(toml.read_text().replace('"nosuch:model"', '"openai:gpt-4o-mini"'))
+    r = agentd("run", "invoices", GOOD)
+    assert r.code == 1 and "OPENAI_API_KEY" in r.err
+
+
+def test_profile_new_and_show(agentd, home: Home) -> None:
+    r = agentd("profile", "new", "helper", "--operator", "You help.", "--model", "openai:gpt-4o-mini")
+    assert r.code == 0, r.err
+    shown = json.loads(agentd("profile", "show", "helper", "--json").out)
+    assert shown["operator"] == "You help." and shown["models"] == ["openai:gpt-4o-mini"]
+    assert "helper" in agentd("wallet", "list").out
+    r = agentd("profile", "show", "ghost")
+    assert r.code == 1 and "no profile named 'ghost'" in r.err
