@@ -1,0 +1,49 @@
+"""What the improver needs injected to run episodes here: the agent runtime, models made
+from a home's providers, the variant a profile runs as, and `agentd improve env`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import BinaryIO
+
+from agentd.home import Home
+from agentd.profiles import Profile, list_profiles, load_profile
+from agentd.providers import make_model
+from agentd.runtime import run_case
+from improver.env import run_episode
+from improver.harness import ModelFactory
+from improver.protocol import Agent, Limits, Model
+from improver.tasks import load_tasks
+from improver.variant import Variant
+
+# The in-process candidate: the runtime itself (`agentd case --stdio` speaks it over stdio).
+AGENT: Agent = run_case
+
+
+def model_factory(home: Home, base_dir: Path | None = None) -> ModelFactory:
+    """Makes each model a variant names from this home's providers; `script:` paths are
+    taken from `base_dir` (a profile's folder)."""
+
+    def make(spec: str) -> Model:
+        return make_model(spec, home, base_dir=base_dir)
+
+    return make
+
+
+def variant_of(profile: Profile) -> Variant:
+    """The agent as the profile runs it now."""
+    return Variant(profile.operator, profile.learned.lessons, tuple(profile.run_models))
+
+
+def run_env(home: Home, tasks_file: Path, case: str, reader: BinaryIO, writer: BinaryIO) -> int:
+    """One task as an episode over `reader`/`writer`; 0 when it ended with `done`."""
+    taskset = load_tasks(tasks_file)
+    task = taskset.get(case)
+    lessons, limits = "", Limits()
+    if taskset.profile in list_profiles(home):
+        profile = load_profile(home, taskset.profile)
+        lessons, limits = profile.learned.lessons, profile.limits
+    result = asyncio.run(run_episode(task, taskset.operator, lessons, AGENT, reader, writer, limits))
+    return 0 if result is not None else 1

@@ -1,0 +1,118 @@
+"""The glue between recorded sessions and the improver's tasks: harvest, validate, export.
+
+improver/ never imports agentd/, so this module turns `SessionRecord`s into the
+improver's own input types and keeps the files of the home (the export record under
+`routes/`) where the improver is told to find them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.profiles import load_profile
+from agentd.sessions import SessionRecord, SessionStore
+from improver import export as exporting
+from improver.harvest import Harvest, Session, harvest
+from improver.tasks import TaskSet, load_tasks, tool_schema
+from improver.validate import Validation, validate
+
+ENV_COMMAND = ["agentd", "improve", "env"]
+EXPORT_STEM = Path(exporting.TASKS).stem
+
+
+@dataclass(frozen=True)
+class Harvested:
+    harvest: Harvest
+    validation: Validation
+    path: Path | None
+
+
+def session_of(record: SessionRecord) -> Session:
+    return Session(
+        id=record.id,
+        task=record.task,
+        transcript=record.transcript,
+        tools=record.tools,
+        ended=record.ended,
+        answer=record.answer,
+        outcome=record.outcome,
+        person_messages=record.person_messages,
+        compacted=record.compacted,
+        claim=record.claim_id,
+    )
+
+
+def transcript_of(record: SessionRecord) -> exporting.Transcript:
+    return exporting.Transcript(
+        id=record.id,
+        profile=record.profile,
+        outcome=record.outcome,
+        ended=record.ended,
+        messages=record.transcript,
+        tools=[tool_schema(t) for t in record.tools],
+        compacted=record.compacted,
+        confidential=record.confidential,
+        secrets=tuple(record.secrets),
+        claim=record.claim_id,
+    )
+
+
+def harvest_profile(home: Home, profile_name: str, out: Path | None, stem: str | None = None) -> Harvested:
+    """Harvests and validates the profile's sessions; writes the set to `out` when given."""
+    profile = load_profile(home, profile_name)
+    records = SessionStore(home).list(profile=profile.name)
+    harvested = harvest([session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"))
+    validation = asyncio.run(validate(harvested.taskset))
+    if out is not None:
+        validation.taskset.save(out)
+    return Harvested(harvested, validation, out)
+
+
+def validate_file(path: Path, out: Path | None = None) -> Validation:
+    """Validates the tasks of a set file and writes the result to `out` (default: in place)."""
+    validation = asyncio.run(validate(load_tasks(path)))
+    validation.taskset.save(out or path)
+    return validation
+
+
+def exported_path(home: Home, profile: str) -> Path:
+    return home.routes_dir / f"{profile}-exported.json"
+
+
+def exported(home: Home, profile: str) -> exporting.ExportRecord:
+    """What has been exported of the profile so far: a seal must never seal it."""
+    return exporting.read_exported(exported_path(home, profile))
+
+
+def export_profile(
+    home: Home,
+    profile_name: str,
+    out: Path,
+    validation: float = exporting.VALIDATION_SHARE,
+    force: bool = False,
+    tasks_file: Path | None = None,
+) -> exporting.Export:
+    """Exports the profile's sessions and tasks: those of `tasks_file` when given (a
+    seal's tasks to choose on), else every task harvested and validated now."""
+    profile = load_profile(home, profile_name)
+    exporting.check_out_dir(out, force)
+    records = SessionStore(home).list(profile=profile.name)
+    taskset = load_tasks(tasks_file) if tasks_file else harvest_profile(home, profile.name, None, EXPORT_STEM).validation.taskset
+    if taskset.profile != profile.name:
+        raise AgentdError(f"{tasks_file} holds tasks of profile {taskset.profile!r}, not {profile.name!r}")
+    private = {r.id for r in records if r.confidential or r.secrets}
+    shown = tuple(t for t in taskset.tasks if t.source.get("session") not in private)
+    tasks = TaskSet(taskset.profile, taskset.operator, shown, (), taskset.validated)
+    return exporting.export(
+        out,
+        [transcript_of(r) for r in records],
+        tasks,
+        ENV_COMMAND,
+        exported_path(home, profile.name),
+        validation,
+        force,
+    )

@@ -1,0 +1,188 @@
+"""How fast the harness runs episodes, and how close it stays to the model's own latency.
+
+Three figures:
+1. In-process episodes/s: the agent runtime on a task of the invoices example, a
+   scripted model (the `script:` provider, rules below) answering at once; three model
+   turns and two tool calls an episode. Run one at a time, then 64 at once.
+2. Episodes/s through the stdio candidate protocol: `python -m agentd case --stdio`,
+   a process each (so mostly the cost of starting Python and importing agentd).
+3. 640 episodes, 64 at once, each one model turn answered after 50 ms, so the ideal
+   wall time is 640 x 50 ms / 64 = 0.5 s (goal: within 10%): through the real `openai:`
+   provider against a loopback OpenAI-compatible server (tests/fakeservers.py, run in a
+   process of its own), and against a model that only waits 50 ms, which shows what the
+   harness costs by itself. This process's CPU time is printed beside each: when it
+   approaches the ideal wall time, the client, not the harness, is what is slow.
+
+    python bench/episodes.py            # the full bench, well under a minute
+    python bench/episodes.py --quick    # fewer episodes, for a look
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from agentd.episodes import AGENT, model_factory  # noqa: E402
+from agentd.examples import install_example  # noqa: E402
+from agentd.home import Home  # noqa: E402
+from agentd.profiles import load_profile  # noqa: E402
+from fakeservers import ModelServer  # noqa: E402
+from improver.harness import Candidate, Command  # noqa: E402
+from improver.harvest import Session, task_from  # noqa: E402
+from improver.protocol import Completion, Usage  # noqa: E402
+from improver.tasks import Task  # noqa: E402
+from improver.trials import TrialResult, run_trials  # noqa: E402
+from improver.variant import Variant  # noqa: E402
+
+TASK = "Pay invoice 23 from Acme, 7 USD, to acme-ltd."
+DELAY = 0.05
+RULES = """
+[[rule]]
+turn = 1
+[[rule.calls]]
+name = "read_invoice"
+arguments = { number = "23" }
+
+[[rule]]
+turn = 2
+[[rule.calls]]
+name = "pay"
+arguments = { to = "acme-ltd", amount = "7", invoice = "23" }
+
+[[rule]]
+text = "Paid 7 USD to acme-ltd."
+"""
+
+
+def example_task(home: Home) -> tuple[Task, Variant]:
+    """A task as harvest makes it from a session of the invoices example that went well."""
+    install_example(home, "invoices")
+    profile = load_profile(home, "invoices")
+    transcript = [
+        {"role": "system", "content": profile.operator},
+        {"role": "user", "content": TASK},
+        _call("c1", "read_invoice", '{"number":"23"}'),
+        {"role": "tool", "tool_call_id": "c1", "content": "Invoice 23 from Acme: toner, 7 USD."},
+        _call("c2", "pay", '{"to":"acme-ltd","amount":"7","invoice":"23"}'),
+        {"role": "tool", "tool_call_id": "c2", "content": "paid 7 USD to acme-ltd"},
+        {"role": "assistant", "content": "Paid 7 USD to acme-ltd."},
+    ]
+    tools = [t.info() for t in profile.tools]
+    session = Session("bench", TASK, transcript, tools, "done", "Paid 7 USD to acme-ltd.", "good")
+    (home.root / "bench.toml").write_text(RULES)
+    variant = Variant(profile.operator, "", (f"script:{home.root / 'bench.toml'}",))
+    return task_from(session, "work-1", "invoices"), variant
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+def trial(task: Task, variant: Variant, candidate: Candidate, factory, episodes: int, concurrency: int) -> tuple[float, TrialResult]:
+    started = time.perf_counter()
+    result = asyncio.run(run_trials(variant, [task], candidate, factory, runs=episodes, concurrency=concurrency, retries=0))
+    seconds = time.perf_counter() - started
+    if result.passed != episodes:
+        raise SystemExit(f"bench: only {result.passed} of {episodes} episodes passed ({result.errors or result.per_task})")
+    return seconds, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="Fewer episodes, for a look.")
+    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)  # the loopback server's own process
+    args = parser.parse_args()
+    if args.serve is not None:
+        return serve(args.serve)
+    quick = args.quick
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Home(Path(tmp) / "home")
+        os.environ["AGENTD_HOME"] = str(home.root)
+        task, variant = example_task(home)
+        scripted = model_factory(home)
+
+        n = 500 if quick else 3000
+        print("1. in-process, scripted model (3 model turns, 2 tool calls an episode)")
+        for concurrency in (1, 64):
+            seconds, _ = trial(task, variant, AGENT, scripted, n, concurrency)
+            print(f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.0f} episodes/s ({seconds * 1e3 / n:.2f} ms each)")
+
+        n = 8 if quick else 32
+        stdio = Command((sys.executable, "-m", "agentd", "case", "--stdio"), cwd=ROOT)
+        print("2. stdio candidate protocol, a process each (python -m agentd case --stdio)")
+        for concurrency in (1, os.cpu_count() or 1):
+            seconds, _ = trial(task, variant, stdio, scripted, n, concurrency)
+            print(f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.1f} episodes/s ({seconds * 1e3 / n:.0f} ms each)")
+
+        print(f"3. 640 episodes, 64 at once, each one model turn answered after {DELAY * 1e3:.0f} ms")
+        one_turn = _answered_in_one_turn(task)
+        with loopback_server(DELAY) as base_url:
+            os.environ["OPENAI_BASE_URL"] = base_url
+            answers = Variant(variant.operator, "", ("openai:bench",))
+            _latency_line("a loopback OpenAI-compatible server, through the openai: provider", one_turn, answers, model_factory(home))
+        waits = Variant(variant.operator, "", ("waits",))
+        _latency_line("a model that only waits (asyncio.sleep), the harness alone", one_turn, waits, lambda spec: Waits())
+
+
+def _latency_line(what: str, task: Task, variant: Variant, factory) -> None:
+    episodes, concurrency = 640, 64
+    ideal = episodes * DELAY / concurrency
+    trial(task, variant, AGENT, factory, concurrency, concurrency)  # warm up: connections, imports
+    cpu = time.process_time()
+    seconds, result = trial(task, variant, AGENT, factory, episodes, concurrency)
+    cpu = time.process_time() - cpu
+    verdict = "within" if seconds <= ideal * 1.1 else "beyond"
+    print(f"   {what}:")
+    print(f"     wall {seconds:.3f} s against the ideal {ideal:.3f} s: {seconds / ideal:.2f}x ({verdict} 10%); "
+          f"this process's CPU {cpu:.3f} s ({cpu * 1e3 / episodes:.2f} ms an episode); {result.usage.total} tokens counted")
+
+
+class Waits:
+    """A model that answers after DELAY, with no network: what the harness costs by itself."""
+
+    name = "waits"
+
+    async def complete(self, messages, tools, max_tokens) -> Completion:
+        await asyncio.sleep(DELAY)
+        return Completion({"role": "assistant", "content": "Paid."}, Usage(10, 2), self.name)
+
+
+@contextmanager
+def loopback_server(delay: float) -> Iterator[str]:
+    """The loopback model server in a process of its own, so its threads do not share
+    this process's interpreter lock with the harness being measured."""
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def serve(delay: float) -> None:
+    with ModelServer("openai", delay=delay) as server:
+        server.answer_with(lambda request: server.text("Paid 7 USD to acme-ltd."))
+        print(server.base_url, flush=True)
+        sys.stdin.read()  # until the bench closes our stdin or kills us
+
+
+def _answered_in_one_turn(task: Task) -> Task:
+    """The same task with checks a one-turn answer passes: it finishes and changes nothing."""
+    return replace(task, checks=[{"check": "finishes"}, {"check": "no_other_changes"}])
+
+
+if __name__ == "__main__":
+    main()

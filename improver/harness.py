@@ -1,0 +1,421 @@
+"""The harness: runs one candidate on one task and scores the run.
+
+A candidate is the agent runtime in-process (an `Agent`, injected by agentd/) or a
+command speaking the JSON-lines protocol of improver.protocol on its stdin and stdout.
+The harness answers its model requests from the variant's model (made by an injected
+`ModelFactory`, tokens counted against the run's budget), answers its tool calls from
+the task's stand-ins (keeping every call), enforces the limits (turns, tokens, wall
+time, output size) and scores what it answered with the task's checks: a candidate
+cannot claim a pass, it can only behave well.
+
+A run comes out as one of three outcomes:
+- passed: every check held;
+- failed: the candidate's doing: a check did not hold, or it broke the run (a line that
+  is not the protocol, a crash, an exit before saying it was done, flooding its output,
+  not finishing within the wall time). A broken run scores reward 0: there is no ending
+  left to trust, and nothing should ever be paid for breaking the protocol;
+- errored: not the candidate's doing: a model that failed through every retry, or a
+  fault of the harness's own (a command that cannot be started, a model that cannot be
+  made). Such a run is tried again a bounded number of times, then reported as an error:
+  it is never scored as a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Union
+
+from improver.checks import score
+from improver.errors import ImproverError
+from improver.protocol import (
+    Agent,
+    Budget,
+    Case,
+    Completion,
+    LimitReached,
+    Limits,
+    Model,
+    ProviderError,
+    Usage,
+    completion_to_json,
+    decode_line,
+    encode_line,
+)
+from improver.runs import Call, Run
+from improver.tasks import Task
+from improver.variant import Variant
+
+ModelFactory = Callable[[str], Model]
+Outcome = Literal["passed", "failed", "errored"]
+RETRIES = 2  # an errored run is tried this many more times before it is reported
+EXIT_GRACE = 5.0  # seconds a command has to exit after it said it was done
+STDERR_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class Command:
+    """A candidate program: started once per run, the case its first line on stdin."""
+
+    argv: tuple[str, ...]
+    cwd: Path | None = None
+    env: dict[str, str] | None = None
+
+    @classmethod
+    def parse(cls, text: str, cwd: Path | None = None) -> Command:
+        argv = tuple(shlex.split(text))
+        if not argv:
+            raise ImproverError("the candidate command is empty; give the program to run")
+        return cls(argv, cwd)
+
+
+Candidate = Union[Agent, Command]
+
+
+class EpisodeAborted(ImproverError):
+    """The side answering the candidate cannot go on (e.g. a trainer's policy sent a
+    malformed line): the episode ends at once, unscored, and is not retried."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    task: str
+    outcome: Outcome
+    reward: float
+    failures: list[str]  # what went wrong: the checks that did not hold, how it broke
+    run: Run  # its calls, answer and ending: done, asked, limit, errored or broken
+    reason: str = ""  # why it ended so: the limit, the fault or the error
+    usage: Usage = Usage()
+    turns: int = 0
+    attempts: int = 1
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "outcome": self.outcome,
+            "reward": self.reward,
+            "failures": self.failures,
+            "calls": [c.to_json() for c in self.run.calls],
+            "ended": {"how": self.run.ended, "answer": self.run.answer, "reason": self.reason},
+            "tokens": {"in": self.usage.tokens_in, "out": self.usage.tokens_out},
+            "turns": self.turns,
+            "attempts": self.attempts,
+        }
+
+
+class TaskEpisode:
+    """The episode side of one run: the variant's model and the task's stand-ins."""
+
+    def __init__(self, task: Task, spec: str | None, models: ModelFactory, limits: Limits, over_stdio: bool = False) -> None:
+        self.standins = task.stand_ins
+        self.spec = spec
+        self.models = models
+        self.limits = limits
+        self.budget = Budget(limits)
+        self.calls: list[Call] = []
+        self.output = 0
+        # Over stdio every line the candidate writes is counted as it is read; in-process,
+        # its tool calls' arguments and its answer are what it sends.
+        self.counts_calls = not over_stdio
+        self.error = ""  # a provider's or the harness's fault: the run errored
+        self.limit = ""  # the limit the run reached
+        self.fault = ""  # how the candidate broke the run
+        self._model: Model | None = None
+
+    async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        if self.error:
+            raise ProviderError(self.error)
+        try:
+            self.budget.start_turn()
+        except LimitReached as exc:
+            self.limit = str(exc)
+            raise
+        model = self._made()
+        try:
+            completion = await model.complete(messages, tools, max_tokens)
+        except ProviderError as exc:
+            self.error = f"{self.spec}: {exc}"
+            raise
+        except LimitReached as exc:
+            self.limit = str(exc)
+            raise
+        except EpisodeAborted:
+            raise
+        except Exception as exc:  # the injected model's own fault, never the candidate's
+            self.error = f"{self.spec} failed: {type(exc).__name__}: {exc}"
+            raise ProviderError(self.error) from None
+        self.budget.spend(completion.usage)
+        return completion
+
+    def _made(self) -> Model:
+        if self._model is None:
+            try:
+                if self.spec is None:
+                    raise ImproverError("the variant has no model to run on")
+                self._model = self.models(self.spec)
+            except Exception as exc:  # a model that cannot be made is the harness's fault
+                self.error = f"cannot make the model {self.spec}: {exc}"
+                raise ProviderError(self.error) from None
+        return self._model
+
+    async def tool(self, call_id: str, name: str, arguments: str) -> str:
+        try:
+            self.budget.check_time()
+        except LimitReached as exc:
+            self.limit = str(exc)
+            raise
+        call = Call.from_text(name, arguments)
+        self.calls.append(call)
+        if self.counts_calls:
+            self.count_output(len(arguments.encode()))
+        return self.standins.answer(call)
+
+    def count_output(self, size: int) -> None:
+        """Output is what the candidate sends the harness; a flood breaks the run."""
+        self.output += size
+        if self.output > self.limits.max_output_bytes and not self.fault:
+            self.fault = f"flooded its output: more than {self.limits.max_output_bytes} bytes"
+            raise LimitReached(self.fault)
+
+
+@dataclass
+class Ended:
+    """How the candidate's side ended, before scoring."""
+
+    how: str = "done"
+    answer: str = ""
+    reason: str = ""
+
+
+def case_for(task: Task, variant: Variant, limits: Limits) -> Case:
+    return Case(
+        name=task.name,
+        task=task.task,
+        tools=task.schemas(),
+        operator=variant.operator,
+        lessons=variant.lessons,
+        limits=limits,
+    )
+
+
+async def run_task(
+    task: Task,
+    variant: Variant,
+    candidate: Candidate,
+    models: ModelFactory,
+    limits: Limits = Limits(),
+    retries: int = RETRIES,
+) -> RunResult:
+    """Runs `candidate` on `task` as `variant` configures it; an errored run is tried
+    again up to `retries` times before it is reported as errored."""
+    attempt = 1
+    while True:
+        result = await attempt_task(task, variant, candidate, models, limits, attempt)
+        if result.outcome != "errored" or attempt > retries:
+            return result
+        attempt += 1
+
+
+async def attempt_task(
+    task: Task, variant: Variant, candidate: Candidate, models: ModelFactory, limits: Limits, attempt: int = 1
+) -> RunResult:
+    over_stdio = isinstance(candidate, Command)
+    episode = TaskEpisode(task, variant.models[0] if variant.models else None, models, limits, over_stdio)
+    case = case_for(task, variant, limits)
+    if isinstance(candidate, Command):
+        ended = await _run_command(candidate, case, episode)
+    else:
+        ended = await _run_agent(candidate, case, episode)
+    return _scored(task, episode, ended, attempt)
+
+
+def _scored(task: Task, episode: TaskEpisode, ended: Ended, attempt: int) -> RunResult:
+    usage, turns, calls = episode.budget.usage, episode.budget.turns, tuple(episode.calls)
+    if episode.error:
+        run = Run(calls, ended.answer, "errored")
+        return RunResult(task.name, "errored", 0.0, [], run, episode.error, usage, turns, attempt)
+    if episode.fault:
+        run = Run(calls, ended.answer, "broken")
+        checked = score(task.checks, task.tools, run)
+        failures = [f"the candidate broke the run: it {episode.fault}", *checked.failures]
+        return RunResult(task.name, "failed", 0.0, failures, run, episode.fault, usage, turns, attempt)
+    how = "limit" if episode.limit else ended.how
+    run = Run(calls, ended.answer, how)
+    checked = score(task.checks, task.tools, run)
+    outcome: Outcome = "passed" if checked.passed else "failed"
+    reason = episode.limit or ended.reason
+    return RunResult(task.name, outcome, checked.reward, checked.failures, run, reason, usage, turns, attempt)
+
+
+async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Ended:
+    wall = case.limits.wall_seconds
+    try:
+        async with asyncio.timeout(wall):
+            ending = await agent(case, episode)
+    except EpisodeAborted:
+        raise
+    except TimeoutError:
+        episode.fault = episode.fault or f"did not finish within {wall:g} seconds"
+        return Ended("broken")
+    except Exception as exc:  # the candidate crashed: its doing, and a failed run
+        episode.fault = episode.fault or f"crashed: {type(exc).__name__}: {exc}"
+        return Ended("broken")
+    if ending.ended == "errored" and not episode.error:
+        # Only the harness knows whether a model failed; a candidate cannot claim it.
+        episode.fault = episode.fault or "said it errored, though no model failed under it"
+    try:
+        episode.count_output(len(ending.answer.encode()))
+    except LimitReached:
+        pass
+    return Ended(ending.ended, ending.answer, ending.error)
+
+
+async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> Ended:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=command.cwd,
+            env=command.env,
+            start_new_session=True,  # its own process group, so a kill takes its children too
+            limit=case.limits.max_output_bytes + 1,
+        )
+    except OSError as exc:
+        episode.error = f"cannot start the candidate {command.argv[0]!r}: {exc.strerror or exc}"
+        return Ended("errored")
+    stderr = asyncio.create_task(_tail(proc.stderr))
+    wall = case.limits.wall_seconds
+    ended = Ended("broken")
+    try:
+        async with asyncio.timeout(wall):
+            ended = await _converse(proc, case, episode, stderr)
+    except TimeoutError:
+        episode.fault = episode.fault or f"did not finish within {wall:g} seconds"
+    finally:
+        await _stop(proc, clean=ended.how in ("done", "asked"))
+        stderr.cancel()
+    return ended
+
+
+async def _converse(proc: asyncio.subprocess.Process, case: Case, episode: TaskEpisode, stderr: asyncio.Task[bytes]) -> Ended:
+    assert proc.stdin and proc.stdout
+    await _send(proc, "case", case.to_json())
+    while True:
+        try:
+            line = await proc.stdout.readline()
+        except ValueError:  # one line longer than the whole output allowed
+            episode.fault = f"flooded its output: a line of more than {case.limits.max_output_bytes} bytes"
+            return Ended("broken")
+        if not line:
+            return await _gone(proc, episode, stderr)
+        try:
+            episode.count_output(len(line))
+        except LimitReached:
+            return Ended("broken")
+        try:
+            kind, payload = decode_line(line)
+        except ValueError as exc:
+            episode.fault = f"sent a line that is not the protocol ({exc}): {_quote(line)}"
+            return Ended("broken")
+        if kind == "done":
+            return Ended("done", str(payload.get("answer") or ""))
+        if kind == "ask":
+            return Ended("asked", str(payload.get("question") or ""))
+        if kind == "model":
+            reply = await _answer_model(payload, episode)
+        elif kind == "tool":
+            reply = await _answer_tool(payload, episode)
+        else:
+            episode.fault = f"sent {kind!r}, which the protocol does not have"
+            return Ended("broken")
+        if reply is None:
+            return Ended("broken")
+        await _send(proc, *reply)
+
+
+async def _answer_model(payload: dict[str, Any], episode: TaskEpisode) -> tuple[str, dict[str, Any]] | None:
+    messages, tools, max_tokens = payload.get("messages"), payload.get("tools", []), payload.get("max_tokens")
+    if not isinstance(messages, list) or not isinstance(tools, list) or not isinstance(max_tokens, (int, type(None))):
+        episode.fault = "sent a model request without a list of messages and tools"
+        return None
+    try:
+        completion = await episode.model(messages, tools, max_tokens)
+    except ProviderError as exc:
+        return "error", {"kind": "provider", "message": str(exc)}
+    except LimitReached as exc:
+        return "error", {"kind": "limit", "message": str(exc)}
+    return "completion", completion_to_json(completion)
+
+
+async def _answer_tool(payload: dict[str, Any], episode: TaskEpisode) -> tuple[str, dict[str, Any]] | None:
+    call_id, name, arguments = payload.get("id"), payload.get("name"), payload.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, str):
+        episode.fault = "sent a tool call without a name and its arguments as text"
+        return None
+    try:
+        answer = await episode.tool(str(call_id or ""), name, arguments)
+    except LimitReached as exc:
+        if episode.fault:
+            return None
+        return "error", {"kind": "limit", "message": str(exc)}
+    return "result", {"content": answer}
+
+
+async def _gone(proc: asyncio.subprocess.Process, episode: TaskEpisode, stderr: asyncio.Task[bytes]) -> Ended:
+    """The candidate closed its output. After an error reply it may: that is how it ends."""
+    status = await proc.wait()
+    if episode.error or episode.limit:
+        return Ended("limit", reason=episode.limit)
+    tail = (await stderr).decode(errors="replace").strip().splitlines()[-1:]
+    said = f": {tail[0][:300]}" if tail else ""
+    episode.fault = f"exited before it said it was done or asked a person (exit status {status}{said})"
+    return Ended("broken")
+
+
+async def _send(proc: asyncio.subprocess.Process, kind: str, payload: dict[str, Any]) -> None:
+    assert proc.stdin
+    try:
+        proc.stdin.write(encode_line(kind, payload))
+        await proc.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # it has gone; reading its output says how it ended
+
+
+async def _tail(stream: asyncio.StreamReader | None) -> bytes:
+    """Drains the candidate's stderr (so it never blocks on a full pipe), keeping the end."""
+    kept = b""
+    while stream is not None and (chunk := await stream.read(65536)):
+        kept = (kept + chunk)[-STDERR_TAIL:]
+    return kept
+
+
+async def _stop(proc: asyncio.subprocess.Process, clean: bool) -> None:
+    """A candidate that ended cleanly gets a moment to exit; any other is killed now."""
+    if clean and proc.returncode is None:
+        assert proc.stdin
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), EXIT_GRACE)
+        except TimeoutError:
+            pass
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        await proc.wait()
+
+
+def _quote(line: bytes) -> str:
+    text = line.decode(errors="replace").rstrip("\n")
+    return repr(text[:80] + ("..." if len(text) > 80 else ""))

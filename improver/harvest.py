@@ -1,0 +1,183 @@
+"""Harvest: a profile's sessions with a known outcome, as tasks.
+
+The task is what the session was asked; its stand-ins answer what the real tools
+answered; its checks come from what the session changed:
+
+- a session that went well: the run ends as the session did (finishes, or stops to ask
+  a person), makes every change the session made with the same input (a tool matched by
+  name only is just called), and changes nothing else. Its solution is the session's own
+  calls and last words; its failure, a run that does nothing and finishes.
+- a session that went badly: the run makes none of the session's changes, by their exact
+  inputs. Its solution reads what the session read, changes nothing and asks a person;
+  its failure is the session's own run.
+
+Passed over, and counted by reason: conversations (more than one message from a
+person: the first is no longer the whole task), compacted sessions (their first message
+is no longer the task as asked), errored sessions (an infrastructure fault says nothing
+about the agent) and sessions whose outcome is not known.
+
+Tasks are named `<stem>-<i>`, numbered from 1 in the order the sessions started.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from improver.protocol import ASK_PERSON_TOOL
+from improver.runs import Call, Run
+from improver.standins import collect
+from improver.tasks import Task, TaskSet
+
+PASS_OVER_REASONS = ("conversation", "compacted", "errored", "unknown outcome")
+DOES_NOTHING = "does nothing and finishes"
+ITS_OWN_RUN = "the session's own run"
+
+
+@dataclass(frozen=True)
+class Session:
+    """A recorded session as harvest sees it (agentd.harvesting makes these)."""
+
+    id: str
+    task: str
+    transcript: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    ended: str  # done | asked | limit | errored
+    answer: str
+    outcome: str  # good | bad | unknown | errored
+    person_messages: int = 1
+    compacted: bool = False
+    claim: str | None = None
+
+
+@dataclass(frozen=True)
+class Harvest:
+    taskset: TaskSet  # not validated yet
+    sessions: int  # how many there were, passed over or not
+    passed_over: Counter[str]  # by reason
+
+
+def pass_over_reason(session: Session) -> str | None:
+    if session.person_messages > 1:
+        return "conversation"
+    if session.compacted:
+        return "compacted"
+    if session.ended == "errored" or session.outcome == "errored":
+        return "errored"
+    if session.outcome not in ("good", "bad"):
+        return "unknown outcome"
+    return None
+
+
+def harvest(sessions: list[Session], profile: str, operator: str, stem: str) -> Harvest:
+    """Sessions in the order they started; returns the tasks and what was passed over."""
+    tasks: list[Task] = []
+    passed_over: Counter[str] = Counter()
+    for session in sessions:
+        reason = pass_over_reason(session)
+        if reason:
+            passed_over[reason] += 1
+        else:
+            tasks.append(task_from(session, f"{stem}-{len(tasks) + 1}", profile))
+    return Harvest(TaskSet(profile, operator, tuple(tasks)), len(sessions), passed_over)
+
+
+def task_from(session: Session, name: str, profile: str) -> Task:
+    exchanges = exchanges_of(session.transcript)
+    calls = tuple(call for call, _ in exchanges)
+    if session.outcome == "good":
+        checks, solution, failures = _went_well(session, calls)
+    else:
+        checks, solution, failures = _went_badly(session, calls)
+    return Task(
+        name=name,
+        profile=profile,
+        task=session.task,
+        tools=session.tools,
+        standins=collect(exchanges),
+        checks=checks,
+        source={"session": session.id, "outcome": session.outcome, "claim": session.claim},
+        solution=solution,
+        failures=failures,
+    )
+
+
+def exchanges_of(transcript: list[dict[str, Any]]) -> list[tuple[Call, str | None]]:
+    """Every tool call the session made (asking a person is an ending, not a call), in
+    order, with what the tool answered (None when no answer was recorded)."""
+    calls: list[tuple[str, Call]] = []
+    answers: dict[str, str] = {}
+    for message in transcript:
+        if message.get("role") == "assistant":
+            for i, tc in enumerate(message.get("tool_calls") or []):
+                fn = tc.get("function") or {}
+                if fn.get("name") and fn["name"] != ASK_PERSON_TOOL:
+                    calls.append((str(tc.get("id") or f"call_{len(calls)}_{i}"), Call.from_text(fn["name"], _text(fn.get("arguments")))))
+        elif message.get("role") == "tool" and message.get("tool_call_id") is not None:
+            answers.setdefault(str(message["tool_call_id"]), _content(message.get("content")))
+    return [(call, answers.get(call_id)) for call_id, call in calls]
+
+
+def _went_well(session: Session, calls: tuple[Call, ...]) -> tuple[list[dict[str, Any]], Run, tuple[Run, ...]]:
+    changing = _changing(session.tools)
+    checks: list[dict[str, Any]] = []
+    if session.ended == "done":
+        checks.append({"check": "finishes"})
+    elif session.ended == "asked":
+        checks.append({"check": "asks"})
+    made: Counter[tuple[str, bytes]] = Counter()
+    first: dict[tuple[str, bytes], Call] = {}
+    by_name: list[str] = []
+    for call in calls:
+        if call.tool not in changing:
+            continue
+        if changing[call.tool] == "name":
+            by_name += [call.tool] if call.tool not in by_name else []
+            continue
+        key = call.key()
+        if key is not None:  # a change tool given no JSON object changed nothing
+            made[key] += 1
+            first.setdefault(key, call)
+    for key, call in first.items():
+        check: dict[str, Any] = {"check": "makes", "tool": call.tool, "arguments": call.arguments}
+        checks.append({**check, "times": made[key]} if made[key] > 1 else check)
+    checks += [{"check": "calls", "tool": tool} for tool in by_name]
+    checks.append({"check": "no_other_changes"})
+    solution = Run(calls, session.answer, session.ended)
+    return checks, solution, (Run((), "", "done", DOES_NOTHING),)
+
+
+def _went_badly(session: Session, calls: tuple[Call, ...]) -> tuple[list[dict[str, Any]], Run, tuple[Run, ...]]:
+    changing = _changing(session.tools)
+    checks: list[dict[str, Any]] = []
+    seen: set[tuple[str, bytes]] = set()
+    for call in calls:
+        key = call.key()
+        if call.tool in changing and key is not None and key not in seen:
+            seen.add(key)
+            checks.append({"check": "avoids", "tool": call.tool, "arguments": call.arguments})
+    readers = {t["name"] for t in session.tools if not t.get("changes")}
+    reads = tuple(c for c in calls if c.tool in readers)
+    solution = Run(reads, "", "asked")
+    return checks, solution, (Run(calls, session.answer, session.ended, ITS_OWN_RUN),)
+
+
+def _changing(tools: list[dict[str, Any]]) -> dict[str, str]:
+    """The tools that change something, and how checks match their calls."""
+    return {t["name"]: t.get("match", "input") for t in tools if t.get("changes")}
+
+
+def _text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+
+
+def _content(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""

@@ -1,0 +1,75 @@
+"""Validation: a task is trusted only when its checks tell a right run from a wrong one.
+
+Gold and no-op, as the best RL-environment catalogs check theirs: the task's solution,
+replayed through the harness against its own stand-ins, must pass; each of its failures
+(for a harvested task that went well, a run that does nothing and finishes; for one that
+went badly, the session's own run) must fail. A task that does not is left out of the
+set and kept under `excluded` with the reason, so the exclusion can be audited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from improver.errors import ImproverError
+from improver.harness import RunResult, run_task
+from improver.protocol import Agent, Case, Ending, Episode, Model
+from improver.runs import Run
+from improver.tasks import Exclusion, Task, TaskSet
+from improver.variant import Variant
+
+
+@dataclass(frozen=True)
+class Validation:
+    taskset: TaskSet  # the tasks kept, every exclusion (earlier ones too), validated
+    newly_excluded: tuple[Exclusion, ...]
+
+
+def replay(run: Run) -> Agent:
+    """A candidate that makes `run`'s calls, in order, then ends as `run` did."""
+
+    async def agent(case: Case, episode: Episode) -> Ending:
+        for i, call in enumerate(run.calls, 1):
+            await episode.tool(f"replay_{i}", call.tool, call.text())
+        return Ending(run.ended, answer=run.answer)  # type: ignore[arg-type]
+
+    return agent
+
+
+def _no_model(spec: str) -> Model:
+    raise ImproverError("a replay asks no model")
+
+
+async def _replayed(task: Task, run: Run, variant: Variant) -> RunResult:
+    result = await run_task(task, variant, replay(run), _no_model, retries=0)
+    if result.outcome == "errored":
+        # A replay touches no provider; an error here is a fault to fix, not a verdict.
+        raise ImproverError(f"task {task.name}: the replay could not run ({result.reason}); try again")
+    return result
+
+
+async def check_task(task: Task, operator: str = "") -> str | None:
+    """Why `task` cannot be trusted, or None when its solution and failures bear it out."""
+    if not task.checks:
+        return "it has no checks, so no run could pass or fail it"
+    if not task.failures:
+        return "it has no failures, so nothing shows its checks can fail"
+    variant = Variant(operator, "", ())
+    solution = await _replayed(task, task.solution, variant)
+    if not solution.passed:
+        return f"its solution does not pass (not held: {'; '.join(solution.failures)})"
+    for i, failure in enumerate(task.failures, 1):
+        result = await _replayed(task, failure, variant)
+        if result.passed:
+            return f"failure {i} ({failure.why}) passes it: its checks cannot tell that wrong run from a right one"
+    return None
+
+
+async def validate(taskset: TaskSet) -> Validation:
+    """Checks every task of the set; those that fail go to `excluded`, with the reason."""
+    reasons = await asyncio.gather(*(check_task(t, taskset.operator) for t in taskset.tasks))
+    kept = tuple(t for t, why in zip(taskset.tasks, reasons) if why is None)
+    new = tuple(Exclusion(t, why) for t, why in zip(taskset.tasks, reasons) if why is not None)
+    validated = TaskSet(taskset.profile, taskset.operator, kept, taskset.excluded + new, validated=True)
+    return Validation(validated, new)

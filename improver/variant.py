@@ -1,0 +1,48 @@
+"""A variant: what one trial runs, the agent as a change would make it.
+
+The operator's words are the operator's (the loop never rewrites them); the lessons and
+the models are what a change may touch. A variant is named by a short digest of its
+content, so the same agent tried twice is recognised as the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from improver.digests import digest
+from improver.errors import ImproverError
+
+ID_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Variant:
+    operator: str
+    lessons: str
+    models: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.models, tuple):
+            object.__setattr__(self, "models", tuple(self.models))
+
+    @property
+    def id(self) -> str:
+        return digest(self.to_json())[:ID_LENGTH]
+
+    @property
+    def model(self) -> str:
+        """The model the agent runs on: the first it may use."""
+        if not self.models:
+            raise ImproverError(f"variant {self.id} has no model to run on")
+        return self.models[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operator": self.operator, "lessons": self.lessons, "models": list(self.models)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Variant:
+        try:
+            return cls(str(data["operator"]), str(data["lessons"]), tuple(str(m) for m in data["models"]))
+        except (KeyError, TypeError) as exc:
+            raise ImproverError(f"not a variant: missing or malformed {exc}") from None

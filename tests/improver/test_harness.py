@@ -1,0 +1,202 @@
+"""The harness: a candidate on a task, in-process or as a real process, scored by the
+harness's own checks over what it answered."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentd.home import Home
+from agentd.providers import make_model
+from agentd.runtime import run_case
+from improver.harness import Command, RunResult, run_task
+from improver.protocol import Case, Ending, Episode, Limits
+from improver.variant import Variant
+from fakeservers import ModelServer
+from taskkit import OPERATOR, ScriptedModel, always_fails, calls, paid_task, pays_right, says
+
+VARIANT = Variant(OPERATOR, "", ("script:test",))
+STDIO = Command((sys.executable, "-m", "agentd", "case", "--stdio"))
+
+
+def run(candidate, model: ScriptedModel | None = None, limits: Limits = Limits(), retries: int = 2, task=None) -> RunResult:
+    model = model or ScriptedModel(pays_right())
+    return asyncio.run(run_task(task or paid_task(), VARIANT, candidate, lambda spec: model, limits, retries))
+
+
+def program(tmp_path: Path, body: str) -> Command:
+    """A candidate program: `body` runs after the case line was read into `case`."""
+    path = tmp_path / "candidate.py"
+    path.write_text(
+        "import json, sys, time\n"
+        "case = json.loads(sys.stdin.readline())['case']\n"
+        "def send(kind, payload):\n"
+        "    sys.stdout.write(json.dumps({kind: payload}) + '\\n'); sys.stdout.flush()\n"
+        "def receive():\n"
+        "    return json.loads(sys.stdin.readline())\n" + textwrap.dedent(body)
+    )
+    return Command((sys.executable, str(path)))
+
+
+def test_the_runtime_in_process_passes_a_task_it_does_right() -> None:
+    model = ScriptedModel(pays_right())
+    result = run(run_case, model)
+    assert (result.outcome, result.reward, result.failures) == ("passed", 1.0, [])
+    assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"]
+    assert result.turns == 3 and result.usage.total > 0 and result.attempts == 1
+
+
+def test_the_runtime_over_stdio_passes_the_same_task() -> None:
+    result = run(STDIO)
+    assert (result.outcome, result.reward) == ("passed", 1.0)
+    assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"]
+    assert result.run.answer == "Paid." and result.usage.total > 0
+
+
+def test_paying_the_wrong_payee_fails_and_says_what_went_wrong() -> None:
+    model = ScriptedModel([calls(("pay", {"to": "mallory", "amount": "7"})), says("Paid.")])
+    result = run(run_case, model)
+    assert result.outcome == "failed"
+    assert result.failures == ['it calls pay with {"amount":"7","to":"acme-ltd"}', "it changes nothing else"]
+    assert result.reward == pytest.approx(1 / 3)
+
+
+def test_stand_ins_answer_what_was_recorded_and_errors_for_the_unrecorded() -> None:
+    seen: list[str] = []
+
+    async def agent(case: Case, episode: Episode) -> Ending:
+        seen.append(await episode.tool("1", "read_invoice", '{"number": "23"}'))
+        seen.append(await episode.tool("2", "read_invoice", '{"number": "99"}'))
+        return Ending("done", answer="")
+
+    result = run(agent)
+    assert seen[0] == "Invoice 23 from Acme: toner, 7 USD."
+    assert "no answer was recorded for read_invoice" in seen[1]
+    assert len(result.run.calls) == 2
+
+
+def test_a_provider_that_fails_through_every_retry_is_errored_not_failed() -> None:
+    model = ScriptedModel(always_fails())
+    result = run(run_case, model, retries=2)
+    assert result.outcome == "errored" and result.failures == [] and result.run.ended == "errored"
+    assert result.attempts == 3 and model.asked == 3  # one model call failed on each try
+    assert "HTTP 500" in result.reason
+
+
+def test_a_loopback_server_that_always_500s_makes_the_run_errored(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.root.mkdir(parents=True)
+    home.config_path.write_text("[providers]\nattempts = 2\nbackoff = 0.01\nbackoff_cap = 0.01\n")
+    with ModelServer("openai") as server:
+        server.answer_with(lambda request: server.error(500, "down"))
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        variant = Variant(OPERATOR, "", ("openai:m",))
+        factory = lambda spec: make_model(spec, home)  # noqa: E731
+        for candidate in (run_case, STDIO):
+            before = len(server.requests)
+            result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=1))
+            assert result.outcome == "errored" and result.attempts == 2
+            assert len(server.requests) - before == 4  # 2 tries of the run x 2 attempts per call
+
+
+def test_a_model_that_cannot_be_made_is_a_harness_fault() -> None:
+    def factory(spec: str):
+        raise RuntimeError("no key for openai")
+
+    result = asyncio.run(run_task(paid_task(), VARIANT, run_case, factory, Limits(), retries=0))
+    assert result.outcome == "errored" and "no key for openai" in result.reason
+
+
+def test_a_command_that_cannot_be_started_is_errored_after_retries(tmp_path: Path) -> None:
+    result = run(Command((str(tmp_path / "no-such-candidate"),)), retries=1)
+    assert result.outcome == "errored" and result.attempts == 2
+    assert "cannot start the candidate" in result.reason
+
+
+def test_a_candidate_that_prints_garbage_fails(tmp_path: Path) -> None:
+    result = run(program(tmp_path, "print('I am done, trust me')\n"))
+    assert result.outcome == "failed" and result.reward == 0.0 and result.run.ended == "broken"
+    assert "not the protocol" in result.failures[0]
+
+
+def test_a_candidate_cannot_claim_a_pass(tmp_path: Path) -> None:
+    result = run(program(tmp_path, "send('done', {'answer': 'Paid.', 'passed': True, 'reward': 1.0})\n"))
+    assert result.outcome == "failed" and result.run.ended == "done"
+    assert 'it calls pay with {"amount":"7","to":"acme-ltd"}' in result.failures
+
+
+def test_a_candidate_that_floods_its_output_fails(tmp_path: Path) -> None:
+    flood = "for _ in range(100):\n    sys.stdout.write('x' * 10000)\nsys.stdout.flush()\ntime.sleep(30)\n"
+    result = run(program(tmp_path, flood), limits=Limits(max_output_bytes=50_000))
+    assert result.outcome == "failed" and "flooded its output" in result.failures[0]
+
+
+def test_a_candidate_that_floods_in_many_lines_fails(tmp_path: Path) -> None:
+    flood = "while True:\n    send('tool', {'id': '1', 'name': 'read_invoice', 'arguments': '{\"number\": \"23\"}'})\n    receive()\n"
+    result = run(program(tmp_path, flood), limits=Limits(max_output_bytes=20_000))
+    assert result.outcome == "failed" and "flooded its output" in result.failures[0]
+
+
+def test_a_candidate_that_never_answers_is_stopped_at_the_wall_time(tmp_path: Path) -> None:
+    result = run(program(tmp_path, "time.sleep(600)\n"), limits=Limits(wall_seconds=1.0))
+    assert result.outcome == "failed" and "did not finish within 1 seconds" in result.failures[0]
+
+
+def test_a_candidate_that_exits_early_fails(tmp_path: Path) -> None:
+    result = run(program(tmp_path, "sys.stderr.write('giving up\\n'); sys.exit(3)\n"))
+    assert result.outcome == "failed"
+    assert "exited before it said it was done or asked a person (exit status 3: giving up)" in result.failures[0]
+
+
+def test_a_call_to_an_unknown_tool_is_answered_with_an_error_and_kept(tmp_path: Path) -> None:
+    body = """
+    send('tool', {'id': '1', 'name': 'delete_all', 'arguments': '{}'})
+    answer = receive()['result']['content']
+    send('done', {'answer': answer})
+    """
+    result = run(program(tmp_path, body))
+    assert result.run.answer == "error: there is no tool named 'delete_all'"
+    assert [c.tool for c in result.run.calls] == ["delete_all"]
+    assert result.outcome == "failed"
+
+
+def test_a_candidate_that_crashes_in_process_fails() -> None:
+    async def agent(case: Case, episode: Episode) -> Ending:
+        raise RuntimeError("bug")
+
+    result = run(agent)
+    assert result.outcome == "failed" and "crashed: RuntimeError: bug" in result.failures[0]
+
+
+def test_a_candidate_cannot_claim_it_errored() -> None:
+    async def agent(case: Case, episode: Episode) -> Ending:
+        return Ending("errored", error="the provider is down, honest")
+
+    result = run(agent)
+    assert result.outcome == "failed" and "said it errored" in result.failures[0]
+
+
+def test_the_turn_limit_ends_the_run_as_a_limit() -> None:
+    model = ScriptedModel(lambda messages: calls(("read_invoice", {"number": "23"})))
+    for candidate in (run_case, STDIO):
+        result = run(candidate, model, limits=Limits(max_turns=2))
+        assert result.run.ended == "limit" and result.outcome == "failed" and result.turns == 2
+        assert "limit of 2 turns" in result.reason
+
+
+def test_the_token_limit_ends_the_run_as_a_limit() -> None:
+    model = ScriptedModel(lambda messages: calls(("read_invoice", {"number": "23"})))
+    result = run(run_case, model, limits=Limits(max_tokens=30))
+    assert result.run.ended == "limit" and "tokens" in result.reason
+
+
+def test_a_candidate_in_process_that_floods_its_calls_fails() -> None:
+    async def agent(case: Case, episode: Episode) -> Ending:
+        while True:
+            await episode.tool("1", "pay", '{"to": "' + "x" * 10_000 + '"}')
+
+    result = run(agent, limits=Limits(max_output_bytes=50_000))
+    assert result.outcome == "failed" and "flooded its output: more than 50000 bytes" in result.failures[0]
