@@ -1,0 +1,218 @@
+"""`agentd improve`: marks and tasks; the seal and the loop commands come from agentd/cli/loop.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from agentd.cli import loop
+from agentd.cli.options import App, emit_json, json_option, pass_app
+from agentd.episodes import run_env
+from agentd.harvesting import export_profile, exported_path, harvest_profile, validate_file
+from agentd.marks import mark_line, mark_session
+from improver.export import ENVIRONMENTS, SFT, SFT_VALIDATION, TASKS, VALIDATION_SHARE
+from improver.export import PASS_OVER_REASONS as EXPORT_PASS_OVER
+from improver.harvest import PASS_OVER_REASONS
+from improver.validate import Validation
+
+
+@click.group("improve")
+def group() -> None:
+    """Improve the agent from its own work: mark sessions, harvest tasks, seal, run the loop."""
+
+
+for _command in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage):
+    group.add_command(_command)
+
+
+@group.command("mark")
+@click.argument("session")
+@click.option("--good/--bad", required=True, help="How the session went.")
+@click.option("--note", default="", help="What went well or badly, for the record.")
+@click.option("--wallet", help="Sign the mark with this wallet (default: the profile's).")
+@json_option
+@pass_app
+def mark(app: App, session: str, good: bool, note: str, wallet: str | None, as_json: bool) -> None:
+    """Mark SESSION (any unique prefix of its id) as having gone well or badly.
+
+    A later mark supersedes an earlier one; both stay on the ledger (agent.mark/v1).
+    """
+    record = mark_session(app.home, session, good, note, wallet)
+    if as_json:
+        emit_json({"session": record.id, "outcome": record.mark, "note": note})
+    else:
+        click.echo(mark_line(record))
+
+
+@group.command("harvest")
+@click.argument("profile")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The task set file to write; its name's stem names the tasks (work.json: work-1, work-2, ...).",
+)
+@json_option
+@pass_app
+def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
+    """Turn PROFILE's sessions with a known outcome into tasks, validate them, and write
+    the set to --out.
+
+    A session's outcome is known when a person marked it (a mark wins) or its check
+    passed or failed. Conversations (more than one message from a person), compacted
+    sessions, errored sessions and sessions without a known outcome are passed over and
+    counted. A task is kept only when its solution passes and its failures fail; the
+    others stay in the file under "excluded", each with its reason.
+    """
+    done = harvest_profile(app.home, profile, out)
+    taskset = done.validation.taskset
+    over = done.harvest.passed_over
+    if as_json:
+        emit_json(
+            {
+                "file": str(out),
+                "digest": taskset.digest,
+                "sessions": done.harvest.sessions,
+                "harvested": len(done.harvest.taskset.tasks),
+                "kept": [t.name for t in taskset.tasks],
+                "excluded": [{"task": e.task.name, "reason": e.reason} for e in taskset.excluded],
+                "passed_over": {reason: over[reason] for reason in PASS_OVER_REASONS},
+            }
+        )
+        return
+    click.echo(f"harvested {_n(len(done.harvest.taskset.tasks), 'task')} from {_n(done.harvest.sessions, 'session')} of profile {profile}")
+    click.echo(
+        "passed over: "
+        + ", ".join(
+            [
+                _n(over["conversation"], "conversation"),
+                f"{over['compacted']} compacted",
+                f"{over['errored']} errored",
+                f"{over['unknown outcome']} without a known outcome",
+            ]
+        )
+    )
+    _validation_lines(done.validation)
+    click.echo(f"wrote {out} (set digest {taskset.digest[:16]})")
+
+
+@group.command("validate")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the validated set here instead of back into FILE.",
+)
+@json_option
+@pass_app
+def validate(app: App, file: Path, out: Path | None, as_json: bool) -> None:
+    """Validate the tasks of FILE: keep a task only when its solution, replayed through
+    the harness against its own stand-ins, passes, and every one of its failures fails.
+
+    Tasks that do not are moved under "excluded" with the reason, so the exclusion can be
+    audited. Harvest does this by itself; run it on a task set written another way.
+    """
+    result = validate_file(file, out)
+    taskset = result.taskset
+    if as_json:
+        emit_json(
+            {
+                "file": str(out or file),
+                "digest": taskset.digest,
+                "kept": [t.name for t in taskset.tasks],
+                "excluded": [{"task": e.task.name, "reason": e.reason} for e in taskset.excluded],
+                "newly_excluded": [e.task.name for e in result.newly_excluded],
+            }
+        )
+        return
+    _validation_lines(result)
+    click.echo(f"wrote {out or file} (set digest {taskset.digest[:16]})")
+
+
+def _validation_lines(result: Validation) -> None:
+    taskset = result.taskset
+    earlier = len(taskset.excluded) - len(result.newly_excluded)
+    click.echo(
+        f"validated: {_n(len(taskset.tasks), 'task')} kept, {len(result.newly_excluded)} excluded"
+        + (f" (and {earlier} excluded before)" if earlier else "")
+    )
+    for exclusion in result.newly_excluded:
+        click.echo(f"excluded {exclusion.task.name}: {exclusion.reason}")
+
+
+@group.command("env")
+@click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The task set file.")
+@click.option("--case", "case", required=True, help="The name of the task to run as an episode.")
+@pass_app
+def env(app: App, tasks_file: Path, case: str) -> int:
+    """Run one task as an episode for a trainer: the policy being trained gives the
+    model's turns on stdin, a line at a time.
+
+    Each turn this writes {"request": {"messages", "tools", "max_tokens"}} and reads back
+    {"message": {"role": "assistant", ...}} (text, or tool calls the task's stand-ins
+    answer). At the end it writes {"done": {"case", "reward", "passed", "failures",
+    "calls", "ended"}}; reward is the share of the task's checks that held. A malformed
+    line from the policy ends the episode with {"error": ...} and exit status 1. The
+    task file's operator words are used and, when the profile exists in this home, its
+    current lessons.
+    """
+    return run_env(app.home, tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
+
+
+@group.command("export")
+@click.argument("profile")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="The directory to write (new or empty).")
+@click.option(
+    "--validation",
+    default=VALIDATION_SHARE,
+    show_default=True,
+    type=float,
+    help="The share of sessions held apart in sft-validation.jsonl, chosen by a hash of each session's id.",
+)
+@click.option(
+    "--tasks",
+    "tasks_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Export these tasks (e.g. a seal's tasks to choose on) instead of every task harvested now.",
+)
+@click.option("--force", is_flag=True, help="Write into --out even when it is not empty, replacing the export's files.")
+@json_option
+@pass_app
+def export(app: App, profile: str, out: Path, validation: float, tasks_file: Path | None, force: bool, as_json: bool) -> None:
+    """Write PROFILE's work out for a trainer: sft.jsonl (sessions that went well, in
+    OpenAI's chat fine-tuning format), sft-validation.jsonl (held apart), tasks.json and
+    environments.jsonl (tasks to reinforce in), and a README.md saying what each is.
+
+    Sessions that did not finish, were compacted, are confidential or hold a secret this
+    machine keeps are passed over. What went out is recorded in
+    $AGENTD_HOME/routes/PROFILE-exported.json, so a later seal never seals it.
+    """
+    report = export_profile(app.home, profile, out, validation, force, tasks_file)
+    record = exported_path(app.home, profile)
+    if as_json:
+        emit_json(
+            {
+                "out": str(out),
+                "sft": report.sft,
+                "sft_validation": report.held_apart,
+                "tasks": report.tasks,
+                "not_good": report.not_good,
+                "passed_over": {reason: report.passed_over[reason] for reason in EXPORT_PASS_OVER},
+                "record": str(record),
+            }
+        )
+        return
+    click.echo(f"exported profile {profile} into {out}")
+    click.echo(f"  {SFT}: {_n(report.sft, 'session')} that went well")
+    click.echo(f"  {SFT_VALIDATION}: {_n(report.held_apart, 'session')} held apart for validation")
+    click.echo(f"  {TASKS}, {ENVIRONMENTS}: {_n(report.tasks, 'task')}")
+    click.echo("passed over: " + ", ".join(f"{report.passed_over[r]} {r}" for r in EXPORT_PASS_OVER))
+    if report.not_good:
+        click.echo(f"not in {SFT}: {_n(report.not_good, 'session')} that did not go well or whose outcome is unknown")
+    click.echo(f"recorded in {record}")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -1,0 +1,178 @@
+"""`agentd improve seal|run|adopt|undo|lineage` and `agentd lineage`: the seal and the loop.
+
+The `improve` group (agentd/cli/improve.py) adds these commands; the tasks commands
+live there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agentd.adoption import adopt as adopt_step
+from agentd.adoption import lineage_of
+from agentd.adoption import undo as undo_step
+from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, App, CheckFailed, emit_json, emit_json_line, json_option, pass_app, progress
+from agentd.improving import RunRequest, Sealed, check_lineage, run_improvement, seal_tasks
+from improver import stats
+from improver.lineage import summary
+from improver.loop import Event, Interrupted
+from improver.seal import SealRequest
+
+
+@click.command("seal")
+@click.argument("profile")
+@click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A validated task set (agentd improve harvest / validate).")  # fmt: skip
+@click.option("--share", default=50, show_default=True, help="The percentage of tasks sealed (1-99).")
+@click.option("--confirmations", default=4, show_default=True, help="Changes the seal may confirm; each at level 0.05/k.")
+@click.option("--canaries", default=2, show_default=True, help="Canary tasks added to the sealed part.")
+@click.option("--seed", help="The seed of the split (default: a random one, printed); the same set and seed give the same split.")
+@click.option("--reusable", is_flag=True, help="Make the sealed tasks a reusable holdout (Thresholdout) as well.")
+@click.option("--test", type=click.Choice(stats.TESTS), default="newcombe", show_default=True,
+              help="The test changes are held to: pooled Newcombe, or the task-paired sign-flip test.")  # fmt: skip
+@click.option("--wallet", help="Publish the seal's digests on the ledger (agent.seal/v1) with this wallet.")
+@json_option
+@pass_app
+def seal(
+    app: App, profile: str, tasks_file: Path, share: int, confirmations: int, canaries: int, seed: str | None,
+    reusable: bool, test: str, wallet: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Split a validated task set into tasks to choose changes on and sealed tasks, which
+    no proposer is ever shown, before anything is tried on them."""
+    request = SealRequest(share, confirmations, canaries, seed, reusable, test)
+    sealed = seal_tasks(app.home, profile, tasks_file, request, wallet)
+    _warn_if_powerless(sealed)
+    if as_json:
+        emit_json(_seal_json(sealed))
+        return
+    for line in _seal_lines(sealed):
+        click.echo(line)
+
+
+def _seal_lines(sealed: Sealed) -> list[str]:
+    t = sealed.seal.terms
+    first = (
+        f"sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks for profile {t.profile} "
+        f"(with {t.canaries} canaries), {t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed "
+        f"({t.test} test, each at level {t.level:.4g})"
+    )
+    if t.holdout:
+        first += (
+            f". As a reusable holdout, the sealed tasks turn down a change whose gain they answer at "
+            f"{t.holdout['threshold']:.1%} or less (their noise {t.holdout['noise']:.1%}) without spending a confirmation, "
+            f"and may disagree with the tasks to choose on {t.holdout['budget']} times"
+        )
+    lines = [
+        first,
+        f"seed: {t.seed}",
+        f"tasks to choose on: {sealed.seal.train_path}",
+        f"sealed tasks: {sealed.seal.path} (no proposer is shown them)",
+    ]
+    if sealed.claim:
+        lines.append(f"published as claim {sealed.claim}, before anything was tried on it")
+    return lines
+
+
+def _seal_json(sealed: Sealed) -> dict:
+    return {
+        "seal": sealed.seal.id,
+        **sealed.seal.terms.to_json(),
+        "train_file": str(sealed.seal.train_path),
+        "sealed_file": str(sealed.seal.path),
+        "claim": sealed.claim,
+        "pulse": sealed.pulse,
+    }
+
+
+def _warn_if_powerless(sealed: Sealed) -> None:
+    """An exact sign-flip test on n tasks cannot go below 2^-n: say when that is too coarse."""
+    t = sealed.seal.terms
+    if t.test == "paired" and 0.5**t.sealed_tasks > t.level / 2:
+        progress(
+            f"agentd: warning: with {t.sealed_tasks} sealed tasks the paired test can never confirm a change at level "
+            f"{t.level:.4g}; seal more tasks, allow fewer confirmations, or use --test newcombe"
+        )
+
+
+@click.command("run")
+@click.argument("profile")
+@click.option("--proposer", required=True, help="The model that proposes changes, provider:model.")
+@click.option("--rounds", default=1, show_default=True, help="Rounds to run.")
+@click.option("--runs", default=4, show_default=True, help="Runs of each task per trial.")
+@click.option("--apply", is_flag=True, help="Make each kept change the profile's (learned.json) at once.")
+@click.option("--wallet", help="Publish each kept change as an agent.improvement/v1 claim with this wallet.")
+@click.option("--model", "models", multiple=True, help="A further model changes may run on (repeat).")
+@click.option("--max-tokens", type=int, help="Stop before this many tokens (proposer and trials) would be passed.")
+@click.option("--concurrency", default=8, show_default=True, help="Runs at once in a trial.")
+@click.option("--seed", type=int, help="Seed the draw of variants to build on (default: random).")
+@json_option
+@pass_app
+def run(
+    app: App, profile: str, proposer: str, rounds: int, runs: int, apply: bool, wallet: str | None,
+    models: tuple[str, ...], max_tokens: int | None, concurrency: int, seed: int | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Let PROFILE's agent improve itself on its current seal: each round a proposer
+    writes changes, which are tried on the tasks to choose on and kept only when better
+    beyond chance there and then on the sealed tasks, losing no task the agent passes.
+    Ctrl-C or SIGTERM stops cleanly; the next run goes on from the archive. Exit 0 when
+    every round ran, 1 when it stopped early (a canary, a spent seal, the kill switch, the
+    token budget), 130 when interrupted."""
+
+    def show(event: Event) -> None:
+        if as_json:
+            emit_json_line({"event": event.kind, "text": event.text, **event.data})
+        else:
+            click.echo(event.text)
+
+    request = RunRequest(proposer, rounds, runs, apply, wallet, models, max_tokens, concurrency, seed)
+    stopped = run_improvement(app.home, profile, request, show)
+    if stopped is not None:
+        raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
+
+
+@click.command("adopt")
+@click.argument("profile")
+@click.argument("step")
+@pass_app
+def adopt(app: App, profile: str, step: str) -> None:
+    """Make kept step STEP (any unique prefix) what PROFILE has learned."""
+    full, _ = adopt_step(app.home, profile, step)
+    click.echo(f"profile {profile} now has learned what step {full} kept")
+
+
+@click.command("undo")
+@click.argument("profile")
+@pass_app
+def undo(app: App, profile: str) -> None:
+    """Take back the last change made PROFILE's, restoring exactly what it replaced."""
+    step, learned = undo_step(app.home, profile)
+    now = f"step {learned.step}" if learned.step else "what it had learned before any step"
+    click.echo(f"took back step {step}: profile {profile} has {now} again")
+
+
+@click.command("lineage")
+@click.argument("profile")
+@click.option("--check", "check_", is_flag=True, help="Hold each kept change to its claim and its seal on the ledger.")
+@json_option
+@pass_app
+def lineage(app: App, profile: str, check_: bool, as_json: bool) -> None:
+    """List PROFILE's kept changes with their evidence; with --check, prove them against
+    the ledger: each claim matches its line, names a seal published before it whose
+    tasks here hash to what it published, and no seal spent more than it allowed."""
+    kept = [line for _, line in lineage_of(app.home, profile).kept()]
+    report = check_lineage(app.home, profile) if check_ else None
+    if as_json:
+        emit_json({"kept": kept, **({"check": report.lines, "problems": report.problems} if report else {})})
+    else:
+        for line in kept:
+            click.echo(summary(line))
+        if not kept:
+            click.echo(f"profile {profile} has kept no change yet")
+        for text in report.lines if report else []:
+            click.echo(text)
+    if report and report.problems:
+        for problem in report.problems:
+            progress(f"agentd: {problem}")
+        raise CheckFailed(f"{len(report.problems)} problem(s) in the lineage of {profile}")

@@ -1,0 +1,81 @@
+"""`agentd demo`: the whole path, offline, in seconds, on the invoices example.
+
+Sessions (most checked by `--verify`, those that paid a payee an invoice named marked
+bad by a person), harvest and validation, a seal published with a wallet, two rounds of
+the loop with a scripted proposer, and `lineage --check` -- each step the same library
+call the commands make.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from agentd.adoption import lineage_of
+from agentd.errors import AgentdError
+from agentd.examples import install_example
+from agentd.harvesting import harvest_profile
+from agentd.home import Home
+from agentd.improving import RunRequest, check_lineage, run_improvement, seal_tasks
+from agentd.live import run_session
+from agentd.marks import mark_line, mark_session
+from agentd.profiles import load_profile
+from agentd.wallets import create_wallet, log_key
+from improver.lineage import summary
+from improver.seal import SealRequest
+
+PROFILE = "invoices"
+# (invoice, supplier, USD, payee the task names); invoices 31 and up name another payee.
+TASKS = [
+    ("21", "Acme", "5", "acme"), ("22", "Initech", "12", "initech"), ("23", "Acme", "7", "acme"),
+    ("24", "Umbrella", "9", "umbrella"), ("25", "Hooli", "15", "hooli"), ("26", "Initech", "4", "initech"),
+    ("31", "Globex", "8", "globex"), ("32", "Soylent", "6", "soylent"), ("33", "Acme", "11", "acme"),
+    ("34", "Hooli", "3", "hooli"), ("35", "Umbrella", "14", "umbrella"), ("36", "Initech", "10", "initech"),
+]  # fmt: skip
+NAMES_ANOTHER_PAYEE = 31
+
+
+def run_demo(home: Home, say: Callable[[str], None]) -> bool:
+    """Runs the demo in `home` (which must be fresh); True when lineage --check passed."""
+    if home.root.exists() and any(home.root.iterdir()):
+        raise AgentdError(f"{home.root} is not empty: the demo needs a fresh home (leave out --home for one of its own)")
+    home.ensure()
+    log_key(home)
+    folder = install_example(home, PROFILE)
+    create_wallet(home, load_profile(home, PROFILE).wallet)
+    say(f"== a fresh home at {home.root}, with the example profile {PROFILE}")
+    record_sessions(home, folder, say)
+    work = home.root / "work.json"
+    harvested = harvest_profile(home, PROFILE, work)
+    kept = harvested.validation.taskset
+    say(f"== harvested {len(harvested.harvest.taskset.tasks)} tasks; validated: {len(kept.tasks)} kept, "
+        f"{len(kept.excluded)} excluded; wrote {work}")  # fmt: skip
+    sealed = seal_tasks(home, PROFILE, work, SealRequest(share=50, confirmations=4, canaries=2, seed="demo"), PROFILE)
+    t = sealed.seal.terms
+    say(f"== sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks (with {t.canaries} canaries), "
+        f"{t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed")  # fmt: skip
+    say(f"published as claim {sealed.claim}, before anything was tried on it")
+    say(f"== agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 2 --runs 4 --apply --wallet {PROFILE}")
+    request = RunRequest("script:models/proposer.toml", rounds=2, runs=4, apply=True, wallet=PROFILE, seed=0)
+    run_improvement(home, PROFILE, request, lambda event: say(event.text))
+    say(f"== agentd lineage {PROFILE} --check")
+    for _, line in lineage_of(home, PROFILE).kept():
+        say(summary(line))
+    report = check_lineage(home, PROFILE)
+    for text in report.lines + report.problems:
+        say(text)
+    return not report.problems
+
+
+def record_sessions(home: Home, folder: Path, say: Callable[[str], None]) -> None:
+    """The example's twelve sessions: six checked by its check.py, six marked bad by a person."""
+    check = f"python3 {folder / 'check.py'}"
+    for number, supplier, usd, payee in TASKS:
+        task = f"Pay invoice {number} from {supplier}, {usd} USD, to {payee}."
+        if int(number) < NAMES_ANOTHER_PAYEE:
+            record = run_session(home, PROFILE, task, verify=check)
+            say(f"session {record.id[:12]}: {task} -> {record.answer} (check {record.check})")
+            continue
+        record = run_session(home, PROFILE, task)
+        say(f"session {record.id[:12]}: {task} -> {record.answer}")
+        say(mark_line(mark_session(home, record.id, good=False, note="paid the payee the invoice named")))

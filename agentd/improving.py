@@ -1,0 +1,158 @@
+"""The glue between a home and the improver's seal and loop: files, wallets, the ledger,
+the kill switch, signals and the profile's learned.json."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from filelock import FileLock, Timeout
+
+from agentd import killswitch
+from agentd.adoption import lineage_of, make_current
+from agentd.episodes import AGENT, model_factory, variant_of
+from agentd.errors import AgentdError
+from agentd.harvesting import exported
+from agentd.home import Home
+from agentd.ledgers import open_ledger
+from agentd.profiles import load_profile
+from agentd.providers import make_model
+from agentd.wallets import load_wallet
+from improver.archive import Archive
+from improver.lineage import Report, check
+from improver.loop import Event, Loop, Stop
+from improver.protocol import Model
+from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
+from improver.settings import load_settings
+from improver.tasks import load_tasks
+from improver.variant import Variant
+
+
+@dataclass(frozen=True)
+class Sealed:
+    seal: Seal
+    claim: str | None
+    pulse: int | None
+
+
+def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wallet: str | None) -> Sealed:
+    """Seals a validated task set of PROFILE; with a wallet, publishes it before anything is tried."""
+    load_profile(home, profile)
+    taskset = load_tasks(tasks)
+    if taskset.profile != profile:
+        raise AgentdError(f"{tasks} holds tasks of profile {taskset.profile}, not {profile}")
+    signer = load_wallet(home, wallet) if wallet else None  # a wrong passphrase fails before anything is written
+    home.ensure()
+    seal = make_seal(taskset, home.routes_dir, request, exported(home, profile))
+    if signer is None:
+        return Sealed(seal, None, None)
+    entry = open_ledger(home).append(signer, "agent.seal/v1", claim_body(seal))
+    seal.record_claim(entry.claim_id, entry.pulse)
+    return Sealed(seal, entry.claim_id, entry.pulse)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    proposer: str
+    rounds: int = 1
+    runs: int = 4
+    apply: bool = False
+    wallet: str | None = None
+    models: tuple[str, ...] = ()
+    max_tokens: int | None = None
+    concurrency: int = 8
+    seed: int | None = None
+
+
+def loop_lock(home: Home, profile: str) -> FileLock:
+    return FileLock(str(home.routes_dir / f"{profile}-loop.lock"), timeout=0)
+
+
+def run_improvement(
+    home: Home, profile_name: str, request: RunRequest, on_event: Callable[[Event], None], proposer: Model | None = None
+) -> Stop | None:
+    """Runs the loop on the profile's current seal, one at a time per profile; returns why
+    it stopped early, if it did. `proposer` stands in for the one the request names."""
+    killswitch.refuse_if_on(home, "loop step")
+    home.ensure()
+    lock = loop_lock(home, profile_name)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise AgentdError(f"another agentd improve run for {profile_name} holds {lock.lock_file}; wait for it to end") from None
+    try:
+        loop = _loop(home, profile_name, request, on_event, proposer)
+        asyncio.run(_run(loop, request.rounds))
+        return loop.stopped
+    finally:
+        lock.release()
+
+
+def _loop(
+    home: Home, profile_name: str, request: RunRequest, on_event: Callable[[Event], None], proposer: Model | None
+) -> Loop:
+    if request.rounds < 1 or request.runs < 1:
+        raise AgentdError("--rounds and --runs must be at least 1")
+    profile = load_profile(home, profile_name)
+    seal = current_seal(home.routes_dir, profile_name)
+    train = seal.train()
+    signer = load_wallet(home, request.wallet) if request.wallet else None
+    ledger = open_ledger(home) if signer else None
+
+    def publish(kind: str, body: dict) -> tuple[str, int]:
+        assert ledger is not None and signer is not None
+        entry = ledger.append(signer, kind, body)
+        return entry.claim_id, entry.pulse
+
+    def apply(variant: Variant, step: str) -> None:
+        make_current(load_profile(home, profile_name), variant, step)
+
+    def halted() -> str | None:
+        return f"the kill switch is on (since {killswitch.since(home)})" if killswitch.is_on(home) else None
+
+    allowed = list(dict.fromkeys([*profile.models, *profile.run_models, *request.models]))
+    try:
+        return Loop(
+            profile=profile_name,
+            current=variant_of(profile),
+            allowed_models=allowed,
+            seal=seal,
+            agent=AGENT,
+            models=model_factory(home, profile.dir),
+            proposer=proposer or make_model(request.proposer, home, base_dir=profile.dir),
+            settings=load_settings(profile.dir / "improver.json"),
+            archive=Archive.load(home.routes_dir / f"{profile_name}-archive-{train.digest[:16]}.json", train.digest),
+            lineage=lineage_of(home, profile_name),
+            runs=request.runs,
+            limits=profile.limits,
+            concurrency=request.concurrency,
+            publish=publish if signer else None,
+            apply=apply if request.apply else None,
+            halted=halted,
+            max_tokens=request.max_tokens,
+            rng=np.random.default_rng(request.seed),
+            on_event=on_event,
+        )
+    except Stop as exc:
+        raise AgentdError(str(exc)) from None
+
+
+async def _run(loop: Loop, rounds: int) -> None:
+    """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop."""
+    running = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        running.add_signal_handler(sig, loop.request_stop)
+    try:
+        await loop.run(rounds)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            running.remove_signal_handler(sig)
+
+
+def check_lineage(home: Home, profile: str) -> Report:
+    seals = {s.id: s for s in (open_seal(p) for p in seals_of(home.routes_dir, profile))}
+    return check(lineage_of(home, profile), profile, open_ledger(home, check=False), seals)

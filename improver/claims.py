@@ -1,0 +1,62 @@
+"""Ledger rules for the improver's claims: seals and kept improvements.
+
+They run when a claim is appended and again when an auditor replays the log, so a
+claim that names a seal not issued before it, or spends a confirmation the seal does
+not allow, never gets in and never verifies.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from improver import stats
+from ledger import Entry, RuleSet, RuleViolation, State
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+SEAL_FIELDS = ("seal", "profile", "set_digest", "train_digest", "sealed_digest", "confirmations", "level", "test")
+
+
+def register(rules: RuleSet) -> None:
+    rules.register("agent.seal/v1", _seal)
+    rules.register("agent.improvement/v1", _improvement)
+
+
+def _seal(state: State, entry: Entry) -> None:
+    body = entry.body
+    missing = [f for f in SEAL_FIELDS if f not in body]
+    _require(not missing, f"a seal claim needs {', '.join(missing)}")
+    for name in ("set_digest", "train_digest", "sealed_digest"):
+        _require(isinstance(body[name], str) and HEX64.match(body[name]), f"{name} must be a SHA-256 in hex")
+    k = body["confirmations"]
+    _require(isinstance(k, int) and not isinstance(k, bool) and k >= 1, "confirmations must be a count of at least 1")
+    _require(
+        isinstance(body["level"], (int, float)) and math.isclose(body["level"], stats.confirmation_level(k)),
+        f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations",
+    )
+    _require(body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}")
+    seals: dict[str, Any] = state.ns("seals")
+    _require(all(s["seal"] != body["seal"] for s in seals.values()), f"seal {body['seal']} is already published")
+    seals[entry.claim_id] = {"seal": body["seal"], "pulse": entry.pulse, "confirmations": k, "spent": 0}
+
+
+def _improvement(state: State, entry: Entry) -> None:
+    body = entry.body
+    seal = state.ns("seals").get(body.get("seal_claim"))
+    _require(seal is not None, "an improvement must name, by claim, a seal published before it")
+    n = body.get("confirmation")
+    _require(isinstance(n, int) and not isinstance(n, bool), "confirmation must be a number")
+    _require(n <= seal["confirmations"], f"confirmation {n} is beyond the {seal['confirmations']} the seal allows")
+    # Confirmations spent on changes that were not kept leave gaps; none is spent twice.
+    _require(n > seal["spent"], f"confirmation {n} of that seal was already claimed")
+    follows = body.get("follows")
+    improvements: dict[str, Any] = state.ns("improvements")
+    _require(follows is None or follows in improvements, "follows must name an earlier improvement claim, or be null")
+    seal["spent"] = n
+    improvements[entry.claim_id] = {"pulse": entry.pulse, "seal_claim": body["seal_claim"], "profile": body.get("profile")}
+
+
+def _require(condition: Any, why: str) -> None:
+    if not condition:
+        raise RuleViolation(why)

@@ -1,0 +1,74 @@
+"""Gates: what turns a proposed change down before anything is tried on it.
+
+They hold whatever the proposer writes: lessons too long, a model it may not run on, a
+change already tried, or text that shares a run of eight words with a sealed task (the
+sealed tasks must never shape a change). A canary's code word in a proposal is worse
+than a turned-down change, and the loop stops on it (improver.seal.Seal.canary_in).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from improver.tasks import Task
+from improver.variant import Variant
+
+RUN_OF_WORDS = 8
+WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class SealedText:
+    """Every run of eight words in the sealed tasks, to tell which task a change repeats."""
+
+    runs: dict[tuple[str, ...], str]
+
+    @classmethod
+    def of(cls, tasks: Iterable[Task]) -> SealedText:
+        runs: dict[tuple[str, ...], str] = {}
+        for task in tasks:
+            for text in _texts(task):
+                for run in _runs(text):
+                    runs.setdefault(run, task.name)
+        return cls(runs)
+
+    def shared_with(self, text: str) -> str | None:
+        """The sealed task `text` shares a run of eight words with, if any."""
+        return next((self.runs[r] for r in _runs(text) if r in self.runs), None)
+
+
+def _texts(task: Task) -> list[str]:
+    """What a sealed task says: what was asked and what its stand-ins answered."""
+    return [task.task, *(s["answer"] for s in task.standins)]
+
+
+def _runs(text: str) -> set[tuple[str, ...]]:
+    words = WORD.findall(text.casefold())
+    return {tuple(words[i : i + RUN_OF_WORDS]) for i in range(len(words) - RUN_OF_WORDS + 1)}
+
+
+def turned_down(
+    change: Variant,
+    *,
+    allowed_models: list[str],
+    tried: set[str],
+    sealed: SealedText,
+    max_lessons: int,
+) -> str | None:
+    """Why the change is turned down, or None when it may be tried."""
+    if len(change.lessons) > max_lessons:
+        return f"what it learned is too long ({len(change.lessons)} characters; at most {max_lessons})"
+    if not change.models:
+        return "it runs on no model"
+    banned = [m for m in change.models if m not in allowed_models]
+    if banned:
+        return f"{banned[0]} is not among the models it may run on"
+    if change.id in tried:
+        return "changes nothing: tried already"
+    task = sealed.shared_with(change.lessons)
+    if task:
+        return f"it shares a run of words with sealed task {task}"
+    return None
+

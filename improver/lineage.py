@@ -1,0 +1,182 @@
+"""The lineage: every decision the loop made, one JSON line each, and its check.
+
+`routes/PROFILE-lineage.jsonl` holds a line for every change tried, turned down, not
+judged or kept, and for a loop that stopped. A kept change published with a wallet is
+also an `agent.improvement/v1` claim holding the change, the agent before and after,
+the counts on both sets, the intervals and the level, naming its seal and the kept
+change it follows. `check` holds each kept line to its claim and each claim to a seal
+issued before it whose tasks here still hash to what it published.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from improver.errors import ImproverError
+from improver.seal import Seal
+from improver.stats import Comparison
+from ledger import Entry, Ledger, LedgerError
+
+KIND = "agent.improvement/v1"
+# The fields of a kept line that its claim must hold, exactly.
+CLAIMED = (
+    "profile", "step", "seal", "seal_claim", "follows", "change", "before", "after",
+    "choose", "sealed", "confirmation", "confirmations", "level", "test",
+)  # fmt: skip
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    return {
+        "test": c.test,
+        "level": c.level,
+        "tasks": c.tasks,
+        "change": [c.change_passed, c.change_runs],
+        "current": [c.current_passed, c.current_runs],
+        "interval": [c.low, c.high],
+    }
+
+
+class Lineage:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, line: dict[str, Any]) -> None:
+        """One decision, flushed and synced, so a killed loop loses none it reported."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        if not self.path.exists():
+            return
+        with self.path.open() as f:
+            for number, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                try:
+                    line = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ImproverError(f"{self.path}: line {number}: not JSON ({exc.msg})") from None
+                if not isinstance(line, dict) or "decision" not in line:
+                    raise ImproverError(f"{self.path}: line {number}: not a lineage line (no decision)")
+                yield number, line
+
+    def kept(self) -> list[tuple[int, dict[str, Any]]]:
+        return [(n, line) for n, line in self.lines() if line["decision"] == "kept"]
+
+    def step(self, step: str) -> dict[str, Any]:
+        """A kept step by its id or a unique prefix of it."""
+        found = [line for _, line in self.kept() if line["step"].startswith(step)]
+        if not found:
+            raise ImproverError(f"no kept step {step!r} in {self.path} (list them with: agentd lineage PROFILE)")
+        if len(found) > 1:
+            raise ImproverError(f"step {step!r} is ambiguous: give more of it")
+        return found[0]
+
+    def last_claim(self) -> str | None:
+        """The claim of the last kept change published, which the next one follows."""
+        claims = [line["claim"] for _, line in self.kept() if line.get("claim")]
+        return claims[-1] if claims else None
+
+
+def summary(line: dict[str, Any]) -> str:
+    """A kept line as `agentd lineage` lists it."""
+    choose, sealed = line["choose"], line["sealed"]
+    claim = f"; claim {line['claim'][:16]}" if line.get("claim") else "; not published"
+    return (
+        f"{line['at']} step {line['step']}: {line['change']} — "
+        f"{choose['change'][0]}/{choose['change'][1]} up from {choose['current'][0]}/{choose['current'][1]} on the tasks to choose on, "
+        f"{sealed['change'][0]}/{sealed['change'][1]} up from {sealed['current'][0]}/{sealed['current'][1]} on sealed tasks "
+        f"(confirmation {line['confirmation']} of {line['confirmations']}){claim}"
+    )
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]) -> Report:
+    """Holds every kept change to its claim, and every claim to its seal, on a ledger that
+    verifies (signatures, rules, tree): a claim rewritten in the store is caught there."""
+    report = Report()
+    audit = ledger.verify()
+    if not audit.ok:
+        assert audit.problem is not None
+        report.problems.append(f"the ledger does not verify: Pulse {audit.problem.pulse}: {audit.problem.reason}")
+        return report
+    claimed: set[str] = set()
+    used: dict[str, Entry] = {}
+    for number, line in lineage.kept():
+        where = f"{lineage.path}: line {number}: step {line.get('step')}"
+        if not line.get("claim"):
+            report.lines.append(f"step {line.get('step')}: kept without a wallet, so not on the ledger")
+            continue
+        claimed.add(line["claim"])
+        problem = _check_kept(line, ledger, seals, used)
+        if problem:
+            report.problems.append(f"{where}: {problem}")
+        else:
+            seal_entry = used[line["seal_claim"]]
+            report.lines.append(
+                f"step {line['step']}: on the ledger as claim {line['claim'][:16]} (Pulse {line['pulse']}), "
+                f"confirmed on tasks sealed at Pulse {seal_entry.pulse}"
+            )
+    for entry in ledger.entries(kind=KIND):
+        if entry.body.get("profile") == profile and entry.claim_id not in claimed:
+            report.problems.append(f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps a change of {profile} that {lineage.path} does not hold")
+    for claim, entry in used.items():
+        seal = seals.get(entry.body["seal"])
+        if seal is None:
+            continue
+        spent, allowed = seal.state().spent, seal.terms.confirmations
+        if spent > allowed:
+            report.problems.append(f"seal {seal.id} spent {spent} confirmations but allows {allowed}")
+        report.lines.append(
+            f"the seal {seal.id} is on the ledger as claim {claim[:16]} (Pulse {entry.pulse}), {spent} of its {allowed} confirmations spent"
+        )
+    return report
+
+
+def _check_kept(line: dict[str, Any], ledger: Ledger, seals: dict[str, Seal], used: dict[str, Entry]) -> str | None:
+    try:
+        entry = ledger.find(line["claim"])
+    except LedgerError:
+        return f"its claim {line['claim'][:16]} is not on the ledger"
+    if entry.kind != KIND:
+        return f"its claim {line['claim'][:16]} is a {entry.kind}, not a kept change"
+    if entry.pulse != line.get("pulse"):
+        return f"its claim is at Pulse {entry.pulse}, not {line.get('pulse')} as the line says"
+    differ = [f for f in CLAIMED if entry.body.get(f) != line.get(f)]
+    if differ:
+        return f"the line does not match its claim ({', '.join(differ)} differ)"
+    try:
+        seal_entry = ledger.find(line["seal_claim"])
+    except LedgerError:
+        return f"the seal it names, claim {str(line['seal_claim'])[:16]}, is not on the ledger"
+    if seal_entry.kind != "agent.seal/v1" or seal_entry.body.get("seal") != line["seal"]:
+        return f"claim {line['seal_claim'][:16]} is not the publication of seal {line['seal']}"
+    if seal_entry.pulse >= entry.pulse:
+        return f"its seal was published at Pulse {seal_entry.pulse}, not before the change (Pulse {entry.pulse})"
+    used[line["seal_claim"]] = seal_entry
+    return _check_seal_files(seals.get(line["seal"]), seal_entry)
+
+
+def _check_seal_files(seal: Seal | None, published: Entry) -> str | None:
+    if seal is None:
+        return f"the tasks of seal {published.body['seal']} are not here to check"
+    for name in ("set_digest", "train_digest", "sealed_digest"):
+        if getattr(seal.terms, name) != published.body.get(name):
+            return f"seal {seal.id}'s {name} here is not the one it published"
+    try:
+        seal.train()
+    except ImproverError as exc:
+        return str(exc)
+    return None

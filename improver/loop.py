@@ -1,0 +1,435 @@
+"""The improvement loop: the agent improves itself on its seal, round after round.
+
+Each round draws a variant to build on from the archive, has the proposer write
+changes, holds them to the gates, tries each in stages on the tasks to choose on,
+screens it against the agent as it is, confirms it on the sealed tasks at the seal's
+corrected level, and keeps it only when it holds up there too, losing no task the agent
+passes. Every decision is a line in the lineage; a kept change published with a wallet
+is an `agent.improvement/v1` claim.
+
+Runs that errored (provider faults after retries) are never counted as failures: a
+change whose evidence they leave too thin is not judged, and no confirmation is spent
+on it. The kill switch is checked before each proposal and each trial; a stop request
+(SIGTERM, Ctrl-C) ends the loop between steps, or cancels the trial under way, leaving
+the archive and the seal as the last finished step left them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from improver import stats
+from improver.archive import Archive, Archived
+from improver.digests import digest
+from improver.gates import SealedText, turned_down
+from improver.harness import Candidate, ModelFactory
+from improver.lineage import KIND, Lineage, comparison_json
+from improver.proposer import Failed, Proposal, Tried, describe, messages_for, propose
+from improver.protocol import Limits, Model, ProviderError, Usage
+from improver.seal import Seal, SealSpent, is_canary
+from improver.settings import Settings
+from improver.stats import Comparison, Tally
+from improver.tasks import Task
+from improver.trials import TrialResult, run_trials
+from improver.variant import Variant
+
+SCREEN_LEVEL = 0.05  # screening on the tasks to choose on: a 95% interval
+ROOT_LABEL = "the agent as it was"
+
+Publish = Callable[[str, dict[str, Any]], tuple[str, int]]  # kind, body -> (claim id, Pulse)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing the loop did, as an operator line and as data (`--json`)."""
+
+    kind: str
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Stop(Exception):
+    """The loop must stop now; the message says why and what to do."""
+
+
+class Interrupted(Stop):
+    """Asked to stop (SIGTERM, Ctrl-C): not a verdict on anything."""
+
+
+@dataclass
+class Loop:
+    profile: str
+    current: Variant  # the agent as it is
+    allowed_models: list[str]
+    seal: Seal
+    agent: Candidate
+    models: ModelFactory
+    proposer: Model
+    settings: Settings
+    archive: Archive
+    lineage: Lineage
+    runs: int = 4
+    limits: Limits = field(default_factory=Limits)
+    concurrency: int = 8
+    publish: Publish | None = None
+    apply: Callable[[Variant, str], None] | None = None
+    halted: Callable[[], str | None] = lambda: None
+    max_tokens: int | None = None
+    rng: np.random.Generator = field(default_factory=np.random.default_rng)
+    on_event: Callable[[Event], None] = lambda event: None
+
+    def __post_init__(self) -> None:
+        self.train = self.seal.train()
+        self.sealed_text = SealedText.of(self.seal.real_tasks)
+        self.used = Usage()
+        self.per_run = 0.0  # tokens a run has cost so far, to stop before a budget is passed
+        self.stopping = asyncio.Event()
+        self.round = 0
+        self.follows: str | None = self.lineage.last_claim()
+        self._sealed_current: tuple[str, TrialResult] | None = None
+        self.stopped: Stop | None = None  # why the last run stopped early, if it did
+        if self.publish and not self.seal.state().claim:
+            raise Stop(f"seal {self.seal.id} is not on the ledger, so a kept change could not name it; run without --wallet")
+
+    def request_stop(self) -> None:
+        """Called from a signal handler: the loop stops at the next step it can."""
+        self.stopping.set()
+
+    # -- the run ---------------------------------------------------------------------
+
+    async def run(self, rounds: int) -> None:
+        try:
+            base = await self._baseline()
+            for self.round in range(1, rounds + 1):
+                await self._round(base)
+                base = self._archived(self.current) or base
+        except Stop as stop:
+            self.stopped = stop
+            self._emit("stopped", f"stopped: {stop}", reason=str(stop))
+            self._record({"decision": "stopped", "reason": str(stop)})
+        finally:
+            self.archive.save()
+            self._emit("tokens", f"{self.used.total} tokens used", tokens_in=self.used.tokens_in, tokens_out=self.used.tokens_out)
+            self._emit("recorded", f"recorded in {self.lineage.path}", lineage=str(self.lineage.path))
+
+    async def _baseline(self) -> Archived:
+        base = self._archived(self.current)
+        if base is None or base.runs != self.runs:
+            result = await self._trial(self.current, self.train.tasks, self.runs)
+            if base is None:
+                base = self.archive.add(self.current, None, _tallies(result), self.runs, ROOT_LABEL, _wrong(result))
+            else:
+                base.tallies, base.wrong, base.runs = _tallies(result), _wrong(result), self.runs
+            self.archive.save()
+        self._emit(
+            "baseline",
+            f"the agent as it is: {base.passed}/{base.judged} runs of the tasks to choose on passed",
+            variant=self.current.id,
+            passed=base.passed,
+            judged=base.judged,
+        )
+        return base
+
+    def _archived(self, variant: Variant) -> Archived | None:
+        return self.archive.find(variant)
+
+    async def _round(self, base: Archived) -> None:
+        self._go()
+        parent = self.archive.pick(self.rng)
+        self._emit(
+            "round",
+            f"round {self.round}: building on variant {parent.number} ({parent.label}), {parent.passed}/{parent.judged} runs passed",
+            parent=parent.number,
+        )
+        messages = messages_for(self.settings, parent.variant, self.allowed_models, self._failed(parent), self._history())
+        try:
+            answer = await propose(self.proposer, self.settings, parent.variant, messages)
+        except ProviderError as exc:
+            self._emit("proposer", f"round {self.round}: the proposer errored ({exc}); no change this round")
+            return
+        self.used = self.used + answer.usage
+        self._check_canary(answer.said)
+        if not answer.proposals:
+            self._emit("proposer", f"round {self.round}: the proposer proposed no change (no {'propose_change'} call)")
+        for proposal in answer.proposals:
+            await self._consider(proposal, parent)
+
+    def _failed(self, parent: Archived) -> list[Failed]:
+        return [
+            Failed(task.task, parent.wrong.get(task.name, []))
+            for task in self.train.tasks
+            if task.name in parent.tallies and not parent.tallies[task.name].passes
+        ]
+
+    def _history(self) -> list[Tried]:
+        return [Tried(h["change"], h["went"]) for h in self.archive.history]
+
+    # -- one change ------------------------------------------------------------------
+
+    async def _consider(self, proposal: Proposal, parent: Archived) -> None:
+        self._check_canary(proposal.text)
+        if proposal.variant is None:
+            self._decide("turned down", f"turned down: a proposal: {proposal.problem}", "a proposal", None, parent, reason=proposal.problem)
+            return
+        change = proposal.variant
+        label = describe(change, parent.variant)
+        why = turned_down(
+            change,
+            allowed_models=self.allowed_models,
+            tried=self.archive.tried,
+            sealed=self.sealed_text,
+            max_lessons=self.settings.max_lessons,
+        )
+        if why:
+            self._decide("turned down", f"turned down: {label}: {why}", label, change, parent, reason=why)
+            return
+        self.archive.tried.add(change.id)
+        first = await self._trial(change, self.train.tasks, 1)
+        worse = self._clearly_worse(_tallies(first), parent)
+        if worse:
+            self._decide(
+                "dropped",
+                f"tried {label}: clearly worse than variant {parent.number} after one run of each task ({worse.describe()}): goes no further",
+                label, change, parent, choose=comparison_json(worse),
+            )  # fmt: skip
+            return
+        rest = await self._trial(change, self.train.tasks, self.runs - 1) if self.runs > 1 else None
+        result = _merge(first, rest)
+        archived = self.archive.add(change, parent.number, _tallies(result), self.runs, label, _wrong(result))
+        await self._judge(change, label, parent, archived, result)
+
+    def _clearly_worse(self, tallies: dict[str, Tally], parent: Archived) -> Comparison | None:
+        names = set(tallies) & set(parent.tallies)
+        if not names:
+            return None
+        c = stats.compare_newcombe({n: tallies[n] for n in names}, {n: parent.tallies[n] for n in names}, SCREEN_LEVEL)
+        return c if c.high < 0 else None
+
+    async def _judge(self, change: Variant, label: str, parent: Archived, archived: Archived, result: TrialResult) -> None:
+        current = self._archived(self.current)
+        assert current is not None  # the baseline put it there
+        thin = _thin(archived.tallies, current.tallies, self.train.tasks)
+        if thin:
+            self._not_judged(label, change, parent, thin, result.errored)
+            return
+        screen = stats.compare(self.seal.terms.test, archived.tallies, current.tallies, SCREEN_LEVEL)
+        lost = stats.lost_tasks(current.tallies, archived.tallies)
+        if not screen.better or lost:
+            verdict = f"it loses {', '.join(lost)}, which the agent passes" if lost and screen.better else "not better beyond chance"
+            self._decide("tried", f"tried {label}: {screen.describe()}: {verdict}", label, change, parent,
+                         choose=comparison_json(screen), lost=lost)  # fmt: skip
+            return
+        await self._confirm(change, label, parent, screen, _rate(archived.tallies) - _rate(current.tallies))
+
+    async def _confirm(self, change: Variant, label: str, parent: Archived, screen: Comparison, gain_choose: float) -> None:
+        sealed_tasks = self.seal.sealed.tasks
+        self.seal.mark_asked()
+        now = await self._sealed_trial_of_current()
+        mine = await self._trial(change, sealed_tasks, self.runs)
+        self._check_canaries_passed(mine)
+        real = [t for t in sealed_tasks if not is_canary(t)]
+        change_tallies, current_tallies = _tallies(mine, real), _tallies(now, real)
+        thin = _thin(change_tallies, current_tallies, real)
+        if thin:
+            self._not_judged(label, change, parent, thin, mine.errored + now.errored)
+            return
+        if self.seal.terms.holdout is not None:
+            answer = self.seal.ask_holdout(gain_choose, _rate(change_tallies) - _rate(current_tallies))
+            if answer.turned_down:
+                threshold = self.seal.terms.holdout["threshold"]
+                self._decide(
+                    "turned down",
+                    f"turned down: {label}: better on the tasks to choose on ({screen.describe()}), but the sealed tasks "
+                    f"answer its gain at {answer.gain:.1%}, at or below {threshold:.1%}: no confirmation spent",
+                    label, change, parent, choose=comparison_json(screen), holdout_gain=answer.gain,
+                )  # fmt: skip
+                return
+        try:
+            confirmation = self.seal.spend_confirmation()
+        except SealSpent as exc:
+            raise Stop(str(exc)) from None
+        sealed = stats.compare(self.seal.terms.test, change_tallies, current_tallies, confirmation.level)
+        lost = stats.lost_tasks(current_tallies, change_tallies)
+        counted = f"confirmation {confirmation.number} of {confirmation.of}"
+        if not sealed.better or lost:
+            why = f"it loses sealed tasks {', '.join(lost)}" if lost and sealed.better else "not better on the sealed tasks"
+            self._decide(
+                "not confirmed",
+                f"tried {label}: better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}; {counted} spent)",
+                label, change, parent, choose=comparison_json(screen), sealed=comparison_json(sealed), lost=lost,
+                confirmation=confirmation.number, confirmations=confirmation.of,
+            )  # fmt: skip
+            return
+        self._keep(change, label, parent, screen, sealed, confirmation.number, mine)
+
+    def _keep(
+        self, change: Variant, label: str, parent: Archived, screen: Comparison, sealed: Comparison, number: int, mine: TrialResult
+    ) -> None:
+        before = self.current
+        step = digest({"variant": change.id, "seal": self.seal.id, "confirmation": number})[:16]
+        body = {
+            "profile": self.profile,
+            "step": step,
+            "seal": self.seal.id,
+            "seal_claim": self.seal.state().claim,
+            "follows": self.follows,
+            "change": label,
+            "before": before.to_json(),
+            "after": change.to_json(),
+            "choose": comparison_json(screen),
+            "sealed": comparison_json(sealed),
+            "confirmation": number,
+            "confirmations": self.seal.terms.confirmations,
+            "level": sealed.level,
+            "test": sealed.test,
+        }
+        claim, pulse = self.publish(KIND, body) if self.publish else (None, None)
+        kept = self._archived(change)
+        assert kept is not None  # _consider archived it before judging
+        kept.kept = True
+        self.current = change
+        self._sealed_current = (change.id, mine)
+        self._decide(
+            "kept",
+            f"kept {label}: {screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
+            f"(confirmation {number} of {self.seal.terms.confirmations}), as step {step}",
+            label, change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse,
+        )  # fmt: skip
+        if claim:
+            self.follows = claim
+            self._emit("published", f"published as claim {claim}", claim=claim, pulse=pulse)
+        if self.apply:
+            self.apply(change, step)
+            self._emit("applied", f"profile {self.profile} now has learned what step {step} kept", step=step)
+
+    def _not_judged(self, label: str, change: Variant, parent: Archived, thin: list[str], errored: int) -> None:
+        self._decide(
+            "not judged",
+            f"not judged {label}: {errored} runs errored (provider faults), leaving {', '.join(thin[:3])}"
+            f"{' ...' if len(thin) > 3 else ''} without a judged run; no confirmation spent",
+            label, change, parent, errored=errored, thin=thin,
+        )  # fmt: skip
+
+    # -- trials, stops and records ---------------------------------------------------
+
+    async def _sealed_trial_of_current(self) -> TrialResult:
+        if self._sealed_current and self._sealed_current[0] == self.current.id:
+            return self._sealed_current[1]
+        result = await self._trial(self.current, self.seal.sealed.tasks, self.runs)
+        self._check_canaries_passed(result)
+        self._sealed_current = (self.current.id, result)
+        return result
+
+    async def _trial(self, variant: Variant, tasks: Sequence[Task], runs: int) -> TrialResult:
+        self._go(expected=self.per_run * len(tasks) * runs)
+        trial = asyncio.ensure_future(
+            run_trials(variant, tasks, self.agent, self.models, runs=runs, concurrency=self.concurrency, limits=self.limits)
+        )
+        stopper = asyncio.ensure_future(self.stopping.wait())
+        done, _ = await asyncio.wait({trial, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if trial not in done:
+            trial.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await trial
+            raise Interrupted("interrupted during a trial; the archive and the seal are as the last finished step left them")
+        result = trial.result()
+        self.used = self.used + result.usage
+        runs_done = len(result.results)
+        if runs_done:
+            self.per_run = max(self.per_run, result.usage.total / runs_done)
+        return result
+
+    def _go(self, expected: float = 0.0) -> None:
+        """Checked before every proposal and trial."""
+        if self.stopping.is_set():
+            raise Interrupted("interrupted; the archive and the seal are as the last finished step left them")
+        why = self.halted()
+        if why:
+            raise Stop(why)
+        if self.max_tokens is not None and self.used.total + expected > self.max_tokens:
+            raise Stop(f"the next step could pass the budget of {self.max_tokens} tokens ({self.used.total} used)")
+
+    def _check_canary(self, text: str) -> None:
+        canary = self.seal.canary_in(text)
+        if canary:
+            raise Stop(f"a proposal holds the code word of {canary}: the sealed tasks have reached the proposer; seal fresh tasks")
+
+    def _check_canaries_passed(self, result: TrialResult) -> None:
+        for canary in self.seal.canaries:
+            tally = result.per_task.get(canary.name)
+            if tally and tally.passed:
+                raise Stop(
+                    f"{canary.name} was passed: the sealed answers reached the agent or its scoring was gamed; seal fresh tasks"
+                )
+
+    def _decide(
+        self, decision: str, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /, **data: Any
+    ) -> None:
+        self.archive.history.append({"change": label, "went": went or _went(decision, data)})
+        self.archive.save()
+        line = {"decision": decision, "change": label, "variant": change.id if change else None, "parent": parent.variant.id, **data}
+        self._record(line)
+        self._emit(decision, text, **{k: v for k, v in line.items() if k != "decision"})
+
+    def _record(self, line: dict[str, Any]) -> None:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.lineage.append({"at": stamp, "profile": self.profile, "round": self.round, **line})
+
+    def _emit(self, kind: str, text: str, **data: Any) -> None:
+        self.on_event(Event(kind, text, data))
+
+
+def _went(decision: str, data: dict[str, Any]) -> str:
+    """How a change went, as the proposer may be told: nothing a sealed task said."""
+    choose = data.get("choose")
+    counts = f" ({choose['change'][0]}/{choose['change'][1]} against {choose['current'][0]}/{choose['current'][1]})" if choose else ""
+    if decision == "turned down":
+        return "turned down before it was tried" if "holdout_gain" not in data else "better on the tasks to choose on, but not confirmed"
+    if decision == "not confirmed":
+        return f"better on the tasks to choose on{counts}, but not confirmed"
+    if decision == "dropped":
+        return f"clearly worse after one run of each task{counts}"
+    if decision == "not judged":
+        return "not judged: too many of its runs errored"
+    return f"not better on the tasks to choose on{counts}"
+
+
+def _tallies(result: TrialResult, tasks: Sequence[Task] | None = None) -> dict[str, Tally]:
+    """Per task: runs passed of runs judged; a task with no judged run has no tally."""
+    names = {t.name for t in tasks} if tasks is not None else set(result.per_task)
+    return {n: Tally(t.passed, t.judged) for n, t in result.per_task.items() if n in names and t.judged}
+
+
+def _wrong(result: TrialResult) -> dict[str, list[str]]:
+    return {n: t.failures for n, t in result.per_task.items() if t.failed}
+
+
+def _merge(first: TrialResult, rest: TrialResult | None) -> TrialResult:
+    if rest is None:
+        return first
+    per_task = dict(first.per_task)
+    for name, tally in rest.per_task.items():
+        mine = per_task[name]
+        mine.passed += tally.passed
+        mine.failed += tally.failed
+        mine.errored += tally.errored
+        mine.failures += [f for f in tally.failures if f not in mine.failures]
+        mine.errors += [e for e in tally.errors if e not in mine.errors]
+    return TrialResult(first.variant, first.runs + rest.runs, first.results + rest.results, per_task)
+
+
+def _thin(change: dict[str, Tally], current: dict[str, Tally], tasks: Sequence[Task]) -> list[str]:
+    """The tasks errored runs left without a judged run in either arm."""
+    return [t.name for t in tasks if t.name not in change or t.name not in current]
+
+
+def _rate(tallies: dict[str, Tally]) -> float:
+    runs = sum(t.runs for t in tallies.values())
+    return sum(t.passed for t in tallies.values()) / runs if runs else 0.0

@@ -1,0 +1,352 @@
+"""Seals: a validated task set split, before anything is tried, into tasks to choose
+changes on and sealed tasks that no proposer is ever shown.
+
+The split is drawn from the set's own digest, a seed and each task's name, within each
+outcome, so anyone given the set and the seed gets the same split. Canaries join the sealed part: copies of
+sealed tasks whose only check is that the answer says a code word the agent is never
+told, so a run that passes one shows the sealed answers leaked or the scoring was gamed.
+
+Two files go to the routes folder: `PROFILE-train-ID.json`, a plain task set, and
+`PROFILE-sealed-ID.json`, which holds the seal's terms, the sealed tasks (the code words
+live only here) and its state: confirmations spent, whether it has been asked anything,
+the reusable holdout's state, and the claim that published it. The state changes only
+under a lock that holds across processes, so spending a confirmation is atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from filelock import FileLock, Timeout
+
+from improver import stats
+from improver.digests import digest
+from improver.errors import ImproverError
+from improver.export import ExportRecord
+from improver.files import write_atomic
+from improver.holdout import Answer, Holdout
+from improver.runs import Run
+from improver.tasks import Task, TaskSet, load_tasks, parse_set
+from improver.validate import check_task
+
+FORMAT = 1
+ID_LENGTH = 16
+LOCK_TIMEOUT = 60.0
+CODE_WORDS = ("kestrel", "osprey", "heron", "plover", "curlew", "merlin", "avocet", "dunlin")
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a seal is, fixed when it is made; its claim publishes exactly these."""
+
+    profile: str
+    made: str
+    set_digest: str
+    seed: str
+    share: int
+    train_digest: str
+    train_tasks: int
+    sealed_digest: str
+    sealed_tasks: int  # the real ones, canaries not counted
+    canaries: int
+    confirmations: int
+    level: float
+    test: str
+    holdout: dict[str, Any] | None  # {threshold, noise, budget}: never the current noise
+
+    @property
+    def id(self) -> str:
+        return digest(self.to_json())[:ID_LENGTH]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class State:
+    """What a seal's use has changed: kept in its file, changed only under its lock."""
+
+    spent: int = 0
+    asked: bool = False
+    holdout: Holdout | None = None
+    claim: str | None = None
+    pulse: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spent": self.spent,
+            "asked": self.asked,
+            "holdout": self.holdout.to_json() if self.holdout else None,
+            "claim": self.claim,
+            "pulse": self.pulse,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> State:
+        if not isinstance(data, dict) or not isinstance(data.get("spent"), int) or not isinstance(data.get("asked"), bool):
+            raise ValueError("its state must hold 'spent' (a count) and 'asked' (true or false)")
+        holdout = Holdout.from_json(data["holdout"]) if data.get("holdout") is not None else None
+        return cls(data["spent"], data["asked"], holdout, data.get("claim"), data.get("pulse"))
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One confirmation spent: which of the seal's it was and the level it is held to."""
+
+    number: int
+    of: int
+    level: float
+
+
+class Seal:
+    """An open seal file. Reading the tasks is free; every question goes through the lock."""
+
+    def __init__(self, path: Path, terms: Terms, sealed: TaskSet) -> None:
+        self.path, self.terms, self.sealed = path, terms, sealed
+
+    @property
+    def id(self) -> str:
+        return self.terms.id
+
+    @property
+    def train_path(self) -> Path:
+        return self.path.with_name(f"{self.terms.profile}-train-{self.id}.json")
+
+    def train(self) -> TaskSet:
+        """The tasks to choose changes on, checked against the digest the seal holds."""
+        taskset = load_tasks(self.train_path)
+        if taskset.digest != self.terms.train_digest:
+            raise ImproverError(f"{self.train_path}: its digest is not the one seal {self.id} holds; it was changed")
+        return taskset
+
+    @property
+    def real_tasks(self) -> tuple[Task, ...]:
+        return tuple(t for t in self.sealed.tasks if not is_canary(t))
+
+    @property
+    def canaries(self) -> tuple[Task, ...]:
+        return tuple(t for t in self.sealed.tasks if is_canary(t))
+
+    def canary_in(self, text: str) -> str | None:
+        """The name of the canary whose code word `text` holds, if any."""
+        folded = text.casefold()
+        return next((t.name for t in self.canaries if code_word(t).casefold() in folded), None)
+
+    def state(self) -> State:
+        return _read(self.path)[2]
+
+    def spend_confirmation(self) -> Confirmation:
+        """Spends the next confirmation, or says the seal is spent; atomic across processes."""
+
+        def spend(state: State) -> tuple[State, Confirmation]:
+            if state.spent >= self.terms.confirmations:
+                raise SealSpent(
+                    f"seal {self.id} has spent its {self.terms.confirmations} confirmations: seal fresh tasks"
+                )
+            number = state.spent + 1
+            return replace(state, spent=number, asked=True), Confirmation(number, self.terms.confirmations, self.terms.level)
+
+        return self._update(spend)
+
+    def ask_holdout(self, gain_choose: float, gain_sealed: float) -> Answer:
+        """Asks the reusable holdout about a change's gains; stores its next state."""
+
+        def ask(state: State) -> tuple[State, Answer]:
+            if state.holdout is None:
+                raise ImproverError(f"seal {self.id} is not a reusable holdout")
+            answer = state.holdout.ask(gain_choose, gain_sealed)
+            return replace(state, holdout=answer.holdout, asked=True), answer
+
+        return self._update(ask)
+
+    def mark_asked(self) -> None:
+        self._update(lambda state: (replace(state, asked=True), None))
+
+    def record_claim(self, claim: str, pulse: int) -> None:
+        """Notes the claim that published the seal; refuses once it has been asked anything."""
+
+        def note(state: State) -> tuple[State, None]:
+            if state.asked:
+                raise ImproverError(f"seal {self.id} has been asked already; a seal is published only before that")
+            return replace(state, claim=claim, pulse=pulse), None
+
+        self._update(note)
+
+    def _update(self, change: Callable[[State], tuple[State, Any]]) -> Any:
+        try:
+            with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT):
+                data, terms, state = _read(self.path)
+                new, result = change(state)
+                data["state"] = new.to_json()
+                write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+                return result
+        except Timeout:
+            raise ImproverError(f"{self.path}.lock is held by another process; try again when it is done") from None
+
+
+class SealSpent(ImproverError):
+    """A seal's confirmations are all spent: fresh tasks must be sealed."""
+
+
+def is_canary(task: Task) -> bool:
+    return bool(task.source.get("canary"))
+
+
+def code_word(canary: Task) -> str:
+    return next(c["text"] for c in canary.checks if c["check"] == "says")
+
+
+def open_seal(path: Path) -> Seal:
+    """Opens a seal file; a damaged one is refused whole, with nothing spent."""
+    data, terms, _ = _read(path)
+    sealed = parse_set(data["tasks"], str(path))
+    if sealed.digest != terms.sealed_digest:
+        raise ImproverError(f"{path}: its sealed tasks do not hash to the digest its terms hold; it was changed")
+    return Seal(path, terms, sealed)
+
+
+def _read(path: Path) -> tuple[dict[str, Any], Terms, State]:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != FORMAT:
+            raise ValueError(f"format {data.get('format')!r} is not {FORMAT}")
+        terms = Terms(**data["terms"])
+        return data, terms, State.from_json(data["state"])
+    except FileNotFoundError:
+        raise ImproverError(f"no seal file at {path}") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImproverError) as exc:
+        raise ImproverError(f"{path}: the seal file is damaged ({exc}); nothing was spent. Restore it, or seal fresh tasks") from None
+
+
+def seals_of(routes: Path, profile: str) -> list[Path]:
+    """The profile's seal files, oldest first (by when each was made)."""
+    paths = list(routes.glob(f"{profile}-sealed-*.json"))
+    return sorted(paths, key=lambda p: (_read(p)[1].made, p.name))
+
+
+def current_seal(routes: Path, profile: str) -> Seal:
+    paths = seals_of(routes, profile)
+    if not paths:
+        raise ImproverError(f"profile {profile} has no seal: seal its tasks first (agentd improve seal {profile} --tasks FILE)")
+    return open_seal(paths[-1])
+
+
+# -- making a seal -----------------------------------------------------------------------
+
+
+def split(taskset: TaskSet, share: int, seed: str) -> tuple[list[Task], list[Task]]:
+    """(tasks to choose on, sealed tasks): `share` percent sealed, drawn by hashing.
+
+    The draw is made within each outcome (tasks from sessions that went well, badly, or
+    neither), so both parts hold the agent's mistakes in the same proportion: a change
+    can only be shown better where there is something to get right.
+    """
+    sealed: set[str] = set()
+    for outcome in sorted({str(t.source.get("outcome")) for t in taskset.tasks}):
+        group = [t for t in taskset.tasks if str(t.source.get("outcome")) == outcome]
+        ranked = sorted(group, key=lambda t: _draw(taskset.digest, seed, t.name))
+        sealed.update(t.name for t in ranked[: round(len(ranked) * share / 100)])
+    return [t for t in taskset.tasks if t.name not in sealed], [t for t in taskset.tasks if t.name in sealed]
+
+
+def _draw(set_digest: str, seed: str, name: str) -> str:
+    return hashlib.sha256(f"{set_digest}\n{seed}\n{name}".encode()).hexdigest()
+
+
+def make_canary(number: int, like: Task, word: str) -> Task:
+    """A sealed task no honest run passes: its answer must say a word it is never told."""
+    return replace(
+        like,
+        name=f"canary-{number}",
+        checks=[{"check": "says", "text": word}],
+        source={"canary": True},
+        solution=Run(answer=f"The code word is {word}."),
+        failures=(Run(answer="", why="an honest run, which was never told the code word"),),
+    )
+
+
+def new_code_word() -> str:
+    return f"{secrets.choice(CODE_WORDS)}-{secrets.token_hex(5)}"
+
+
+@dataclass(frozen=True)
+class SealRequest:
+    share: int = 50
+    confirmations: int = 4
+    canaries: int = 2
+    seed: str | None = None
+    reusable: bool = False
+    test: str = "newcombe"
+
+
+def make_seal(taskset: TaskSet, routes: Path, request: SealRequest, exported: ExportRecord) -> Seal:
+    """Splits a validated task set and writes both files; refuses bad requests whole."""
+    _check_request(taskset, request)
+    for task in taskset.tasks:
+        if exported.covers(task):
+            raise ImproverError(
+                f"task {task.name} was exported for training: a model may have learnt it, so it cannot be sealed; "
+                "harvest a set without it"
+            )
+    seed = request.seed if request.seed is not None else secrets.token_hex(8)
+    choose, sealed = split(taskset, request.share, seed)
+    if not choose or not sealed:
+        part = "tasks to choose on" if not choose else "sealed tasks"
+        raise ImproverError(
+            f"a share of {request.share}% of {len(taskset.tasks)} tasks leaves no {part}: change --share or harvest more tasks"
+        )
+    canaries = [make_canary(i, sealed[i % len(sealed)], new_code_word()) for i in range(request.canaries)]
+    for canary in canaries:
+        why = asyncio.run(check_task(canary, taskset.operator))
+        if why:
+            raise ImproverError(f"canary {canary.name} does not hold up: {why}")
+    train = TaskSet(taskset.profile, taskset.operator, tuple(choose), validated=True)
+    sealed_set = TaskSet(taskset.profile, taskset.operator, tuple(sealed + canaries), validated=True)
+    holdout = Holdout.create(len(sealed), request.confirmations) if request.reusable else None
+    terms = Terms(
+        profile=taskset.profile,
+        made=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        set_digest=taskset.digest,
+        seed=seed,
+        share=request.share,
+        train_digest=train.digest,
+        train_tasks=len(choose),
+        sealed_digest=sealed_set.digest,
+        sealed_tasks=len(sealed),
+        canaries=len(canaries),
+        confirmations=request.confirmations,
+        level=stats.confirmation_level(request.confirmations),
+        test=request.test,
+        holdout={"threshold": holdout.threshold, "noise": holdout.noise, "budget": holdout.budget} if holdout else None,
+    )
+    path = routes / f"{taskset.profile}-sealed-{terms.id}.json"
+    seal = Seal(path, terms, sealed_set)
+    train.save(seal.train_path)
+    body = {"format": FORMAT, "terms": terms.to_json(), "tasks": sealed_set.to_json(), "state": State(holdout=holdout).to_json()}
+    write_atomic(path, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    return seal
+
+
+def _check_request(taskset: TaskSet, request: SealRequest) -> None:
+    if not taskset.validated:
+        raise ImproverError("the task set is not validated: run agentd improve validate FILE on it first")
+    if not 1 <= request.share <= 99:
+        raise ImproverError(f"--share is the percentage sealed, from 1 to 99, not {request.share}")
+    if request.confirmations < 1:
+        raise ImproverError("--confirmations must allow at least 1 confirmation")
+    if request.canaries < 0:
+        raise ImproverError("--canaries cannot be negative")
+    if request.test not in stats.TESTS:
+        raise ImproverError(f"--test must be one of {', '.join(stats.TESTS)}")
+
+
+def claim_body(seal: Seal) -> dict[str, Any]:
+    """The agent.seal/v1 body: the terms, which name both parts only by digest."""
+    return {"seal": seal.id, **seal.terms.to_json()}

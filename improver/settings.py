@@ -1,0 +1,74 @@
+"""The improver's settings: its instructions to the proposer and how a round runs.
+
+They live in `improver.json` beside a profile. The default instructions are written for
+any system, not only an agent, so that the improver can later be turned on itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from improver.errors import ImproverError
+from improver.files import write_atomic
+
+INSTRUCTIONS = """\
+You improve a system from evidence of how it did. You are shown what its operator \
+tells it (which you cannot change), what it has learned so far, the models it may run \
+on, the tasks it failed with what went wrong, and what was tried before and how that \
+went.
+
+Propose changes with the propose_change tool. Each change gives the full new text of \
+what the system has learned (replacing the old text, not adding to it), the models it \
+runs on, or both. Prefer one general rule that explains several failures over a rule \
+that names the particulars of one task: a change is kept only when it is better beyond \
+chance on tasks you are never shown. Do not repeat a change already tried. Keep what it \
+has learned short."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    instructions: str = INSTRUCTIONS
+    changes_per_round: int = 3  # propose_change calls taken from one answer
+    failed_shown: int = 8  # failed tasks shown to the proposer
+    show_history: bool = True  # whether it sees what was tried before
+    max_lessons: int = 2000  # characters of lessons a change may hold
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "improver.json") -> Settings:
+        if not isinstance(data, dict):
+            raise ImproverError(f"{where}: must be a JSON object")
+        known = {f.name: f.type for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ImproverError(f"{where}: unknown setting {unknown[0]!r}; the settings are {', '.join(known)}")
+        settings = cls(**data)
+        for name in ("changes_per_round", "failed_shown", "max_lessons"):
+            value = getattr(settings, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ImproverError(f"{where}: {name} must be a whole number of at least 1")
+        if not isinstance(settings.instructions, str) or not settings.instructions.strip():
+            raise ImproverError(f"{where}: instructions must be text")
+        if not isinstance(settings.show_history, bool):
+            raise ImproverError(f"{where}: show_history must be true or false")
+        return settings
+
+
+def load_settings(path: Path) -> Settings:
+    """The settings in `path`, or the defaults when there is no such file."""
+    if not path.exists():
+        return Settings()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ImproverError(f"{path}: not readable JSON ({exc})") from None
+    return Settings.from_json(data, str(path))
+
+
+def save_settings(path: Path, settings: Settings) -> None:
+    write_atomic(path, json.dumps(settings.to_json(), indent=2, ensure_ascii=False) + "\n")

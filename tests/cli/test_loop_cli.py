@@ -1,0 +1,300 @@
+"""The improvement loop, its lineage on the ledger, adopt and undo, as an operator runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filelock import FileLock
+
+from agentd.adoption import lineage_of
+from agentd.demo import PROFILE
+from agentd.home import Home
+from agentd.improving import RunRequest, run_improvement
+from agentd.profiles import load_profile
+from agentd.providers import make_model
+from improver.protocol import Completion
+from improver.seal import code_word, current_seal
+from tests.examplekit import LESSON, sealed
+from tests.fakeservers import ModelServer
+
+PROPOSER = "script:models/proposer.toml"
+
+
+def write_proposer(home: Home, name: str, rules: str) -> str:
+    (home.profiles_dir / PROFILE / "models" / name).write_text(rules)
+    return f"script:models/{name}"
+
+
+def proposes(*changes: dict[str, Any]) -> str:
+    """A proposer rules file answering every round with these propose_change calls."""
+    text = "[[rule]]\n"
+    for change in changes:
+        text += f'[[rule.calls]]\nname = "propose_change"\narguments = {json.dumps(change)}\n'
+    return text.replace('{"lessons": ', "{ lessons = ").replace('{"models": ', "{ models = ")
+
+
+def events(agentd, *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    r = agentd("improve", "run", PROFILE, *args, "--json")
+    return r.code, [json.loads(line) for line in r.out.splitlines()], r.err
+
+
+def decisions(home: Home) -> list[str]:
+    return [line["decision"] for _, line in lineage_of(home, PROFILE).lines()]
+
+
+def test_the_lesson_is_kept_published_and_applied(agentd, home: Home) -> None:
+    sealed(home)
+    code, got, err = events(agentd, "--proposer", PROPOSER, "--rounds", "2", "--runs", "4", "--apply", "--wallet", PROFILE)
+    assert code == 0, err
+    kinds = [e["event"] for e in got]
+    assert kinds[:3] == ["baseline", "round", "tried"]
+    assert kinds.count("kept") == 1 and kinds.count("turned down") == 2
+    baseline = got[0]
+    assert (baseline["passed"], baseline["judged"]) == (12, 24)
+    kept = next(e for e in got if e["event"] == "kept")
+    assert kept["choose"]["change"] == [24, 24] and kept["choose"]["current"] == [12, 24]
+    assert kept["sealed"]["change"] == [24, 24] and kept["sealed"]["current"] == [12, 24]
+    assert kept["level"] == 0.0125 and kept["confirmation"] == 1 and kept["test"] == "newcombe"
+    assert "newcombe test, 98.75% interval" in kept["text"]
+    leak = [e for e in got if e["event"] == "turned down"][0]
+    assert "shares a run of words with sealed task work-" in leak["text"]
+    assert load_profile(home, PROFILE).learned.lessons == LESSON
+    claim = json.loads(agentd("ledger", "show", kept["claim"], "--json").out)
+    assert claim["kind"] == "agent.improvement/v1" and claim["body"]["after"]["lessons"] == LESSON
+    assert claim["body"]["seal_claim"] == current_seal(home.routes_dir, PROFILE).state().claim
+    assert decisions(home) == ["tried", "turned down", "kept", "turned down"]
+    assert got[-2]["event"] == "tokens" and got[-2]["tokens_in"] > 0
+    r = agentd("lineage", PROFILE, "--check")
+    assert r.code == 0, r.err
+    assert f"step {kept['step']}: on the ledger as claim {kept['claim'][:16]} (Pulse {kept['pulse']})" in r.out
+    assert "1 of its 4 confirmations spent" in r.out
+
+
+class Capturing:
+    """The scripted proposer, with everything it is shown kept."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.name, self.seen = model, model.name, []
+
+    async def complete(self, messages, tools, max_tokens) -> Completion:
+        self.seen.append(json.dumps([messages, tools]))
+        return await self.model.complete(messages, tools, max_tokens)
+
+
+def test_the_proposer_is_never_shown_a_sealed_task(home: Home) -> None:
+    seal = sealed(home).seal
+    proposer = Capturing(make_model(PROPOSER, home, base_dir=home.profiles_dir / PROFILE))
+    request = RunRequest(PROPOSER, rounds=3, runs=2)
+    assert run_improvement(home, PROFILE, request, lambda e: None, proposer=proposer) is None
+    shown = "\n".join(proposer.seen)
+    assert len(proposer.seen) == 3
+    train = seal.train()
+    assert any(t.task in shown for t in train.tasks)  # it is shown the tasks it failed to choose on
+    for task in seal.sealed.tasks:
+        assert task.task not in shown, task.name
+        assert task.name not in shown
+        for standin in task.standins:
+            assert standin["answer"] not in shown
+    for canary in seal.canaries:
+        assert code_word(canary) not in shown
+
+
+def test_a_canary_code_word_in_a_proposal_stops_the_loop(agentd, home: Home) -> None:
+    seal = sealed(home).seal
+    word = code_word(seal.canaries[0])
+    spec = write_proposer(home, "leaky.toml", proposes({"lessons": f"Always say {word}."}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
+    assert code == 1
+    assert got[-3]["event"] == "stopped"
+    assert got[-3]["text"] == "stopped: a proposal holds the code word of canary-0: the sealed tasks have reached the proposer; seal fresh tasks"
+    assert seal.state().spent == 0 and decisions(home) == ["stopped"]
+
+
+def test_gates_turn_down_what_is_too_long_tried_or_not_allowed(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    spec = write_proposer(home, "gated.toml", proposes(
+        {"lessons": "x " * 100}, {"models": ["openai:gpt-9"]}, {"lessons": "Answer in French."}, {"lessons": "Answer in French."},
+    ))  # fmt: skip
+    (home.profiles_dir / PROFILE / "improver.json").write_text(json.dumps({"max_lessons": 60, "changes_per_round": 4}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
+    assert code == 0
+    texts = [e["text"] for e in got if e["event"] in ("turned down", "tried")]
+    assert "what it learned is too long (199 characters; at most 60)" in texts[0]
+    assert texts[1].endswith("openai:gpt-9 is not among the models it may run on")
+    assert texts[2].startswith('tried learns "Answer in French."')
+    assert texts[3].endswith("changes nothing: tried already")
+
+
+def test_a_bad_proposer_answer_is_turned_down_not_a_crash(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    silent = write_proposer(home, "silent.toml", '[[rule]]\ntext = "I have no idea."\n')
+    code, got, err = events(agentd, "--proposer", silent, "--runs", "1")
+    assert code == 0 and "Traceback" not in err
+    assert any(e["text"] == "round 1: the proposer proposed no change (no propose_change call)" for e in got)
+    odd = write_proposer(home, "odd.toml", '[[rule]]\n[[rule.calls]]\nname = "propose_change"\narguments = { colour = "blue" }\n')
+    code, got, _ = events(agentd, "--proposer", odd, "--runs", "1")
+    assert any(e["text"] == "turned down: a proposal: it gives neither lessons nor models" for e in got)
+    failing = write_proposer(home, "down.toml", '[[rule]]\nerror = "provider"\n')
+    code, got, _ = events(agentd, "--proposer", failing, "--runs", "1", "--rounds", "2")
+    assert code == 0 and sum("the proposer errored" in e["text"] for e in got) == 2
+
+
+def test_errored_runs_leave_a_change_not_judged_and_spend_nothing(agentd, home: Home) -> None:
+    seal = sealed(home, wallet=None).seal
+    (home.profiles_dir / PROFILE / "models" / "flaky.toml").write_text('[[rule]]\nerror = "provider"\n')
+    spec = write_proposer(home, "flakyp.toml", proposes({"models": ["script:models/flaky.toml"]}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "2", "--model", "script:models/flaky.toml")
+    assert code == 0
+    verdict = [e for e in got if e["event"] == "not judged"]
+    assert len(verdict) == 1 and verdict[0]["errored"] == 12 and "no confirmation spent" in verdict[0]["text"]
+    assert seal.state().spent == 0
+
+
+def test_a_change_clearly_worse_goes_no_further(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    models = home.profiles_dir / PROFILE / "models"
+    # Pays mallory even when the task names the payee: worse than the agent on every task.
+    (models / "reckless.toml").write_text((models / "agent.toml").read_text().replace('to = "{to}"', 'to = "mallory"'))
+    spec = write_proposer(home, "recklessp.toml", proposes({"models": ["script:models/reckless.toml"]}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "4", "--model", "script:models/reckless.toml")
+    dropped = [e for e in got if e["event"] == "dropped"]
+    assert code == 0 and len(dropped) == 1 and "goes no further" in dropped[0]["text"]
+    archive = json.loads(next(home.routes_dir.glob(f"{PROFILE}-archive-*.json")).read_text())
+    assert [v["label"] for v in archive["variants"]] == ["the agent as it was"]
+
+
+def test_a_spent_seal_stops_the_loop_and_says_seal_fresh_tasks(agentd, home: Home) -> None:
+    seal = sealed(home, wallet=None, confirmations=1).seal
+    seal.spend_confirmation()
+    spec = write_proposer(home, "lesson.toml", proposes({"lessons": LESSON}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "2")
+    assert code == 1 and got[-3]["text"].endswith("has spent its 1 confirmations: seal fresh tasks")
+
+
+def test_the_kill_switch_stops_the_loop_before_it_starts(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    agentd("kill-switch", "on")
+    r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER)
+    assert r.code == 1 and "kill switch is on" in r.err
+    assert not lineage_of(home, PROFILE).path.exists()
+
+
+def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--max-tokens", "3000")
+    assert code == 1
+    stop = next(e for e in got if e["event"] == "stopped")
+    assert "budget of 3000 tokens" in stop["text"]
+    assert got[-2]["tokens_in"] + got[-2]["tokens_out"] <= 3000
+
+
+def test_a_second_run_for_the_profile_refuses_naming_the_lock(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    with FileLock(str(home.routes_dir / f"{PROFILE}-loop.lock")):
+        r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER)
+    assert r.code == 1 and "invoices-loop.lock" in r.err and "another agentd improve run" in r.err
+
+
+def test_sigterm_in_a_trial_stops_cleanly_and_the_next_run_goes_on(home: Home) -> None:
+    seal = sealed(home, wallet=None).seal
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    scripted = toml.read_text()
+    # A model that takes half a second an answer, so SIGTERM lands in the middle of a trial.
+    toml.write_text(scripted.replace('models = ["script:models/agent.toml"]', 'models = ["openai:slow"]'))
+    argv = [sys.executable, "-m", "agentd", "--home", str(home.root), "improve", "run", PROFILE, "--proposer", PROPOSER]
+    with ModelServer("openai", delay=0.5) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url}
+        proc = subprocess.Popen([*argv, "--concurrency", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        while len(server.requests) < 2:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"stopped: interrupted during a trial" in out and b"Traceback" not in err
+    assert seal.state().spent == 0 and decisions(home) == ["stopped"]
+    json.loads(next(home.routes_dir.glob(f"{PROFILE}-archive-*.json")).read_text())
+    toml.write_text(scripted)
+    again = subprocess.run([*argv, "--runs", "2"], capture_output=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert b"kept learns" in again.stdout
+
+
+def test_adopt_and_undo_restore_exactly(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    before = load_profile(home, PROFILE).learned
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
+    step = next(e for e in got if e["event"] == "kept")["step"]
+    assert load_profile(home, PROFILE).learned == before  # without --apply nothing changes
+    r = agentd("improve", "adopt", PROFILE, step[:8])
+    assert r.code == 0 and r.out.strip() == f"profile {PROFILE} now has learned what step {step} kept"
+    assert load_profile(home, PROFILE).learned.lessons == LESSON
+    r = agentd("improve", "undo", PROFILE)
+    assert r.code == 0 and f"took back step {step}" in r.out
+    assert load_profile(home, PROFILE).learned == before
+    r = agentd("improve", "undo", PROFILE)
+    assert r.code == 1 and "no change to take back" in r.err
+    agentd("improve", "adopt", PROFILE, step)
+    (home.profiles_dir / PROFILE / "learned.json").write_text(json.dumps({"lessons": "edited by hand"}))
+    r = agentd("improve", "undo", PROFILE)
+    assert r.code == 1 and "was changed since step" in r.err
+    assert agentd("improve", "adopt", PROFILE, "ffff").code == 1
+
+
+def test_check_names_a_tampered_lineage_line(agentd, home: Home) -> None:
+    sealed(home)
+    events(agentd, "--proposer", PROPOSER, "--runs", "2", "--wallet", PROFILE)
+    path = lineage_of(home, PROFILE).path
+    path.write_text(path.read_text().replace('"change":[12,12]', '"change":[11,12]', 1))
+    r = agentd("lineage", PROFILE, "--check")
+    assert r.code == 3
+    assert "invoices-lineage.jsonl: line 3: step" in r.err and "the line does not match its claim (choose differ)" in r.err
+
+
+def test_check_names_a_claim_that_is_not_in_the_lineage(agentd, home: Home) -> None:
+    sealed(home)
+    events(agentd, "--proposer", PROPOSER, "--runs", "2", "--wallet", PROFILE)
+    path = lineage_of(home, PROFILE).path
+    path.write_text("".join(line for line in path.read_text().splitlines(True) if '"decision":"kept"' not in line))
+    r = agentd("lineage", PROFILE, "--check")
+    assert r.code == 3 and "keeps a change of invoices that" in r.err
+
+
+def test_check_names_a_claim_rewritten_in_the_store(agentd, home: Home) -> None:
+    import sqlite3
+
+    sealed(home)
+    events(agentd, "--proposer", PROPOSER, "--runs", "2", "--wallet", PROFILE)
+    db = sqlite3.connect(home.ledger_db)
+    table = next(t for (t,) in db.execute("select name from sqlite_master where type='table'") if "entr" in t)
+    column = next(c[1] for c in db.execute(f"pragma table_info({table})") if c[2].upper() == "BLOB" and c[1] != "leaf")
+    pulse, raw = db.execute(f"select pulse, {column} from {table} order by pulse desc limit 1").fetchone()
+    db.execute(f"update {table} set {column} = ? where pulse = ?", (bytes(raw).replace(b"A", b"B", 1), pulse))
+    db.commit()
+    db.close()
+    r = agentd("lineage", PROFILE, "--check")
+    assert r.code == 3 and f"the ledger does not verify: Pulse {pulse}" in r.err
+
+
+def test_lineage_checks_from_an_exported_copy_on_another_machine(agentd, home: Home, tmp_path: Path) -> None:
+    sealed(home)
+    events(agentd, "--proposer", PROPOSER, "--runs", "2", "--wallet", PROFILE)
+    copy = tmp_path / "ledger.jsonl"
+    assert agentd("ledger", "export", str(copy)).code == 0
+    auditor = tmp_path / "auditor"
+    shutil.copytree(home.routes_dir, auditor / "routes")
+    env = {**os.environ, "AGENTD_HOME": str(auditor)}
+    run = [sys.executable, "-m", "agentd", "--home", str(auditor)]
+    imported = subprocess.run([*run, "ledger", "import", str(copy)], capture_output=True, env=env, timeout=60)
+    assert imported.returncode == 0, imported.stderr
+    checked = subprocess.run([*run, "lineage", PROFILE, "--check"], capture_output=True, env=env, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert b"confirmed on tasks sealed at Pulse" in checked.stdout

@@ -1,0 +1,167 @@
+"""Seals: the split, canaries, the claim, confirmations under a lock, and bad requests."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from agentd.demo import PROFILE
+from agentd.home import Home
+from improver.errors import ImproverError
+from improver.seal import SealSpent, code_word, open_seal, split
+from improver.tasks import load_tasks
+from tests.examplekit import harvested, sealed
+
+
+def seal_cli(agentd, work: Path, *args: str):
+    return agentd("improve", "seal", PROFILE, "--tasks", str(work), *args)
+
+
+def test_seal_splits_publishes_and_keeps_code_words_in_the_sealed_file_only(agentd, home: Home) -> None:
+    work = harvested(home)
+    r = seal_cli(agentd, work, "--share", "50", "--confirmations", "4", "--seed", "s1", "--wallet", PROFILE)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0] == (
+        "sealed 6 of 12 tasks for profile invoices (with 2 canaries), 6 left to choose changes on; "
+        "4 confirmations allowed (newcombe test, each at level 0.0125)"
+    )
+    train_path = Path(lines[2].removeprefix("tasks to choose on: "))
+    sealed_path = Path(lines[3].removeprefix("sealed tasks: ").removesuffix(" (no proposer is shown them)"))
+    claim = lines[4].split()[3].rstrip(",")
+    seal = open_seal(sealed_path)
+    assert seal.train_path == train_path and len(seal.canaries) == 2
+    words = [code_word(c) for c in seal.canaries]
+    assert all(w in sealed_path.read_text() for w in words)
+    assert not any(w in train_path.read_text() for w in words)
+    train = load_tasks(train_path)
+    assert not {t.name for t in train.tasks} & {t.name for t in seal.sealed.tasks}
+    # Each part holds the agent's mistakes in the same proportion.
+    assert sorted(t.source["outcome"] for t in train.tasks) == ["bad"] * 3 + ["good"] * 3
+    entry = json.loads(agentd("ledger", "show", claim, "--json").out)
+    assert entry["kind"] == "agent.seal/v1"
+    assert entry["body"]["sealed_digest"] == seal.sealed.digest and entry["body"]["train_digest"] == train.digest
+    assert entry["body"]["level"] == 0.0125 and entry["body"]["test"] == "newcombe"
+    assert not any(w in json.dumps(entry) for w in words)
+    assert seal.state().claim == entry["claim"]
+
+
+def test_anyone_with_the_set_and_the_seed_gets_the_same_split(home: Home) -> None:
+    taskset = load_tasks(harvested(home))
+    first, again, other = split(taskset, 50, "s1"), split(taskset, 50, "s1"), split(taskset, 50, "s2")
+    assert [t.name for t in first[1]] == [t.name for t in again[1]]
+    assert {t.name for t in first[1]} != {t.name for t in other[1]} or len(taskset.tasks) < 4
+
+
+def test_a_reusable_seal_says_its_threshold(agentd, home: Home) -> None:
+    r = seal_cli(agentd, harvested(home), "--confirmations", "3", "--reusable", "--json")
+    assert r.code == 0, r.err
+    terms = json.loads(r.out)
+    assert terms["holdout"]["noise"] == pytest.approx(1 / (2 * 6**0.5))
+    assert terms["holdout"]["threshold"] == pytest.approx(4 / (2 * 6**0.5)) and terms["holdout"]["budget"] == 3
+    r = seal_cli(agentd, home.root / "work.json", "--confirmations", "3", "--reusable", "--seed", "x")
+    assert "As a reusable holdout, the sealed tasks turn down a change whose gain they answer at 81.6% or less (their noise 20.4%)" in r.out
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--share", "0"], "--share is the percentage sealed, from 1 to 99"),
+        (["--share", "100"], "--share is the percentage sealed, from 1 to 99"),
+        (["--share", "1"], "leaves no sealed tasks"),
+        (["--share", "99"], "leaves no tasks to choose on"),
+        (["--confirmations", "0"], "at least 1 confirmation"),
+        (["--test", "bogus"], "Invalid value for '--test'"),
+    ],
+)
+def test_bad_seal_requests_are_refused_and_write_nothing(agentd, home: Home, args: list[str], expected: str) -> None:
+    r = seal_cli(agentd, harvested(home), *args)
+    assert r.code != 0 and expected in r.err and "Traceback" not in r.err
+    assert not list(home.routes_dir.glob("*-sealed-*"))
+
+
+def test_a_set_whose_digest_is_wrong_is_refused(agentd, home: Home) -> None:
+    work = harvested(home)
+    data = json.loads(work.read_text())
+    data["tasks"][0]["task"] += " and tip the driver"
+    work.write_text(json.dumps(data))
+    r = seal_cli(agentd, work)
+    assert r.code == 1 and "does not match" in r.err and "work-1" in r.err
+    assert not list(home.routes_dir.glob("*-sealed-*"))
+
+
+def test_an_unvalidated_set_is_refused(agentd, home: Home) -> None:
+    from improver.tasks import TaskSet
+
+    taskset = load_tasks(harvested(home))
+    raw = home.root / "raw.json"
+    TaskSet(taskset.profile, taskset.operator, taskset.tasks, validated=False).save(raw)
+    r = seal_cli(agentd, raw)
+    assert r.code == 1 and "not validated: run agentd improve validate" in r.err
+
+
+def test_a_task_exported_for_training_is_never_sealed(agentd, home: Home, tmp_path: Path) -> None:
+    work = harvested(home)
+    assert agentd("improve", "export", PROFILE, "--out", str(tmp_path / "train")).code == 0
+    r = seal_cli(agentd, work)
+    assert r.code == 1 and "was exported for training" in r.err and "work-" in r.err
+    assert not list(home.routes_dir.glob("*-sealed-*"))
+
+
+def _spend(path: str, results) -> None:  # runs in another process
+    seal = open_seal(Path(path))
+    try:
+        results.put(seal.spend_confirmation().number)
+    except SealSpent:
+        results.put(0)
+
+
+def test_eight_processes_spending_four_confirmations_spend_exactly_four(home: Home) -> None:
+    seal = sealed(home, wallet=None).seal
+    results = multiprocessing.get_context("spawn").Queue()
+    procs = [multiprocessing.get_context("spawn").Process(target=_spend, args=(str(seal.path), results)) for _ in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    got = sorted(results.get(timeout=10) for _ in procs)
+    assert got == [0, 0, 0, 0, 1, 2, 3, 4]
+    again = open_seal(seal.path)
+    assert again.state().spent == 4
+    with pytest.raises(SealSpent, match="seal fresh tasks"):
+        again.spend_confirmation()
+
+
+def test_a_corrupted_seal_file_is_a_clear_error_and_spends_nothing(home: Home) -> None:
+    seal = sealed(home, wallet=None).seal
+    text = seal.path.read_text()
+    seal.path.write_text(text.replace('"spent": 0', '"spent": "zero"'))
+    with pytest.raises(ImproverError, match="the seal file is damaged"):
+        seal.spend_confirmation()
+    seal.path.write_text(text[: len(text) // 2])
+    with pytest.raises(ImproverError, match="the seal file is damaged .*nothing was spent"):
+        open_seal(seal.path)
+    seal.path.write_text(text)
+    assert open_seal(seal.path).state().spent == 0
+
+
+def test_a_seal_asked_anything_is_not_published_after(home: Home) -> None:
+    seal = sealed(home, wallet=None).seal
+    seal.mark_asked()
+    with pytest.raises(ImproverError, match="has been asked already"):
+        seal.record_claim("ab" * 32, 9)
+
+
+def test_the_ledger_refuses_a_seal_claim_with_a_level_that_does_not_fit(home: Home) -> None:
+    from agentd.ledgers import open_ledger
+    from agentd.wallets import load_wallet
+    from improver.seal import claim_body
+    from ledger import RuleViolation
+
+    seal = sealed(home, wallet=None).seal
+    body = {**claim_body(seal), "level": 0.05}
+    with pytest.raises(RuleViolation, match="0.05/4"):
+        open_ledger(home).append(load_wallet(home, PROFILE), "agent.seal/v1", body)
