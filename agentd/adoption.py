@@ -15,7 +15,8 @@ from typing import Any
 
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.profiles import Learned, Profile, load_profile, save_learned, write_atomic
+from agentd.profiles import Learned, Profile, load_profile, save_learned
+from improver.files import write_atomic
 from improver.lineage import Lineage
 from improver.variant import Variant
 

@@ -17,6 +17,7 @@ from agentd.profiles import load_profile
 from agentd.sessions import SessionRecord, SessionStore
 from improver import export as exporting
 from improver.harvest import Harvest, Session, harvest
+from improver.seal import open_seal, seals_of
 from improver.tasks import TaskSet, load_tasks, tool_schema
 from improver.validate import Validation, validate
 
@@ -46,7 +47,7 @@ def session_of(record: SessionRecord) -> Session:
     )
 
 
-def transcript_of(record: SessionRecord) -> exporting.Transcript:
+def transcript_of(record: SessionRecord, sealed: bool = False) -> exporting.Transcript:
     return exporting.Transcript(
         id=record.id,
         profile=record.profile,
@@ -58,6 +59,7 @@ def transcript_of(record: SessionRecord) -> exporting.Transcript:
         confidential=record.confidential,
         secrets=tuple(record.secrets),
         claim=record.claim_id,
+        sealed=sealed,
     )
 
 
@@ -96,20 +98,28 @@ def export_profile(
     force: bool = False,
     tasks_file: Path | None = None,
 ) -> exporting.Export:
-    """Exports the profile's sessions and tasks: those of `tasks_file` when given (a
-    seal's tasks to choose on), else every task harvested and validated now."""
+    """Exports the profile's sessions and tasks: those of `tasks_file` when given, else
+    the current seal's tasks to choose on, else every task harvested and validated now.
+    A sealed task, and the session it came from, is never exported."""
     profile = load_profile(home, profile_name)
     exporting.check_out_dir(out, force)
     records = SessionStore(home).list(profile=profile.name)
-    taskset = load_tasks(tasks_file) if tasks_file else harvest_profile(home, profile.name, None, EXPORT_STEM).validation.taskset
+    seals = [open_seal(path) for path in seals_of(home.routes_dir, profile.name)]
+    sealed = {t.source.get("session") for seal in seals for t in seal.real_tasks}
+    if tasks_file:
+        taskset = load_tasks(tasks_file)
+    elif seals:
+        taskset = seals[-1].train()
+    else:
+        taskset = harvest_profile(home, profile.name, None, EXPORT_STEM).validation.taskset
     if taskset.profile != profile.name:
         raise AgentdError(f"{tasks_file} holds tasks of profile {taskset.profile!r}, not {profile.name!r}")
-    private = {r.id for r in records if r.confidential or r.secrets}
+    private = {r.id for r in records if r.confidential or r.secrets} | sealed
     shown = tuple(t for t in taskset.tasks if t.source.get("session") not in private)
     tasks = TaskSet(taskset.profile, taskset.operator, shown, (), taskset.validated)
     return exporting.export(
         out,
-        [transcript_of(r) for r in records],
+        [transcript_of(r, sealed=r.id in sealed) for r in records],
         tasks,
         ENV_COMMAND,
         exported_path(home, profile.name),

@@ -17,6 +17,7 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.ledgers import open_ledger
 from agentd.profiles import Profile, load_profile
+from agentd.providers.chat import text_of
 from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
 from agentd.wallets import load_wallet
 from improver.protocol import ENDINGS
@@ -92,12 +93,12 @@ def _record(profile: Profile, doc: Any, where: str) -> tuple[SessionRecord, list
         SessionRecord(
             id=new_id(),
             profile=profile.name,
-            task=_text(users[0].get("content")),
+            task=text_of(users[0].get("content")),
             source="import",
             started_at=stamp,
             ended_at=stamp,
             ended=ended,
-            answer=_text(last.get("content")) if ended == "done" else "",
+            answer=text_of(last.get("content")) if ended == "done" else "",
             models=[str(m) for m in meta.get("models") or []],
             turns=sum(1 for m in messages if m["role"] == "assistant"),
             person_messages=person_messages(messages),
@@ -142,12 +143,3 @@ def _ended(messages: list[dict[str, Any]]) -> str:
     last = messages[-1]
     finished = last["role"] == "assistant" and not last.get("tool_calls")
     return "done" if finished else "limit"
-
-
-def _text(content: Any) -> str:
-    """Chat content may be a string or a list of parts; the text is what matters here."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""

@@ -8,15 +8,14 @@ changed them, the models. Only the loop, `adopt` and `undo` write it.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentd.errors import AgentdError
 from agentd.home import Home, load_toml
+from improver.files import write_atomic
 from improver.protocol import Case, Limits
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -216,23 +215,6 @@ def load_learned(path: Path) -> Learned:
 
 def save_learned(profile: Profile, learned: Learned) -> None:
     write_atomic(profile.learned_path, json.dumps(learned.to_json(), indent=2, ensure_ascii=False) + "\n")
-
-
-def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Writes a whole file or nothing: a crash never leaves half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 PROFILE_TEMPLATE = '''# The operator's words: what the agent is told, first in its prompt.

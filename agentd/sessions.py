@@ -7,12 +7,10 @@ and is kept apart from one that went badly.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from datetime import datetime, timezone
 from typing import Any, Iterator, Literal
 
-import rfc8785
 from sqlalchemy import JSON, Column, event
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, create_engine, select
@@ -20,6 +18,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, select
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.secrets import machine_secrets, redact
+from improver.digests import digest
 from ledger import Ledger, Wallet
 
 Outcome = Literal["good", "bad", "unknown", "errored"]
@@ -78,7 +77,7 @@ class SessionRecord(SQLModel, table=True):
             "ended": self.ended,
             "check": self.check,
         }
-        return hashlib.sha256(rfc8785.dumps(record)).hexdigest()
+        return digest(record)
 
     def entry_body(self) -> dict[str, Any]:
         """The `agent.session/v1` body: the digest, never the transcript."""

@@ -8,8 +8,8 @@
   one line per task naming the command that runs it as an episode).
 - `README.md`: what each file is.
 
-Passed over: sessions that did not finish, were compacted, held confidential content or
-hold a secret this machine keeps. What was exported is recorded (session ids and task
+Passed over: sessions that did not finish, were compacted, held confidential content,
+hold a secret this machine keeps, or whose task is sealed. What was exported is recorded (session ids and task
 digests, merged across exports), so that a later seal can refuse a task trained on: a
 model that has seen a task would pass it by memory.
 """
@@ -34,7 +34,7 @@ ENVIRONMENTS = "environments.jsonl"
 README = "README.md"
 FILES = (SFT, SFT_VALIDATION, TASKS, ENVIRONMENTS, README)
 VALIDATION_SHARE = 0.1
-PASS_OVER_REASONS = ("unfinished", "compacted", "confidential", "holds a secret")
+PASS_OVER_REASONS = ("unfinished", "compacted", "confidential", "holds a secret", "sealed")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class Transcript:
     confidential: bool = False
     secrets: tuple[str, ...] = ()
     claim: str | None = None
+    sealed: bool = False  # its task is sealed: a model trained on it would pass it by memory
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ def pass_over_reason(t: Transcript) -> str | None:
         return "confidential"
     if t.secrets:
         return "holds a secret"
+    if t.sealed:
+        return "sealed"
     return None
 
 

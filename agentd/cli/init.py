@@ -11,7 +11,7 @@ from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, log_key, log_key_path, wallet_exists
 
 
-@click.command("init")
+@click.command("init", short_help="Create the home and the log's own key.")
 @click.option("--example", type=click.Choice(EXAMPLES), help="Also create an example profile (and its wallet).")
 @pass_app
 def command(app: App, example: str | None) -> None:

@@ -16,7 +16,7 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.ledgers import open_ledger
 from agentd.wallets import NAME, list_wallets, log_key, wallet_info
-from agentd.profiles import write_atomic
+from improver.files import write_atomic
 from ledger import Entry, Ledger, LedgerError
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import WALLET_ID
@@ -25,7 +25,7 @@ from ledger.export import export_line, read_lines
 _PULSE = re.compile(r"[0-9]{1,12}")
 
 
-@click.group("ledger")
+@click.group("ledger", short_help="The signed append-only log: read, prove, verify, export.")
 def command() -> None:
     """The signed append-only ledger: every entry is a DSSE envelope signed by its
     author's wallet; its Pulse is its 1-based place in the log, its claim id the hex of
@@ -33,7 +33,7 @@ def command() -> None:
     checkpoint can check the log offline."""
 
 
-@command.command("log")
+@command.command("log", short_help="List entries in Pulse order.")
 @click.option("--kind", help="Only entries of this kind (like funds.transfer/v1).")
 @click.option("--from", "start", type=click.IntRange(min=1), default=1, show_default=True, help="Start at this Pulse.")
 @click.option("--author", help="Only entries signed by this wallet (a name in this home, or a wallet id).")
@@ -46,7 +46,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, as_json: boo
     author_id = _wallet_id(app.home, author) if author else None
     names = _names(app.home)
     with open_ledger(app.home) as ledger:
-        rows = [("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")] if not as_json else []
+        rows: list[tuple[Any, ...]] = [("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")] if not as_json else []
         for entry in ledger.entries(kind=kind, start=start, author=author_id):
             if as_json:
                 emit_json_line(_as_json(entry, names, with_bytes=False))
@@ -58,7 +58,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, as_json: boo
         click.echo("no entries", err=True)
 
 
-@command.command("show")
+@command.command("show", short_help="Show one entry by Pulse or claim id.")
 @click.argument("ref", metavar="PULSE|CLAIM")
 @json_option
 @pass_app
@@ -78,7 +78,7 @@ def show(app: App, ref: str, as_json: bool) -> None:
     click.echo(json.dumps(entry.body, indent=2, ensure_ascii=False, sort_keys=True))
 
 
-@command.command("checkpoint")
+@command.command("checkpoint", short_help="Print the log's latest signed checkpoint.")
 @pass_app
 def checkpoint(app: App) -> None:
     """Print a checkpoint of the log as it stands (a C2SP signed note: origin, size,
@@ -88,8 +88,8 @@ def checkpoint(app: App) -> None:
         click.echo(ledger.checkpoint(), nl=False)
 
 
-@command.command("prove")
-@click.argument("ref", metavar="PULSE|CLAIM", required=False)
+@command.command("prove", short_help="Print an inclusion or consistency proof (JSON).")
+@click.argument("ref", metavar="[PULSE|CLAIM]", required=False)
 @click.option("--size", type=click.IntRange(min=1), help="Prove against the tree of this many entries (default: all).")
 @click.option("--from-size", type=click.IntRange(min=1), help="Prove instead that the tree of this size is a prefix of the log.")
 @pass_app
@@ -113,7 +113,7 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
     emit_json(proof)
 
 
-@command.command("verify")
+@command.command("verify", short_help="Recheck every entry, rule, the tree and checkpoints.")
 @click.option(
     "--checkpoint",
     "checkpoint_file",
@@ -141,7 +141,7 @@ def verify(app: App, checkpoint_file: Path | None, jobs: int, as_json: bool) -> 
         click.echo(f"root {report.root.hex()}; consistent with checkpoints at sizes: {sizes}")
 
 
-@command.command("export")
+@command.command("export", short_help="Write the exact entries to FILE as JSON lines.")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @pass_app
 def export(app: App, file: Path) -> None:
@@ -157,7 +157,7 @@ def export(app: App, file: Path) -> None:
     progress(f"exported {len(lines)} entries to {file}")
 
 
-@command.command("import")
+@command.command("import", short_help="Rebuild an exported log in this empty ledger.")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
 @pass_app
 def import_(app: App, file: Path) -> None:

@@ -18,7 +18,7 @@ from ledger.entry import WALLET_ID
 MAX_CENTS = 2**53 - 1
 
 
-@click.group("wallet")
+@click.group("wallet", short_help="Wallets: keys that sign entries and hold funds.")
 def command() -> None:
     """Wallets: Ed25519 keys that sign ledger entries and hold funds (integer cents).
 
@@ -87,7 +87,7 @@ def show(app: App, name: str, as_json: bool) -> None:
     )
 
 
-@command.command("fund")
+@command.command("fund", short_help="Mint USD to wallet NAME (signed by the log's key).")
 @click.argument("name")
 @click.argument("usd")
 @json_option
@@ -110,7 +110,7 @@ def fund(app: App, name: str, usd: str, as_json: bool) -> None:
     click.echo(f"balance of {name}: {format_usd(balance)}")
 
 
-@command.command("transfer")
+@command.command("transfer", short_help="Send USD from wallet FROM to TO.")
 @click.argument("sender", metavar="FROM")
 @click.argument("to")
 @click.argument("usd")

@@ -165,3 +165,16 @@ def test_the_ledger_refuses_a_seal_claim_with_a_level_that_does_not_fit(home: Ho
     body = {**claim_body(seal), "level": 0.05}
     with pytest.raises(RuleViolation, match="0.05/4"):
         open_ledger(home).append(load_wallet(home, PROFILE), "agent.seal/v1", body)
+
+
+def test_export_after_a_seal_gives_only_the_tasks_to_choose_on(agentd, home: Home, tmp_path: Path) -> None:
+    seal = sealed(home, wallet=None).seal
+    out = tmp_path / "train"
+    r = agentd("improve", "export", PROFILE, "--out", str(out), "--json")
+    assert r.code == 0, r.err
+    exported = json.loads((out / "tasks.json").read_text())
+    assert {t["name"] for t in exported["tasks"]} == {t.name for t in seal.train().tasks}
+    sealed_sessions = {t.source["session"] for t in seal.real_tasks}
+    lines = [json.loads(x) for f in ("sft.jsonl", "sft-validation.jsonl") for x in (out / f).read_text().splitlines()]
+    assert lines and not {x["metadata"]["session"] for x in lines} & sealed_sessions
+    assert json.loads(r.out)["passed_over"]["sealed"] == len(sealed_sessions) == 6

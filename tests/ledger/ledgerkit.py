@@ -1,5 +1,4 @@
-"""Fixtures and helpers for the ledger suites: a store URL for each backend, and
-tampering by SQL. Test modules import the fixtures they use from here.
+"""Helpers for the ledger suites: an empty store of each backend, and tampering by SQL.
 
 The PostgreSQL store gets a schema of its own per test, dropped afterwards, since
 other suites share the database `test`. It is skipped only when the server cannot be
@@ -11,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from conftest import POSTGRES_URL
 
-from ledger import Ledger, RuleSet, Wallet, register_funds
+from ledger import RuleSet, register_funds
 
 
 def funds_rules() -> RuleSet:
@@ -36,9 +36,10 @@ def _postgres_reachable() -> str | None:
         return str(exc).strip().splitlines()[0]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
+@contextmanager
+def temporary_store(backend: str, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty store of `backend` ("sqlite" or "postgres"), removed afterwards."""
+    if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'ledger.db'}"
         return
     unreachable = _postgres_reachable()
@@ -53,17 +54,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-@pytest.fixture
-def log_key() -> Wallet:
-    return Wallet.generate("log")
-
-
-@pytest.fixture
-def ledger(store_url: str, log_key: Wallet) -> Iterator[Ledger]:
-    with Ledger.open(store_url, funds_rules(), log_key) as opened:
-        yield opened
 
 
 def tamper(url: str, sql: str, params: Sequence[Any] = ()) -> None:

@@ -1,16 +1,47 @@
-"""The contract every ledger store keeps, run against SQLite and PostgreSQL alike."""
+"""The contract every ledger store keeps, run against SQLite and PostgreSQL alike:
+appends and reads, refusals that write nothing, proofs and checkpoints, audits that name
+the first bad Pulse after the store is tampered with, and real processes appending at
+once or killed mid-append."""
 
 from __future__ import annotations
 
 import base64
 import json
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import rfc8785
-from ledgerkit import fetch, funds_rules, ledger, log_key, store_url, tamper  # noqa: F401 (fixtures)
+from ledgerkit import fetch, funds_rules, tamper, temporary_store
 
-from ledger import GENESIS, MINT, TRANSFER, Entry, EntryError, Ledger, LedgerError, RuleSet, RuleViolation, State, Wallet, merkle
+from ledger import GENESIS, MINT, TRANSFER, Entry, EntryError, Ledger, LedgerError, RuleViolation, State, Wallet, merkle
 from ledger.checkpoint import parse as parse_checkpoint
+from ledger.entry import leaf_hash
+from ledger.export import export_line, read_lines
+from ledger.store import CHAIN_START, chain
+
+APPENDER = Path(__file__).parent / "appender.py"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with temporary_store(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def log_key() -> Wallet:
+    return Wallet.generate("log")
+
+
+@pytest.fixture
+def ledger(store_url: str, log_key: Wallet) -> Iterator[Ledger]:
+    with Ledger.open(store_url, funds_rules(), log_key) as opened:
+        yield opened
 
 
 def _funded(ledger: Ledger, log_key: Wallet, cents: int = 10_000) -> Wallet:
@@ -237,8 +268,6 @@ def test_verify_passes_on_an_honest_log(ledger: Ledger, log_key: Wallet) -> None
 
 
 def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_key: Wallet) -> None:
-    from ledger.export import export_line, read_lines
-
     alice = _funded(ledger, log_key)
     ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(5)])
     lines = [export_line(e) for e in ledger.entries()]
@@ -266,8 +295,6 @@ def _honest_log(ledger: Ledger, log_key: Wallet, transfers: int = 10) -> Wallet:
 
 
 def _replace_row(url: str, pulse: int, raw: bytes) -> None:
-    from ledger.entry import leaf_hash
-
     tamper(url, "UPDATE ledger_entries SET raw = ?, leaf = ? WHERE pulse = ?", [raw, leaf_hash(raw), pulse])
 
 
@@ -344,9 +371,7 @@ def test_a_rewritten_history_contradicts_a_saved_checkpoint(store_url: str, ledg
     # Rebuild the same-length log with a different third entry, keeping every store invariant.
     forged = Entry.create(alice, TRANSFER, {"to": "1" * 32, "cents": 7})
     _replace_row(store_url, 3, forged.raw)
-    link, leaves = bytes(32), []
-    from ledger.store import chain
-
+    link, leaves = CHAIN_START, []
     for pulse, leaf in fetch(store_url, "SELECT pulse, leaf FROM ledger_entries ORDER BY pulse"):
         link = chain(link, bytes(leaf))
         leaves.append(bytes(leaf))
@@ -365,3 +390,80 @@ def test_a_checkpoint_from_another_log_is_refused(store_url: str, ledger: Ledger
         foreign = other.checkpoint()
     pulse, reason = _problem(store_url, checkpoint=foreign)
     assert pulse is None and "checkpoint refused" in reason
+
+
+# Real processes: appenders at once, and one killed mid-append.
+
+
+def _start(url: str, wallet: Wallet, to: str, count: int, batch: int, tag: str) -> subprocess.Popen:
+    args = [sys.executable, str(APPENDER), url, wallet.seed.hex(), to, str(count), str(batch), tag]
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _run_together(procs: list[subprocess.Popen]) -> list[list[str]]:
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outputs = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+        outputs.append(out.splitlines())
+    return outputs
+
+
+@pytest.mark.slow
+def test_concurrent_appenders_never_fork_or_lose_an_entry(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    senders = [Wallet.generate() for _ in range(3)]
+    sink = Wallet.generate()
+    ledger.append_many([(log_key, MINT, {"to": w.id, "cents": 1000}) for w in senders])
+    # Two appenders one entry at a time, one in batches of ten: the most interleaving.
+    procs = [_start(store_url, w, sink.id, 1000, batch, f"p{i}") for i, (w, batch) in enumerate(zip(senders, (1, 1, 10)))]
+    outputs = _run_together(procs)
+
+    claims = [line.split()[1] for out in outputs for line in out]
+    assert all(line.startswith("ok ") for out in outputs for line in out)
+    assert len(claims) == 3000
+    with Ledger.open(store_url, funds_rules(), log_key) as after:
+        entries = list(after.entries())
+        assert [e.pulse for e in entries] == list(range(1, 3005))
+        on_log = Counter(e.claim_id for e in entries)
+        assert all(on_log[c] == 1 for c in claims) and max(on_log.values()) == 1
+        assert after.state().balances == {**{w.id: 0 for w in senders}, sink.id: 3000}
+        assert after.verify(jobs=2).ok
+
+
+@pytest.mark.slow
+def test_concurrent_spenders_of_one_wallet_never_overdraw(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    shared, sink = Wallet.generate(), Wallet.generate()
+    ledger.append(log_key, MINT, {"to": shared.id, "cents": 150})
+    outputs = _run_together([_start(store_url, shared, sink.id, 100, 1, f"p{i}") for i in range(2)])
+    lines = [line for out in outputs for line in out]
+    assert sum(line.startswith("ok ") for line in lines) == 150
+    assert sum("overdraft" in line for line in lines) == 50
+    with Ledger.open(store_url, funds_rules(), log_key) as after:
+        assert after.state().balances == {shared.id: 0, sink.id: 150}
+        assert after.verify().ok
+
+
+@pytest.mark.slow
+def test_a_process_killed_mid_append_leaves_a_log_that_verifies(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    sender, sink = Wallet.generate(), Wallet.generate()
+    ledger.append(log_key, MINT, {"to": sender.id, "cents": 10**9})
+    proc = _start(store_url, sender, sink.id, 0, 0, "crash")
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    committed = 0
+    for line in proc.stdout:
+        committed = int(line.split()[1])
+        if committed >= 2 + 5 * 200:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    with Ledger.open(store_url, funds_rules(), log_key) as after:  # the start-up check passes
+        size = after.size
+        assert size >= committed and (size - 2) % 200 == 0  # whole batches only
+        report = after.verify()
+        assert report.ok and report.size == size
+        after.append(sender, "funds.transfer/v1", {"to": sink.id, "cents": 1, "memo": "after the crash"})
