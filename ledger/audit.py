@@ -30,6 +30,9 @@ Fields = tuple[str, str, str, dict[str, Any]]
 
 @dataclass(frozen=True)
 class Problem:
+    """The first thing found wrong; `pulse` is None when no single entry can be blamed
+    (a head or checkpoint that no prefix of the log matches)."""
+
     pulse: int | None
     reason: str
 
@@ -39,6 +42,9 @@ class Problem:
 
 @dataclass
 class VerifyReport:
+    """What an audit found: `size` entries checked good (all of them when `ok`), the
+    root they hash to, and the sizes of the checkpoints the log was shown to extend."""
+
     size: int = 0
     root: bytes = merkle.EMPTY_ROOT
     signatures: int = 0

@@ -63,11 +63,17 @@ class Entry:
 
     @property
     def public_key(self) -> bytes:
-        return bytes.fromhex(_ENVELOPE.fullmatch(self.raw).group(3).decode())
+        return bytes.fromhex(self._envelope_field(3).decode())
 
     @property
     def signature(self) -> bytes:
-        return base64.b64decode(_ENVELOPE.fullmatch(self.raw).group(4))
+        return base64.b64decode(self._envelope_field(4))
+
+    def _envelope_field(self, group: int) -> bytes:
+        match = _ENVELOPE.fullmatch(self.raw)
+        if match is None:
+            raise EntryError("not an entry envelope")
+        return match.group(group)
 
     @classmethod
     def create(cls, wallet: Wallet, kind: str, body: dict[str, Any], at: str | None = None) -> Entry:

@@ -2,8 +2,8 @@
 
 Appends run as one store transaction each: under the write lock the ledger catches up
 on entries other processes appended, checks the new entries against the state folded
-up to the locked head, and records them with their leaf hashes and tree roots, or
-records nothing. The first append to an empty log is preceded by its genesis entry,
+up to the locked head, and records them with their leaf hashes and running digests,
+moving the head to the new size and root, or records nothing. The first append to an empty log is preceded by its genesis entry,
 signed by the log's own key, which names the log and the key that mints and signs
 checkpoints, so a copy of the log carries its own authority.
 """
@@ -48,6 +48,8 @@ def origin_of(key: Wallet) -> str:
 
 
 class Ledger:
+    """A signed append-only log kept in a store, every entry held to a rule set."""
+
     def __init__(self, store: Recorder, rules: RuleSet, key: Wallet | None = None, *, check: bool = True) -> None:
         """`key` is the log's own key: it starts an empty log and signs checkpoints.
         `check` runs the start-up check (leaves against the head); verify skips it."""
@@ -164,6 +166,9 @@ class Ledger:
             batch = entries
             if tip.state.size == 0 and entries[0].kind != GENESIS:
                 batch = [self._genesis(), *entries]
+            elif entries[0].kind == GENESIS and not fresh and (self._key is None or entries[0].author != self._key.id):
+                # Whoever signs the genesis entry owns the log; only imports bring their own.
+                raise RuleViolation(f"only this ledger's own key may start the log with {GENESIS}")
             if len({e.leaf_hash for e in batch}) != len(batch):
                 raise LedgerError("the batch holds the same entry twice: an entry is recorded once")
             rows = self._apply(tip, batch, given=len(entries))

@@ -45,7 +45,8 @@ class SqlRecorder(ABC):
     def rows(
         self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
     ) -> list[Row]:
-        sql, params = f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse >= ?", [start]
+        sql = f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse >= ?"
+        params: list[Any] = [start]
         if kind is not None:
             sql, params = sql + " AND kind = ?", [*params, kind]
         if author is not None:
@@ -118,10 +119,13 @@ class SqlTransaction:
     def add(self, rows: Sequence[Row], head: Head) -> None:
         try:
             self._r._insert(rows)
-        except self._r.integrity_error:
+        except self._r.integrity_error as exc:
             # The unique index on leaf hashes refuses an entry recorded before; say which.
             self._refuse_duplicate([r.leaf for r in rows])
-            raise
+            raise LedgerError(
+                f"the store refused the new rows ({str(exc).splitlines()[0]}): it holds rows beyond its head; "
+                "run `agentd ledger verify`"
+            ) from None
         self._r._execute("UPDATE ledger_head SET size = ?, root = ? WHERE id = 1", [head.size, head.root])
         self.head = head
 

@@ -7,6 +7,7 @@ reached.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,8 @@ def temporary_store(backend: str, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'ledger.db'}"
         return
     unreachable = _postgres_reachable()
+    if unreachable and os.environ.get("AGENTD_REQUIRE_POSTGRES"):
+        pytest.fail(f"PostgreSQL at {POSTGRES_URL} is unreachable ({unreachable}), and AGENTD_REQUIRE_POSTGRES is set")
     if unreachable:
         pytest.skip(f"PostgreSQL at {POSTGRES_URL} is unreachable: {unreachable}")
     schema = f"ledger_test_{uuid.uuid4().hex[:12]}"
