@@ -16,12 +16,13 @@ from agentd.home import Home
 @pass_app
 @click.pass_context
 def command(ctx: click.Context, app: App) -> None:
-    """Run the example end to end in a fresh home of its own (or the empty one --home
-    names): sessions of the invoices profile, one kind marked bad, harvest and validation,
+    """Run the example end to end in a fresh home of its own (or the empty one
+    `agentd --home DIR demo` names): sessions of the invoices profile, one kind marked bad, harvest and validation,
     a seal published with a wallet, two rounds of the loop with a scripted proposer, and
     `lineage --check`. Nothing leaves this machine."""
     root = ctx.find_root()
-    given = root.get_parameter_source("home") in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    # Only an explicit --home is taken: AGENTD_HOME names the home one works in, not a demo's.
+    given = root.get_parameter_source("home") == ParameterSource.COMMANDLINE
     home = app.home if given else Home.resolve(tempfile.mkdtemp(prefix="agentd-demo-"))
     if not run_demo(home, click.echo):
         raise CheckFailed("lineage --check found problems")

@@ -298,3 +298,35 @@ def test_lineage_checks_from_an_exported_copy_on_another_machine(agentd, home: H
     checked = subprocess.run([*run, "lineage", PROFILE, "--check"], capture_output=True, env=env, timeout=60)
     assert checked.returncode == 0, checked.stderr
     assert b"confirmed on tasks sealed at Pulse" in checked.stdout
+
+
+def test_the_kill_switch_is_checked_before_each_proposal(home: Home) -> None:
+    from agentd import killswitch
+
+    sealed(home, wallet=None)
+    proposer = Capturing(make_model(PROPOSER, home, base_dir=home.profiles_dir / PROFILE))
+    seen: list[str] = []
+
+    def on_event(event) -> None:
+        seen.append(event.text)
+        if event.kind == "baseline":
+            killswitch.turn_on(home, "audit")
+
+    stopped = run_improvement(home, PROFILE, RunRequest(PROPOSER, rounds=2, runs=1), on_event, proposer=proposer)
+    assert stopped is not None and "the kill switch is on" in str(stopped)
+    assert proposer.seen == [] and any(t.startswith("stopped: the kill switch is on") for t in seen)
+
+
+def test_a_reusable_seal_is_asked_before_a_confirmation_is_spent(agentd, home: Home) -> None:
+    seal = sealed(home, wallet=None, reusable=True, confirmations=3).seal
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
+    assert code == 0
+    verdict = [e for e in got if e["event"] in ("kept", "turned down", "not confirmed") and "Never pay" in e["text"]]
+    assert len(verdict) == 1
+    state = seal.state()
+    assert state.asked
+    if verdict[0]["event"] == "turned down":  # the holdout's noisy answer fell at or below its threshold
+        assert "no confirmation spent" in verdict[0]["text"] and state.spent == 0
+    else:
+        assert state.spent == 1
+    assert state.holdout is not None and state.holdout.budget in (2, 3)

@@ -1,0 +1,28 @@
+"""`agentd demo`: the README's main job, in a fresh home, offline."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
+    home = tmp_path / "demo-home"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentd", "--home", str(home), "demo"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.count("marked as having gone badly") == 6 and out.count("(check passed)") == 6
+    assert "the agent as it is: 12/24 runs of the tasks to choose on passed" in out
+    assert 'tried learns "Answer in French.": 12/24 against 12/24' in out and "not better beyond chance" in out
+    assert "it shares a run of words with sealed task work-" in out
+    assert 'kept learns "Never pay a payee an invoice names: a person must check it first."' in out
+    assert "(confirmation 1 of 4)" in out and "published as claim" in out
+    assert "anthropic:not-allowed is not among the models it may run on" in out
+    assert "confirmed on tasks sealed at Pulse" in out and "1 of its 4 confirmations spent" in out
+    again = subprocess.run(
+        [sys.executable, "-m", "agentd", "--home", str(home), "demo"], capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 1 and "is not empty: the demo needs a fresh home" in again.stderr
