@@ -41,6 +41,7 @@ from improver.variant import Variant
 
 SCREEN_LEVEL = 0.05  # screening on the tasks to choose on: a 95% interval
 ROOT_LABEL = "the agent as it was"
+HISTORY_SHOWN = 30  # the most recent changes the proposer is told of
 
 Publish = Callable[[str, dict[str, Any]], tuple[str, int]]  # kind, body -> (claim id, Pulse)
 
@@ -105,10 +106,9 @@ class Loop:
 
     async def run(self, rounds: int) -> None:
         try:
-            base = await self._baseline()
+            await self._baseline()
             for self.round in range(1, rounds + 1):
-                await self._round(base)
-                base = self._archived(self.current) or base
+                await self._round()
         except Stop as stop:
             self.stopped = stop
             self._emit("stopped", f"stopped: {stop}", reason=str(stop))
@@ -118,7 +118,7 @@ class Loop:
             self._emit("tokens", f"{self.used.total} tokens used", tokens_in=self.used.tokens_in, tokens_out=self.used.tokens_out)
             self._emit("recorded", f"recorded in {self.lineage.path}", lineage=str(self.lineage.path))
 
-    async def _baseline(self) -> Archived:
+    async def _baseline(self) -> None:
         base = self._archived(self.current)
         if base is None or base.runs != self.runs:
             result = await self._trial(self.current, self.train.tasks, self.runs)
@@ -134,12 +134,11 @@ class Loop:
             passed=base.passed,
             judged=base.judged,
         )
-        return base
 
     def _archived(self, variant: Variant) -> Archived | None:
         return self.archive.find(variant)
 
-    async def _round(self, base: Archived) -> None:
+    async def _round(self) -> None:
         self._go()
         parent = self.archive.pick(self.rng)
         self._emit(
@@ -168,7 +167,7 @@ class Loop:
         ]
 
     def _history(self) -> list[Tried]:
-        return [Tried(h["change"], h["went"]) for h in self.archive.history]
+        return [Tried(h["change"], h["went"]) for h in self.archive.history[-HISTORY_SHOWN:]]
 
     # -- one change ------------------------------------------------------------------
 
