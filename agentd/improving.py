@@ -73,10 +73,16 @@ def loop_lock(home: Home, profile: str) -> FileLock:
 
 
 def run_improvement(
-    home: Home, profile_name: str, request: RunRequest, on_event: Callable[[Event], None], proposer: Model | None = None
+    home: Home,
+    profile_name: str,
+    request: RunRequest,
+    on_event: Callable[[Event], None],
+    proposer: Model | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Stop | None:
     """Runs the loop on the profile's current seal, one at a time per profile; returns why
-    it stopped early, if it did. `proposer` stands in for the one the request names."""
+    it stopped early, if it did. `proposer` stands in for the one the request names;
+    `progress` hears how far each trial is, at most once a second."""
     killswitch.refuse_if_on(home, "loop step")
     home.ensure()
     lock = loop_lock(home, profile_name)
@@ -85,7 +91,7 @@ def run_improvement(
     except Timeout:
         raise AgentdError(f"another agentd improve run for {profile_name} holds {lock.lock_file}; wait for it to end") from None
     try:
-        loop = _loop(home, profile_name, request, on_event, proposer)
+        loop = _loop(home, profile_name, request, on_event, proposer, progress)
         asyncio.run(_run(loop, request.rounds))
         return loop.stopped
     finally:
@@ -93,7 +99,12 @@ def run_improvement(
 
 
 def _loop(
-    home: Home, profile_name: str, request: RunRequest, on_event: Callable[[Event], None], proposer: Model | None
+    home: Home,
+    profile_name: str,
+    request: RunRequest,
+    on_event: Callable[[Event], None],
+    proposer: Model | None,
+    progress: Callable[[str], None] | None,
 ) -> Loop:
     if request.rounds < 1 or request.runs < 1:
         raise AgentdError("--rounds and --runs must be at least 1")
@@ -136,6 +147,7 @@ def _loop(
             max_tokens=request.max_tokens,
             rng=np.random.default_rng(request.seed),
             on_event=on_event,
+            progress=progress,
         )
     except Stop as exc:
         raise AgentdError(str(exc)) from None

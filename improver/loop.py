@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
@@ -84,6 +85,7 @@ class Loop:
     max_tokens: int | None = None
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     on_event: Callable[[Event], None] = lambda event: None
+    progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
 
     def __post_init__(self) -> None:
         self.train = self.seal.train()
@@ -328,7 +330,10 @@ class Loop:
     async def _trial(self, variant: Variant, tasks: Sequence[Task], runs: int) -> TrialResult:
         self._go(expected=self.per_run * len(tasks) * runs)
         trial = asyncio.ensure_future(
-            run_trials(variant, tasks, self.agent, self.models, runs=runs, concurrency=self.concurrency, limits=self.limits)
+            run_trials(
+                variant, tasks, self.agent, self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
+                on_result=self._counter(f"trial of variant {variant.id}", len(tasks) * runs),
+            )  # fmt: skip
         )
         stopper = asyncio.ensure_future(self.stopping.wait())
         done, _ = await asyncio.wait({trial, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -344,6 +349,20 @@ class Loop:
         if runs_done:
             self.per_run = max(self.per_run, result.usage.total / runs_done)
         return result
+
+    def _counter(self, what: str, total: int) -> Callable[[object], None] | None:
+        if self.progress is None:
+            return None
+        report, done, last = self.progress, [0], [0.0]
+
+        def count(_: object) -> None:
+            done[0] += 1
+            now = time.monotonic()
+            if done[0] == total or now - last[0] >= 1.0:
+                last[0] = now
+                report(f"{what}: {done[0]}/{total} runs")
+
+        return count
 
     def _go(self, expected: float = 0.0) -> None:
         """Checked before every proposal and trial."""

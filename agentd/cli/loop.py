@@ -6,6 +6,7 @@ live there.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -127,7 +128,7 @@ def run(
             click.echo(event.text)
 
     request = RunRequest(proposer, rounds, runs, apply, wallet, models, max_tokens, concurrency, seed)
-    stopped = run_improvement(app.home, profile, request, show)
+    stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
 

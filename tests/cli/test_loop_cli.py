@@ -330,3 +330,11 @@ def test_a_reusable_seal_is_asked_before_a_confirmation_is_spent(agentd, home: H
     else:
         assert state.spent == 1
     assert state.holdout is not None and state.holdout.budget in (2, 3)
+
+
+def test_long_trials_report_progress(home: Home) -> None:
+    sealed(home, wallet=None)
+    heard: list[str] = []
+    run_improvement(home, PROFILE, RunRequest(PROPOSER, rounds=1, runs=2), lambda e: None, progress=heard.append)
+    assert heard and all(" runs" in h and h.startswith("trial of variant ") for h in heard)
+    assert any(h.endswith(": 12/12 runs") for h in heard)  # the agent as it is: 6 tasks x 2 runs
