@@ -1,10 +1,21 @@
 """How often the loop's decision rule keeps a change, by simulation.
 
-The rule: a change is kept when it is better beyond chance on the tasks to choose on at
-95% (the screen), better beyond chance on the sealed tasks at the seal's level 0.05/k
-(the confirmation), and loses no sealed task the agent passes. Each simulated change is
-judged by both tests, pooled Newcombe and the task-paired sign-flip test, on the same
-simulated runs, so the two columns differ only by the test.
+The rule, exactly as the loop applies it (improver/loop.py: `Loop._judge` screens,
+`Loop._confirm` confirms): a change is kept when, on the tasks to choose on, it is better
+beyond chance at 95% and loses no task the agent passes (the screen), and, on the sealed
+tasks, it is better beyond chance at the seal's level 0.05/k and loses no sealed task the
+agent passes (the confirmation). A task the agent passes is one passed in more than half
+its runs; a change loses it when the change does not pass it (improver.stats `passes`,
+`lost_tasks`). Beside it the table shows the same changes without the no-loss condition
+(better beyond chance on both parts, whatever tasks were lost), so a reader sees what
+that condition costs. Each simulated change is judged by both tests, pooled Newcombe and
+the task-paired sign-flip test, on the same simulated runs, so the two columns differ
+only by the test.
+
+What the loop does beside the rule, and the simulation leaves out, only ever turns a
+change down, so the loop keeps at most what the table says: the early drop after one run
+of each task (`Loop._consider`: clearly worse than the variant built on), a reusable
+seal's holdout (`Seal.ask_holdout`), and changes left unjudged by errored runs.
 
 The world simulated: every task has its own pass probability for the agent, drawn from a
 Beta prior (Beta(0.5, 0.5): most tasks nearly always or nearly never passed; Beta(1, 1):
@@ -23,7 +34,7 @@ A null change leaves every probability as it was.
     python bench/decisions.py            # 50,000 changes per cell and gain, a few minutes
     python bench/decisions.py --quick    # 2,000, for a look
 
-`simulate` and `better` are what bench/loop.py imports.
+`simulate` is what bench/loop.py imports.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ from scipy import integrate, optimize, special, stats
 
 from improver.stats import TESTS, confirmation_level, newcombe_bounds, passes, sign_flip_pvalues
 
+# improver.loop's SCREEN_LEVEL, not imported: run as a script, this folder's ledger.py would
+# shadow the ledger package improver.loop needs.
 SCREEN_LEVEL = 0.05
 PRIORS: dict[str, tuple[float, float]] = {"Beta(0.5,0.5)": (0.5, 0.5), "Beta(1,1)": (1.0, 1.0)}
 TASKS = (20, 40, 80)
@@ -54,8 +67,54 @@ class Rates:
 
     screened: float  # better beyond chance on the tasks to choose on, at 95%
     confirmed: float  # better beyond chance on the sealed tasks, at the seal's level
-    both: float  # screened and confirmed, whatever tasks it lost
-    kept: float  # screened, confirmed, and losing no sealed task the agent passes
+    both: float  # screened and confirmed, whatever tasks it lost: the rule without the no-loss condition
+    kept: float  # kept by the loop's rule: screened and confirmed, losing no task the agent passes on either part
+
+
+@dataclass(frozen=True)
+class Part:
+    """Passed runs on one part of the seal: one row per change, one column per task."""
+
+    change: NDArray[np.int64]
+    current: NDArray[np.int64]
+
+    def loses_none(self, runs: int) -> NDArray[np.bool_]:
+        """Per row: the change passes every task the agent passes (`lost_tasks` would be empty)."""
+        lost = np.logical_and(passes(self.current, runs), np.logical_not(passes(self.change, runs)))
+        return np.logical_not(lost.any(axis=1))
+
+
+@dataclass(frozen=True)
+class Judged:
+    """Per row (one simulated change), what each condition of the loop's rule says."""
+
+    screened: NDArray[np.bool_]
+    choose_loses_none: NDArray[np.bool_]
+    confirmed: NDArray[np.bool_]
+    sealed_loses_none: NDArray[np.bool_]
+
+    @property
+    def both(self) -> NDArray[np.bool_]:
+        """Better beyond chance on both parts: the rule without the no-loss condition."""
+        return self.screened & self.confirmed
+
+    @property
+    def kept(self) -> NDArray[np.bool_]:
+        """`Loop._judge` passes it on (better, nothing lost) and `Loop._confirm` keeps it (the same)."""
+        return self.both & self.choose_loses_none & self.sealed_loses_none
+
+    def rates(self) -> Rates:
+        return Rates(*(float(x.mean()) for x in (self.screened, self.confirmed, self.both, self.kept)))
+
+
+def judge(test: str, choose: Part, sealed: Part, runs: int, confirmations: int) -> Judged:
+    """Judges each row's change as the loop does, on both parts, with the given test."""
+    return Judged(
+        better(test, choose.change, choose.current, runs, SCREEN_LEVEL),
+        choose.loses_none(runs),
+        better(test, sealed.change, sealed.current, runs, confirmation_level(confirmations)),
+        sealed.loses_none(runs),
+    )
 
 
 def better(test: str, change: NDArray[np.int64], current: NDArray[np.int64], runs: int, level: float) -> NDArray[np.bool_]:
@@ -116,10 +175,14 @@ def simulate(
     effect: str = "add",
     sealed_tasks: int | None = None,
 ) -> dict[str, Rates]:
-    """Simulates `changes` changes through the rule; returns each test's rates.
+    """Simulates `changes` changes through the loop's rule; returns each test's rates.
 
-    Each change gets tasks of its own (`tasks` to choose on, `sealed_tasks`, by default
-    as many, sealed), so the rates average over task sets as well as over runs.
+    `kept` is the loop's rule exactly as `Loop._judge` and `Loop._confirm` apply it: better
+    beyond chance and no task the agent passes lost, on the tasks to choose on (at 95%)
+    and on the sealed tasks (at 0.05/`confirmations`). `both` is the same changes without
+    the no-loss condition on either part, to show what it costs. Each change gets tasks
+    of its own (`tasks` to choose on, `sealed_tasks`, by default as many, sealed), so the
+    rates average over task sets as well as over runs.
     """
     sealed_tasks = sealed_tasks or tasks
     parts = []
@@ -127,17 +190,9 @@ def simulate(
         p = rng.beta(*prior, size=(changes, size))
         current = rng.binomial(runs, p)
         change = rng.binomial(runs, improved(p, gain, effect, prior))
-        parts.append((change, current))
-    (choose_change, choose_current), (sealed_change, sealed_current) = parts
-    lost = np.logical_and(passes(sealed_current, runs), np.logical_not(passes(sealed_change, runs)))
-    loses_none = ~lost.any(axis=1)
-    rates = {}
-    for test in TESTS:
-        screened = better(test, choose_change, choose_current, runs, SCREEN_LEVEL)
-        confirmed = better(test, sealed_change, sealed_current, runs, confirmation_level(confirmations))
-        both = screened & confirmed
-        rates[test] = Rates(*(float(x.mean()) for x in (screened, confirmed, both, both & loses_none)))
-    return rates
+        parts.append(Part(change, current))
+    choose, sealed = parts
+    return {test: judge(test, choose, sealed, runs, confirmations).rates() for test in TESTS}
 
 
 # -- the table --------------------------------------------------------------------------
@@ -179,15 +234,17 @@ def print_tables(results: Results, changes: int, confirmations: int, effect: str
         name: ", ".join(f"+{g * 100:.0f} -> {mean_gain(g, effect, prior, gains_rng) * 100:+.1f}" for g in GAINS)
         for name, prior in PRIORS.items()
     }
-    print(f"The decision rule: better at 95% on the tasks to choose on, better at {pct(confirm_level)} "
-          f"(0.05/{confirmations}) on the sealed tasks, no sealed task lost.")
+    print(f"The loop's decision rule (Loop._judge, Loop._confirm): better at 95% and no task lost on the tasks to choose on; "
+          f"better at {pct(confirm_level)} (0.05/{confirmations}) and no task lost on the sealed tasks.")
+    print("A task lost: one the agent passes (in more than half its runs) that the change does not pass.")
     print(f"{changes} changes per cell; N tasks on each part; each task run R times by each arm.")
     print(f"Effect '{effect}'; nominal gain -> true mean gain in points: " + "; ".join(f"{k}: {v}" for k, v in described.items()))
     print()
-    print("Kept by the whole rule: false keeps (null changes) and power")
+    print("Kept by the loop's rule: false keeps (null changes) and power")
     print_rows(gain_table(results, cells, "kept"))
     print()
-    print("Screened and confirmed, before the rule's 'no sealed task lost' (what that part costs)")
+    print("Kept without the no-loss condition (better beyond chance on both parts, whatever tasks it lost): "
+          "what that condition costs")
     print_rows(gain_table(results, cells, "both"))
     print()
     screen_nominal, confirm_nominal = SCREEN_LEVEL / 2, confirm_level / 2
@@ -220,20 +277,35 @@ def gain_table(results: Results, cells: list[Cell], rate: str) -> list[list[str]
 def print_verdict(results: Results, cells: list[Cell], screen_nominal: float, confirm_nominal: float, changes: int) -> None:
     worst_screen = max(cells, key=lambda c: results[c, 0.0]["paired"].screened)
     worst_confirm = max(cells, key=lambda c: results[c, 0.0]["paired"].confirmed)
+    worst_kept = max(cells, key=lambda c: results[c, 0.0]["paired"].kept)
     s, c = results[worst_screen, 0.0]["paired"].screened, results[worst_confirm, 0.0]["paired"].confirmed
+    k = results[worst_kept, 0.0]["paired"].kept
+    # A null change is kept only if its confirmation says better, so the rule keeps at most
+    # what the confirmation alone does: the test holding its level is what bounds it.
     held = s <= screen_nominal and c <= confirm_nominal
     print(f"paired test at or under its nominal level in every cell: {'yes' if held else 'NO'} "
           f"(highest screen rate {pct(s)} at {label(worst_screen)}; highest confirmation rate {pct(c)} at "
-          f"{label(worst_confirm)}; simulation error at the nominal rates +/-{pct(two_se(screen_nominal, changes))} "
+          f"{label(worst_confirm)}; highest false keeps by the loop's rule {pct(k)} at {label(worst_kept)}; "
+          f"simulation error at the nominal rates +/-{pct(two_se(screen_nominal, changes))} "
           f"and +/-{pct(two_se(confirm_nominal, changes))}, 2 SE)")
+    twice: dict[str, bool] = {}
     for prior in PRIORS:
         plus10 = results[Cell(prior, 40, 4), GAINS[0]]
+        for rate, what in (("kept", "the loop's rule keeps"), ("both", "without the no-loss condition, kept")):
+            n, p = getattr(plus10["newcombe"], rate), getattr(plus10["paired"], rate)
+            ratio = f"{p / n:.1f}x" if n > 0 else "newcombe kept none"
+            print(f"+10 at 40 tasks x 4 runs, {prior}: {what} {pct(p)} with the paired test, {pct(n)} with newcombe "
+                  f"({ratio}; +/-{pct(two_se(p, changes))} and +/-{pct(two_se(n, changes))}, 2 SE)")
         n, p = plus10["newcombe"].kept, plus10["paired"].kept
-        ratio = f"{p / n:.1f}x" if n > 0 else "newcombe kept none"
-        print(f"+10 at 40 tasks x 4 runs, {prior}: the rule keeps {pct(p)} with the paired test, {pct(n)} with newcombe ({ratio})")
+        twice[prior] = p > 0 and p >= 2 * n
     cell = Cell("Beta(0.5,0.5)", 40, 4)
     print(f"newcombe alone at 95%, 40 x 4, Beta(0.5,0.5): null {pct(results[cell, 0.0]['newcombe'].screened)}, "
           f"+10 {pct(results[cell, GAINS[0]]['newcombe'].screened)} (the issue: about 0.3% and 27%)")
+    met = [prior for prior, yes in twice.items() if yes and held]
+    verdict = "met" if len(met) == len(PRIORS) else f"met under {', '.join(met)} only" if met else "NOT met"
+    print(f"issue 5's goal under the loop's rule: {verdict} (paired at or under its nominal level in every cell: "
+          f"{'yes' if held else 'no'}; at least twice newcombe's keeps at +10 on 40 x 4: "
+          + ", ".join(f"{prior} {'yes' if yes else 'no'}" for prior, yes in twice.items()) + ")")
 
 
 def two_se(rate: float, changes: int) -> float:

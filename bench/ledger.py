@@ -7,7 +7,16 @@ Prints, in one run:
    between the batches: the median round;
 2. full `verify` throughput on that ledger with 1 and with 2 jobs, beside the raw
    verify rate measured just before and after each (the median round);
-3. single-entry `append` throughput (each its own transaction, synchronous=FULL).
+3. single-entry `append` throughput (each its own transaction, synchronous=FULL) on a
+   warm Ledger object;
+4. a fresh Ledger object each time, as each CLI command opens one: the open, the
+   start-up check (every leaf hash against the head) and one append, on that ledger
+   with its snapshot and with the snapshot row deleted (a ledger from before snapshots,
+   or one whose snapshot is not trusted: the whole log is replayed), the median of a
+   few; and the same on a ledger of as many entries whose state grows with the log (a
+   rule that keeps an item per entry, as agent.session/v1 does), with what reading and
+   writing its snapshot costs beside folding an entry (ledger.log's
+   SNAPSHOT_BYTES_PER_ENTRY rests on those figures).
 
 Goals: batched append >= 50% of the raw sign rate; verify >= 80% of the raw verify rate
 x jobs. Other processes on the machine lower every figure, the raw ones included, so
@@ -24,22 +33,30 @@ import base64
 import json
 import multiprocessing
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from ledger import MINT, TRANSFER, Entry, Ledger, RuleSet, Wallet, register_funds  # noqa: E402
+from ledger import MINT, TRANSFER, Entry, Ledger, RuleSet, State, Wallet, open_store, register_funds  # noqa: E402
+from ledger import snapshot as snapshots  # noqa: E402
 from ledger.entry import PAYLOAD_TYPE, pae  # noqa: E402
 
 BATCH = 1000
 SINGLES = 500
+FRESH = 5
+NOTE = "bench.note/v1"
+
+Item = tuple[Wallet, str, dict[str, Any]]
 
 
 def main() -> None:
@@ -71,7 +88,97 @@ def main() -> None:
                     together = raw.verify_rate_in(jobs)
                     print(f"  (raw verify in {jobs} processes at once, on this machine now: {together:,.0f} /s; "
                           f"verify reached {rate / together:.1%} of that)")
-            print(f"append (one entry per transaction): {append_rate(ledger, wallets):9,.0f} /s")
+            single = 1 / append_rate(ledger, wallets)
+            print(f"append (one entry per transaction): {1 / single:9,.0f} /s")
+            url = ledger.url
+        print(f"a fresh Ledger each time, on the ledger of {args.entries:,} transfers (median of {FRESH}):")
+        transfer = (wallets[0], TRANSFER, {"to": wallets[1].id, "cents": 1})
+        fresh_appends(url, rules, key, lambda i: _with_memo(transfer, f"fresh {i}"), single)
+        grown(Path(tmp) / "notes.db", args.entries, wallets[0])
+
+
+def grown(path: Path, entries: int, writer: Wallet) -> None:
+    """Section 4 on a ledger whose state keeps an item per entry."""
+    rules = RuleSet()
+    rules.register(NOTE, _note)
+    key = Wallet.generate("log")
+    with Ledger.open(f"sqlite:///{path}", rules, key) as ledger:
+        for start in range(0, entries, BATCH):
+            ledger.append_many([(writer, NOTE, {"n": n}) for n in range(start, min(start + BATCH, entries))])
+        single = 1 / append_rate(ledger, [writer], lambda i: (writer, NOTE, {"n": entries + i}))
+        url, size = ledger.url, ledger.size
+    print(f"a fresh Ledger each time, on a ledger of {size:,} entries whose state keeps one item each "
+          f"(warm append: {single * 1e3:.1f} ms):")  # fmt: skip
+    fold = fresh_appends(url, rules, key, lambda i: (writer, NOTE, {"n": size + SINGLES + i}), single)
+    store = open_store(url)
+    try:
+        length, read, write = snapshot_costs(store, rules)
+    finally:
+        store.close()
+    print(f"  its snapshot: {length / 1e6:.1f} MB, read and restored in {read * 1e3:.0f} ms, taken and written in "
+          f"{write * 1e3:.0f} ms ({write / length * 1e9:.1f} ns a byte); folding an entry: {fold * 1e6:.1f} µs, "
+          f"the cost of writing {fold / write * length:,.0f} bytes of snapshot")  # fmt: skip
+
+
+def fresh_appends(url: str, rules: RuleSet, key: Wallet, item: Callable[[int], Item], single: float) -> float:
+    """Prints the open, check and first append of new Ledger objects, with the store's
+    snapshot and without it; returns the seconds a full replay took an entry."""
+    path = url.removeprefix("sqlite:///")
+    runs = {"with its snapshot": [], "snapshot row deleted": []}
+    for i in range(FRESH):
+        runs["with its snapshot"].append(fresh_append(url, rules, key, item(2 * i)))
+        _drop_snapshot(path)
+        runs["snapshot row deleted"].append(fresh_append(url, rules, key, item(2 * i + 1)))
+    for label, figures in runs.items():
+        opened, checked, appended = (statistics.median(f[j] for f in figures) for j in range(3))
+        folded = sorted(f[3] for f in figures)
+        print(f"  {label + ':':<22} open {opened * 1e3:5.1f} ms, start-up check {checked * 1e3:6.1f} ms, first append "
+              f"{appended * 1e3:7.1f} ms, {opened + checked + appended:6.3f} s in all; entries folded from the store: "
+              f"{', '.join(f'{n:,}' for n in folded)}")  # fmt: skip
+    full = runs["snapshot row deleted"]
+    return statistics.median((f[2] - single) / f[3] for f in full)
+
+
+def fresh_append(url: str, rules: RuleSet, key: Wallet, item: Item) -> tuple[float, float, float, int]:
+    """Seconds to open a new Ledger, run its start-up check and append one entry, and
+    the entries it folded from the store to do so."""
+    started = time.perf_counter()
+    with Ledger.open(url, rules, key, check=False) as ledger:
+        opened = time.perf_counter()
+        ledger.check()
+        checked = time.perf_counter()
+        ledger.append(*item)
+        appended = time.perf_counter()
+        return opened - started, checked - opened, appended - checked, ledger.replayed
+
+
+def snapshot_costs(store: Any, rules: RuleSet) -> tuple[int, float, float]:
+    """The stored snapshot's length, the seconds to read and restore it, and the seconds
+    to take it again and write it (in a transaction of its own, as an append would)."""
+    started = time.perf_counter()
+    stored = store.snapshot()
+    state, frontier = snapshots.restore(stored, rules.fingerprint)
+    read = time.perf_counter() - started
+    started = time.perf_counter()
+    with store.transaction() as txn:
+        txn.save_snapshot(snapshots.take(state, frontier, stored.chain, rules.fingerprint))
+    return len(stored.state), read, time.perf_counter() - started
+
+
+def _note(state: State, entry: Entry) -> None:
+    state.ns("notes")[entry.claim_id[:32]] = {"pulse": entry.pulse, "n": entry.body["n"]}
+
+
+def _drop_snapshot(path: str) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DELETE FROM ledger_snapshot")
+    conn.close()
+
+
+def _with_memo(item: Item, memo: str) -> Item:
+    wallet, kind, body = item
+    return wallet, kind, {**body, "memo": memo}
 
 
 class Raw:
@@ -146,10 +253,13 @@ def append_many_rate(ledger: Ledger, wallets: list[Wallet], count: int, raw: Raw
     return count / elapsed
 
 
-def append_rate(ledger: Ledger, wallets: list[Wallet]) -> float:
+def append_rate(ledger: Ledger, wallets: list[Wallet], item: Callable[[int], Item] | None = None) -> float:
     start = time.perf_counter()
     for i in range(SINGLES):
-        ledger.append(wallets[i % 10], TRANSFER, {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"single {i}"})
+        if item is None:
+            ledger.append(wallets[i % 10], TRANSFER, {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"single {i}"})
+        else:
+            ledger.append(*item(i))
     return SINGLES / (time.perf_counter() - start)
 
 

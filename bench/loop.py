@@ -263,17 +263,15 @@ def decision_rule(tasks: int, changes: int, seed: int) -> None:
             verdict = "meets" if bound <= GOAL else "MISSES"
             print(f"                 {test:<9} {name:<14} {r.screened:9.3%} {r.confirmed:10.3%} {r.kept:8.4%}   {bound:17.2%}   {verdict}")
     print(f"   (a confirmation alone is held to {level / 2:.3%}, one-sided, so a seal's nominal bound is {CONFIRMATIONS * level / 2:.1%}; "
-          f"kept also asks that no sealed task the agent passes is lost)")  # fmt: skip
+          f"kept also asks that no task the agent passes is lost, on either part)")  # fmt: skip
     gains = "".join(f"{f'+{g * 100:.0f} points':>20}" for g in GAINS)
-    print("   real gains (each task's pass chance raised by so much, at most to 1): kept (screened and confirmed, "
-          "before 'no sealed task lost')")
+    print("   real gains (each task's pass chance raised by so much, at most to 1): kept by the loop's rule "
+          "(in brackets: screened and confirmed without its 'no task lost' condition)")
     print(f"   real gains:   {'test':<9} {'prior':<14}{gains}")
     for test in stats.TESTS:
         for name in PRIORS:
             cells = "".join(f"{rates[name, g][test].kept:9.2%} ({rates[name, g][test].both:6.2%})" for g in GAINS)
             print(f"                 {test:<9} {name:<14}{cells}")
-    print("   (simulate's screen asks only 'better beyond chance'; the loop's also asks that no task to choose on the agent "
-          "passes is lost, so the loop keeps fewer than these, of null changes and of real gains alike)")
 
 
 # -- main ----------------------------------------------------------------------------
