@@ -22,7 +22,7 @@ Goals: batched append >= 50% of the raw sign rate; verify >= 80% of the raw veri
 x jobs. Other processes on the machine lower every figure, the raw ones included, so
 compare the ratios, and rerun on a quiet machine.
 
-    python bench/ledger.py                  # 100,000 entries, about a minute
+    python bench/ledger.py                  # 100,000 entries, two to three minutes
     python bench/ledger.py --entries 20000  # a quicker look
 """
 
@@ -47,7 +47,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from ledger import MINT, TRANSFER, Entry, Ledger, RuleSet, State, Wallet, open_store, register_funds  # noqa: E402
+from ledger import MINT, TRANSFER, Entry, Ledger, Recorder, RuleSet, State, Wallet, open_store, register_funds  # noqa: E402
 from ledger import snapshot as snapshots  # noqa: E402
 from ledger.entry import PAYLOAD_TYPE, pae  # noqa: E402
 
@@ -124,7 +124,7 @@ def fresh_appends(url: str, rules: RuleSet, key: Wallet, item: Callable[[int], I
     """Prints the open, check and first append of new Ledger objects, with the store's
     snapshot and without it; returns the seconds a full replay took an entry."""
     path = url.removeprefix("sqlite:///")
-    runs = {"with its snapshot": [], "snapshot row deleted": []}
+    runs: dict[str, list[tuple[float, float, float, int]]] = {"with its snapshot": [], "snapshot row deleted": []}
     for i in range(FRESH):
         runs["with its snapshot"].append(fresh_append(url, rules, key, item(2 * i)))
         _drop_snapshot(path)
@@ -152,11 +152,13 @@ def fresh_append(url: str, rules: RuleSet, key: Wallet, item: Item) -> tuple[flo
         return opened - started, checked - opened, appended - checked, ledger.replayed
 
 
-def snapshot_costs(store: Any, rules: RuleSet) -> tuple[int, float, float]:
+def snapshot_costs(store: Recorder, rules: RuleSet) -> tuple[int, float, float]:
     """The stored snapshot's length, the seconds to read and restore it, and the seconds
     to take it again and write it (in a transaction of its own, as an append would)."""
     started = time.perf_counter()
     stored = store.snapshot()
+    if stored is None:
+        raise SystemExit("bench: the ledger holds no snapshot after its appends")
     state, frontier = snapshots.restore(stored, rules.fingerprint)
     read = time.perf_counter() - started
     started = time.perf_counter()

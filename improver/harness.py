@@ -23,6 +23,7 @@ A run comes out as one of three outcomes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import signal
@@ -414,6 +415,12 @@ async def _stop(proc: asyncio.subprocess.Process, clean: bool) -> None:
         except ProcessLookupError:
             pass
         await proc.wait()
+    # The pipes close only once read to their end: a flood left stdout paused, and an
+    # unclosed pipe keeps the transport (and its file descriptors) alive.
+    assert proc.stdin and proc.stdout
+    proc.stdin.close()
+    with contextlib.suppress(TimeoutError, OSError):
+        await asyncio.wait_for(proc.stdout.read(), EXIT_GRACE)
 
 
 def _quote(line: bytes) -> str:

@@ -12,7 +12,7 @@ from ledger.log import Ledger, open_store, origin_of
 from ledger.merkle import ProofError
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.rules import GENESIS, MINT, TRANSFER, Rule, RuleSet, State, register_funds
-from ledger.store import Head, Recorder, Row, Transaction
+from ledger.store import Head, Recorder, Row, Snapshot, Transaction
 
 __all__ = [
     "GENESIS",
@@ -35,6 +35,7 @@ __all__ = [
     "Rule",
     "RuleSet",
     "RuleViolation",
+    "Snapshot",
     "State",
     "Transaction",
     "VerifyReport",

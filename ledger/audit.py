@@ -3,7 +3,9 @@
 Every entry's bytes are rehashed, reparsed in canonical form and their signature
 checked (in worker processes when asked), the rules are replayed in Pulse order, the
 tree is rebuilt and held against the head, the log's own checkpoints and any checkpoint
-the auditor brings. The report names the first bad Pulse and why.
+the auditor brings, and the store's snapshot is held against the fold at its size
+(appends start from it; a snapshot that disagrees means the store is corrupt). The
+report names the first bad Pulse and why.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import Any
 
 from ledger import checkpoint as notes
 from ledger import merkle
+from ledger import snapshot as snapshots
 from ledger.entry import Entry, leaf_hash
 from ledger.errors import LedgerError
 from ledger.rules import RuleSet, State
-from ledger.store import CHAIN_START, Head, Recorder, Row, chain, pages
+from ledger.store import CHAIN_START, Head, Recorder, Row, Snapshot, chain, pages
 
 CHUNK = 1000
 PROGRESS_EVERY = 10_000
@@ -43,13 +46,15 @@ class Problem:
 @dataclass
 class VerifyReport:
     """What an audit found: `size` entries checked good (all of them when `ok`), the
-    root they hash to, and the sizes of the checkpoints the log was shown to extend."""
+    root they hash to, the sizes of the checkpoints the log was shown to extend, and the
+    size of the store's snapshot when it was found to agree with the replay."""
 
     size: int = 0
     root: bytes = merkle.EMPTY_ROOT
     signatures: int = 0
     checkpoints: list[int] = field(default_factory=list)
     problem: Problem | None = None
+    snapshot: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,6 +67,7 @@ class VerifyReport:
             "root": self.root.hex(),
             "signatures": self.signatures,
             "checkpoints": self.checkpoints,
+            "snapshot": self.snapshot,
             "first_bad_pulse": self.problem.pulse if self.problem else None,
             "problem": self.problem.reason if self.problem else None,
         }
@@ -76,11 +82,12 @@ def audit(
     progress: Callable[[int], None] | None = None,
 ) -> VerifyReport:
     """Recomputes everything about the log in `store`; see the module docstring."""
-    # Checkpoints first, then the head: on a live log, each then covers no more than the
-    # head, and rows appended after it are left for the next audit.
+    # Checkpoints and the snapshot first, then the head: on a live log, each then covers
+    # no more than the head, and rows appended after it are left for the next audit.
     signed = store.checkpoints()
+    snapshot = store.snapshot()
     head = store.head()
-    replay = _Replay(rules)
+    replay = _Replay(rules, snapshot)
     with _Checker(jobs) as check:
         for row, checked in check(_upto(pages(store), head.size)):
             if not replay.step(row, checked):
@@ -90,7 +97,7 @@ def audit(
     size = replay.state.size
     report = VerifyReport(size, replay.frontier.root(), size)
     notes_to_check = [*signed, checkpoint] if checkpoint else signed
-    report.problem = replay.problem or _tree(replay, head, notes_to_check, report)
+    report.problem = replay.problem or _tree(replay, head, notes_to_check, report) or _snapshot(replay, report)
     return report
 
 
@@ -104,7 +111,7 @@ def _upto(rows: Iterable[Row], size: int) -> Iterator[Row]:
 class _Replay:
     """Folds checked entries in Pulse order, keeping what the tree checks need."""
 
-    def __init__(self, rules: RuleSet) -> None:
+    def __init__(self, rules: RuleSet, snapshot: Snapshot | None) -> None:
         self.rules = rules
         self.state = State()
         self.frontier = merkle.Frontier()
@@ -112,6 +119,12 @@ class _Replay:
         self.leaves: list[bytes] = []
         self.public_key: bytes | None = None
         self.problem: Problem | None = None
+        # An intact snapshot of another rule set is left alone: no ledger with these rules uses it.
+        foreign = snapshot is not None and snapshot.rules != rules.fingerprint and snapshots.intact(snapshot)
+        self.snapshot = None if foreign else snapshot
+        # How the snapshot differs from the fold at its size; None until the replay gets there.
+        self.snapshot_differs: str | None = None
+        self.snapshot_compared = False
 
     def step(self, row: Row, checked: Entry | str) -> bool:
         expected = self.state.size + 1
@@ -137,6 +150,9 @@ class _Replay:
             self.public_key = checked.public_key
         self.frontier.append(row.leaf)
         self.leaves.append(row.leaf)
+        if self.snapshot is not None and row.pulse == self.snapshot.size:
+            self.snapshot_differs = snapshots.disagreement(self.snapshot, self.state, self.frontier, self.chain)
+            self.snapshot_compared = True
         return True
 
     def _fail(self, pulse: int, reason: str) -> bool:
@@ -155,6 +171,24 @@ def _tree(replay: _Replay, head: Head, checkpoints: list[str], report: VerifyRep
         if problem:
             return problem
         report.checkpoints.append(notes.parse(note).size)
+    return None
+
+
+def _snapshot(replay: _Replay, report: VerifyReport) -> Problem | None:
+    """Whether the store's snapshot is the fold of the log at its size."""
+    stored = replay.snapshot
+    if stored is None:
+        return None
+    if not replay.snapshot_compared:
+        held = f"the log holds {replay.state.size}"
+        return Problem(None, f"the store's snapshot describes {stored.size} entries and {held}: the store is corrupt")
+    if replay.snapshot_differs:
+        return Problem(
+            None,
+            f"the store's snapshot of the first {stored.size} entries disagrees with the replay: "
+            f"{replay.snapshot_differs}; the store is corrupt",
+        )
+    report.snapshot = stored.size
     return None
 
 

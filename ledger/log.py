@@ -6,10 +6,16 @@ up to the locked head, and records them with their leaf hashes and running diges
 moving the head to the new size and root, or records nothing. The first append to an empty log is preceded by its genesis entry,
 signed by the log's own key, which names the log and the key that mints and signs
 checkpoints, so a copy of the log carries its own authority.
+
+A Ledger object keeps the fold of the log in memory between appends; a new one starts
+from the snapshot the store keeps (see ledger.snapshot) and folds only the entries
+after it. Appends rewrite the snapshot in their transaction once the entries since it
+would take about as long to replay as a new snapshot takes to write.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -17,6 +23,7 @@ from typing import Any
 
 from ledger import checkpoint as notes
 from ledger import merkle
+from ledger import snapshot as snapshots
 from ledger.audit import VerifyReport, audit
 from ledger.entry import Entry, EntryError
 from ledger.errors import LedgerError, RuleViolation
@@ -27,10 +34,18 @@ from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.rules import GENESIS, RuleSet, State
 from ledger.sqlite import PREFIX as SQLITE_PREFIX
 from ledger.sqlite import SqliteRecorder
-from ledger.store import CHAIN_START, Head, Recorder, Row, Transaction, chain, pages
+from ledger.store import CHAIN_START, Head, Recorder, Row, Snapshot, Transaction, chain, pages
 
 _CLAIM = re.compile(r"[0-9a-f]{4,64}")
 VERIFY_HINT = "run `agentd ledger verify` to find the first bad Pulse"
+# Folding one entry costs about what taking and writing this many bytes of snapshot does
+# (bench/ledger.py measured 1,200 to 1,800 on SQLite, the fewer on larger snapshots). A
+# snapshot is rewritten once the entries since it number its length over this, so the
+# writes cost appends about one more fold per entry, and a new process replays at most
+# what one write costs.
+SNAPSHOT_BYTES_PER_ENTRY = 1024
+
+log = logging.getLogger("ledger")
 
 
 def open_store(url: str) -> Recorder:
@@ -56,7 +71,12 @@ class Ledger:
         self._store = store
         self._rules = rules
         self._key = key
-        self._tip = _Tip(State(), merkle.Frontier(), CHAIN_START)
+        # The fold of the log as this object last saw it: None until it is first needed,
+        # and again after an append fails, since rules may have changed it before refusing.
+        self._tip: _Tip | None = None
+        # Entries this object folded from the store rather than appended itself: what a
+        # caller can see of how much a new object had to replay.
+        self.replayed = 0
         if check:
             self.check()
 
@@ -121,10 +141,18 @@ class Ledger:
 
     def state(self) -> State:
         """The fold of every entry recorded so far (a copy: changing it changes nothing)."""
-        tip = self._tip.copy()
-        self._advance(tip, pages(self._store, tip.frontier.size + 1))
+        tip, self._tip = self._tip, None
+        if tip is None:
+            tip, _ = self._resume(self._store.snapshot(), lambda start: pages(self._store, start), None)
+        else:
+            self._advance(tip, pages(self._store, tip.frontier.size + 1))
         self._tip = tip
         return tip.state.copy()
+
+    @property
+    def snapshot_size(self) -> int:
+        """The number of entries the store's snapshot folds (0 when it holds none)."""
+        return self._store.snapshot_extent()[0]
 
     # Appending
 
@@ -173,18 +201,61 @@ class Ledger:
                 raise LedgerError("the batch holds the same entry twice: an entry is recorded once")
             rows = self._apply(tip, batch, given=len(entries))
             txn.add(rows, Head(tip.frontier.size, tip.frontier.root()))
+            size, length = txn.snapshot_extent()
+            if tip.frontier.size - size >= max(1, length // SNAPSHOT_BYTES_PER_ENTRY):
+                txn.save_snapshot(self._snapshot(tip))
         self._tip = tip
         return entries
 
     def _catch_up(self, txn: Transaction) -> _Tip:
-        """A copy of the cached tip, advanced to the locked head."""
-        tip = self._tip.copy()
+        """The fold of the log up to the locked head. The caller owns it, and gives it back
+        to this object only when its own work succeeds."""
+        tip, self._tip = self._tip, None
+        if tip is None:
+            tip, ignored = self._resume(txn.snapshot(), txn.rows, txn.head)
+            if ignored:
+                txn.save_snapshot(self._snapshot(tip))
+            return tip
         if txn.head.size < tip.frontier.size:
             raise LedgerError(f"the ledger shrank from {tip.frontier.size} to {txn.head.size} entries; {VERIFY_HINT}")
         self._advance(tip, txn.rows(tip.frontier.size + 1))
-        if tip.frontier.root() != txn.head.root:
-            raise LedgerError(f"the ledger's entries do not hash to its head; {VERIFY_HINT}")
+        self._at_head(tip, txn.head)
         return tip
+
+    def _resume(self, snapshot: Snapshot | None, rows: Callable[[int], Iterable[Row]], head: Head | None) -> tuple[_Tip, bool]:
+        """The fold from the stored snapshot and the `rows` after it, or, when that does
+        not hold, from Pulse 1; and whether a snapshot was ignored. Held to `head` if given."""
+        if snapshot is not None:
+            try:
+                return self._from_snapshot(snapshot, rows, head), False
+            except LedgerError as exc:
+                log.warning(
+                    "the ledger at %s does not use its stored snapshot (of %d entries): %s; replaying the whole log",
+                    self.url, snapshot.size, exc,
+                )  # fmt: skip
+        tip = _Tip(State(), merkle.Frontier(), CHAIN_START)
+        self._advance(tip, rows(1))
+        if head is not None:
+            self._at_head(tip, head)
+        return tip, snapshot is not None
+
+    def _from_snapshot(self, snapshot: Snapshot, rows: Callable[[int], Iterable[Row]], head: Head | None) -> _Tip:
+        """The snapshot's fold advanced by the rows after it."""
+        state, frontier = snapshots.restore(snapshot, self._rules.fingerprint)
+        if head is not None and snapshot.size > head.size:
+            raise LedgerError(f"it describes more entries than the head records ({head.size})")
+        following = iter(rows(snapshot.size))
+        last = next(following, None)
+        if last is None or last.pulse != snapshot.size or last.chain != snapshot.chain:
+            raise LedgerError(f"Pulse {snapshot.size} on the log is not the entry it was folded up to")
+        tip = _Tip(state, frontier, snapshot.chain)
+        self._advance(tip, following)
+        if head is not None:
+            self._at_head(tip, head)
+        return tip
+
+    def _snapshot(self, tip: _Tip) -> Snapshot:
+        return snapshots.take(tip.state, tip.frontier, tip.chain, self._rules.fingerprint)
 
     def _advance(self, tip: _Tip, rows: Iterable[Row]) -> None:
         """Folds rows recorded by others into `tip`, trusting their signatures (checked when
@@ -198,6 +269,12 @@ class Ledger:
                 raise LedgerError(f"Pulse {row.pulse} on the ledger breaks a rule ({exc}); {VERIFY_HINT}") from None
             tip.frontier.append(row.leaf)
             tip.chain = row.chain
+            self.replayed += 1
+
+    @staticmethod
+    def _at_head(tip: _Tip, head: Head) -> None:
+        if tip.frontier.root() != head.root:
+            raise LedgerError(f"the ledger's entries do not hash to its head; {VERIFY_HINT}")
 
     def _genesis(self) -> Entry:
         if self._key is None:
@@ -249,6 +326,8 @@ class Ledger:
         already signed at this size). Refuses to sign one that does not extend the last."""
         with self._store.transaction() as txn:
             tip = self._catch_up(txn)
+            # Signing reads the fold without changing it, so this object keeps it whatever follows.
+            self._tip = tip
             state, size, root = tip.state, tip.frontier.size, tip.frontier.root()
             if size == 0:
                 raise LedgerError("the log is empty: there is nothing to checkpoint yet")
@@ -262,7 +341,6 @@ class Ledger:
                 raise LedgerError(f"only the log's key ({state.authority}) signs its checkpoints, and this home holds another")
             note = notes.sign(notes.Checkpoint(state.origin, size, root), self._key, state.origin)
             txn.save_checkpoint(size, note)
-        self._tip = tip
         return note
 
     def verify(
@@ -307,9 +385,6 @@ class _Tip:
     state: State
     frontier: merkle.Frontier
     chain: bytes
-
-    def copy(self) -> _Tip:
-        return _Tip(self.state.copy(), self.frontier.copy(), self.chain)
 
 
 def _entry(row: Row) -> Entry:

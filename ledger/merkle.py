@@ -28,9 +28,12 @@ def root(leaves: Sequence[bytes]) -> bytes:
     """The tree head of these leaves (pairing level by level gives RFC 9162's shape)."""
     if not leaves:
         return EMPTY_ROOT
+    sha256 = hashlib.sha256
     level = list(leaves)
     while len(level) > 1:
-        paired = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        pairs = iter(level)
+        # node_hash inlined: the start-up check hashes every node of the tree this way.
+        paired = [sha256(b"\x01" + left + right).digest() for left, right in zip(pairs, pairs)]
         if len(level) % 2:
             paired.append(level[-1])
         level = paired
@@ -49,9 +52,6 @@ class Frontier:
     def __init__(self, size: int = 0, nodes: list[bytes] | None = None) -> None:
         self.size = size
         self.nodes = nodes or []
-
-    def copy(self) -> Frontier:
-        return Frontier(self.size, list(self.nodes))
 
     def append(self, leaf: bytes) -> None:
         nodes = self.nodes

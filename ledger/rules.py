@@ -10,7 +10,9 @@ log's key, and offers the funds rules to whoever composes a rule set.
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +31,11 @@ Rule = Callable[["State", Entry], None]
 
 @dataclass
 class State:
-    """What the log's entries add up to, as of `size` entries."""
+    """What the log's entries add up to, as of `size` entries.
+
+    Rules keep only JSON data in their namespaces (dicts with string keys, lists,
+    strings, integers, floats, booleans, None; no tuples or sets), because the fold is
+    stored as JSON in the ledger's snapshot and read back from it."""
 
     size: int = 0
     origin: str | None = None
@@ -53,15 +59,33 @@ class RuleSet:
 
     def __init__(self) -> None:
         self._rules: dict[str, Rule] = {GENESIS: _genesis}
+        self._fingerprint: bytes | None = None
 
     def register(self, kind: str, rule: Rule) -> None:
         if kind in self._rules:
             raise LedgerError(f"kind {kind} already has a rule")
         self._rules[kind] = rule
+        self._fingerprint = None
 
     @property
     def kinds(self) -> frozenset[str]:
         return frozenset(self._rules)
+
+    @property
+    def fingerprint(self) -> bytes:
+        """A digest of the kinds and of each rule's name and bytecode. A snapshot folded
+        under another fingerprint (other kinds, another version of a rule) is not used.
+        Helpers a rule calls are not covered: a change there that alters what the rule
+        keeps in the state needs a new kind version."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256()
+            for kind in sorted(self._rules):
+                rule = self._rules[kind]
+                name = f"{getattr(rule, '__module__', '')}.{getattr(rule, '__qualname__', type(rule).__qualname__)}"
+                code = getattr(rule, "__code__", None)
+                digest.update(f"{kind}\0{name}\0".encode() + (_code_bytes(code) if code else b"") + b"\0")
+            self._fingerprint = digest.digest()
+        return self._fingerprint
 
     def apply(self, state: State, entry: Entry) -> None:
         """Folds `entry` into `state`, or raises RuleViolation. A rule may have changed
@@ -73,6 +97,22 @@ class RuleSet:
             raise RuleViolation(f"a log starts with its {GENESIS} entry")
         rule(state, entry)
         state.size += 1
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    """A code object's bytecode, names and constants, the same in every process (set
+    constants are sorted: their order follows string hashing, which varies by process)."""
+    parts = [code.co_code, "\0".join(code.co_names).encode()]
+    parts += [_code_bytes(c) if isinstance(c, types.CodeType) else _constant(c) for c in code.co_consts]
+    return hashlib.sha256(b"\0".join(parts)).digest()
+
+
+def _constant(value: object) -> bytes:
+    if isinstance(value, tuple):
+        return b"(" + b",".join(map(_constant, value)) + b")"
+    if isinstance(value, frozenset):
+        return b"{" + b",".join(sorted(map(_constant, value))) + b"}"
+    return repr(value).encode()
 
 
 def register_funds(rules: RuleSet) -> None:

@@ -13,10 +13,11 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.store import PAGE, Head, Row
+from ledger.store import PAGE, Head, Row, Snapshot
 
 COLUMNS = "pulse, raw, leaf, chain, kind, author"
 INSERT_COLUMNS = f"{COLUMNS}, claim"
+SNAPSHOT_COLUMNS = "size, root, chain, frontier, rules, state, digest"
 _CHUNK = 500
 
 
@@ -30,7 +31,8 @@ def claim_key(leaf: bytes) -> int:
 
 
 class SqlRecorder(ABC):
-    """A ledger store in three tables: ledger_entries, ledger_head, ledger_checkpoints."""
+    """A ledger store in four tables: ledger_entries, ledger_head, ledger_checkpoints and
+    ledger_snapshot (one row at most)."""
 
     param = "?"
     integrity_error: type[Exception] = Exception
@@ -71,6 +73,17 @@ class SqlRecorder(ABC):
 
     def checkpoints(self) -> list[str]:
         return [r[0] for r in self._fetch("SELECT note FROM ledger_checkpoints ORDER BY size")]
+
+    def snapshot(self) -> Snapshot | None:
+        found = self._fetch(f"SELECT {SNAPSHOT_COLUMNS} FROM ledger_snapshot WHERE id = 1")
+        if not found:
+            return None
+        size, *blobs = found[0]
+        return Snapshot(size, *map(bytes, blobs))
+
+    def snapshot_extent(self) -> tuple[int, int]:
+        found = self._fetch("SELECT size, length(state) FROM ledger_snapshot WHERE id = 1")
+        return (found[0][0], found[0][1]) if found else (0, 0)
 
     @contextmanager
     def transaction(self) -> Iterator[SqlTransaction]:
@@ -153,6 +166,19 @@ class SqlTransaction:
 
     def save_checkpoint(self, size: int, note: str) -> None:
         self._r._execute("INSERT INTO ledger_checkpoints (size, note) VALUES (?, ?)", [size, note])
+
+    def snapshot(self) -> Snapshot | None:
+        return self._r.snapshot()
+
+    def snapshot_extent(self) -> tuple[int, int]:
+        return self._r.snapshot_extent()
+
+    def save_snapshot(self, snapshot: Snapshot) -> None:
+        self._r._execute("DELETE FROM ledger_snapshot")
+        self._r._execute(
+            f"INSERT INTO ledger_snapshot (id, {SNAPSHOT_COLUMNS}) VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
+            [snapshot.size, snapshot.root, snapshot.chain, snapshot.frontier, snapshot.rules, snapshot.state, snapshot.digest],
+        )
 
 
 def _head(found: list[Any]) -> Head:

@@ -3,7 +3,9 @@
 A store keeps, per Pulse, the entry's exact bytes, its leaf hash (so proofs never
 rehash entries), a running digest of every leaf up to it (so an audit can say where a
 reordering starts), and its kind and author (to filter without parsing). A head row
-records the size and Merkle root the last append left; appends hold a lock on it.
+records the size and Merkle root the last append left; appends hold a lock on it. A
+snapshot row keeps the fold of the log at some size (see ledger.snapshot), written by
+an append in its own transaction, so a new process need not replay the whole log.
 """
 
 from __future__ import annotations
@@ -38,6 +40,19 @@ class Head:
     root: bytes
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The fold of the first `size` entries as stored; ledger.snapshot makes and reads it."""
+
+    size: int
+    root: bytes  # the Merkle root of those entries
+    chain: bytes  # the running digest of Pulse `size`
+    frontier: bytes  # the tree's right edge: its nodes, 32 bytes each, largest subtree first
+    rules: bytes  # the fingerprint of the rule set that folded it
+    state: bytes  # the State as JSON
+    digest: bytes  # SHA-256 over the fields above
+
+
 class Transaction(Protocol):
     """An append in progress, holding the log's write lock; it commits on clean exit."""
 
@@ -56,6 +71,16 @@ class Transaction(Protocol):
     def latest_checkpoint(self) -> str | None: ...
 
     def save_checkpoint(self, size: int, note: str) -> None: ...
+
+    def snapshot(self) -> Snapshot | None:
+        """The stored snapshot, if there is one."""
+
+    def snapshot_extent(self) -> tuple[int, int]:
+        """The size the stored snapshot describes and the length of its state in bytes,
+        without reading it; (0, 0) when there is none."""
+
+    def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Replaces the stored snapshot."""
 
 
 class Recorder(Protocol):
@@ -80,6 +105,13 @@ class Recorder(Protocol):
 
     def checkpoints(self) -> list[str]:
         """Every checkpoint the log signed, oldest first."""
+
+    def snapshot(self) -> Snapshot | None:
+        """The stored snapshot, if there is one."""
+
+    def snapshot_extent(self) -> tuple[int, int]:
+        """The size the stored snapshot describes and the length of its state in bytes,
+        without reading it; (0, 0) when there is none."""
 
     def transaction(self) -> AbstractContextManager[Transaction]: ...
 

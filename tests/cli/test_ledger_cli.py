@@ -104,6 +104,7 @@ def test_verify_with_a_saved_checkpoint_catches_truncation(agentd, home, tmp_pat
         db.execute("DELETE FROM ledger_entries WHERE pulse > 3")
         db.execute("UPDATE ledger_head SET size = 3, root = ?", [merkle.root(leaves)])
         db.execute("DELETE FROM ledger_checkpoints")
+        db.execute("DELETE FROM ledger_snapshot")
     db.close()
     assert agentd("ledger", "verify").code == 0
     r = agentd("ledger", "verify", "--checkpoint", saved)

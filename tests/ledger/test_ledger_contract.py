@@ -1,12 +1,14 @@
 """The contract every ledger store keeps, run against SQLite and PostgreSQL alike:
 appends and reads, refusals that write nothing, proofs and checkpoints, audits that name
-the first bad Pulse after the store is tampered with, and real processes appending at
+the first bad Pulse after the store is tampered with, the snapshot new Ledger objects
+start from (and do not trust when it does not hold), and real processes appending at
 once or killed mid-append."""
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -19,12 +21,15 @@ import rfc8785
 from ledgerkit import fetch, funds_rules, tamper, temporary_store
 
 from ledger import GENESIS, MINT, TRANSFER, Entry, EntryError, Ledger, LedgerError, RuleViolation, State, Wallet, merkle
+from ledger import snapshot as snapshots
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import leaf_hash
 from ledger.export import export_line, read_lines
-from ledger.store import CHAIN_START, chain
+from ledger.log import SNAPSHOT_BYTES_PER_ENTRY, open_store
+from ledger.store import CHAIN_START, Snapshot, chain
 
 APPENDER = Path(__file__).parent / "appender.py"
+SPENDER = Path(__file__).parent / "spender.py"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -265,6 +270,7 @@ def test_verify_passes_on_an_honest_log(ledger: Ledger, log_key: Wallet) -> None
         report = ledger.verify(jobs=jobs, checkpoint=note)
         assert report.ok, report.problem
         assert (report.size, report.signatures, report.root, report.checkpoints) == (33, 33, ledger.root(), [32, 32])
+        assert report.snapshot == 33
 
 
 def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_key: Wallet) -> None:
@@ -359,6 +365,8 @@ def test_truncation_below_a_saved_checkpoint_is_caught_by_consistency(store_url:
     tamper(store_url, "DELETE FROM ledger_entries WHERE pulse > 7")
     tamper(store_url, "UPDATE ledger_head SET size = 7, root = ?", [root7])
     tamper(store_url, "DELETE FROM ledger_checkpoints")
+    assert _problem(store_url) == (None, "the store's snapshot describes 13 entries and the log holds 7: the store is corrupt")
+    tamper(store_url, "DELETE FROM ledger_snapshot")
     with Ledger.open(store_url, funds_rules(), None) as forged:
         assert forged.verify().ok  # nothing inside the store betrays it...
     pulse, reason = _problem(store_url, checkpoint=saved)  # ...but the auditor's checkpoint does
@@ -390,6 +398,228 @@ def test_a_checkpoint_from_another_log_is_refused(store_url: str, ledger: Ledger
         foreign = other.checkpoint()
     pulse, reason = _problem(store_url, checkpoint=foreign)
     assert pulse is None and "checkpoint refused" in reason
+
+
+# The snapshot: new Ledger objects start from it, and replay the whole log when it does not hold.
+
+
+def _stored_snapshot(url: str) -> Snapshot:
+    store = open_store(url)
+    try:
+        stored = store.snapshot()
+    finally:
+        store.close()
+    assert stored is not None
+    return stored
+
+
+def _put_snapshot(url: str, snapshot: Snapshot) -> None:
+    tamper(url, "DELETE FROM ledger_snapshot")
+    tamper(
+        url,
+        "INSERT INTO ledger_snapshot (id, size, root, chain, frontier, rules, state, digest) VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
+        [snapshot.size, snapshot.root, snapshot.chain, snapshot.frontier, snapshot.rules, snapshot.state, snapshot.digest],
+    )
+
+
+def _with_balance(url: str, wallet: Wallet, cents: int) -> Snapshot:
+    """The stored snapshot with `wallet` holding `cents`, digest and all made again: a
+    forger's snapshot."""
+    stored = _stored_snapshot(url)
+    state, frontier = snapshots.restore(stored, funds_rules().fingerprint)
+    state.balances[wallet.id] = cents
+    return snapshots.take(state, frontier, stored.chain, stored.rules)
+
+
+def _spend(url: str, wallet: Wallet, to: str, cents: int) -> dict:
+    """One transfer made by a process of its own, as a CLI command makes it."""
+    args = [sys.executable, str(SPENDER), url, wallet.seed.hex(), to, str(cents)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return {**json.loads(done.stdout), "stderr": done.stderr}
+
+
+def test_a_new_ledger_object_appends_from_the_snapshot(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _honest_log(ledger, log_key, transfers=30)
+    assert ledger.snapshot_size == ledger.size == 32
+    with Ledger.open(store_url, funds_rules(), log_key) as second:
+        second.append(alice, TRANSFER, {"to": "0" * 32, "cents": 5})
+        assert second.replayed == 0
+        assert second.state().balance(alice.id) == 10_000 - 35
+    # The first object folds only the entry the second one appended.
+    ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    assert ledger.replayed == 1 and ledger.snapshot_size == 34
+
+
+def test_a_fresh_process_appends_from_the_snapshot_and_keeps_the_rules(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key, 100)
+    ledger.append_many([(log_key, MINT, {"to": Wallet.generate().id, "cents": 1, "memo": str(i)}) for i in range(40)])
+    bob = Wallet.generate()
+    assert _spend(store_url, alice, bob.id, 60) == {"pulse": 43, "replayed": 0, "stderr": ""}
+    # Another process, after the first one's transfer: 40 cents are left, whatever it was told before.
+    refused = _spend(store_url, alice, bob.id, 50)
+    assert refused["replayed"] == 0 and "overdraft" in refused["refused"] and "holds 40 cents" in refused["refused"]
+    assert _spend(store_url, alice, bob.id, 40)["pulse"] == 44
+    assert ledger.state().balances[alice.id] == 0 and ledger.replayed == 2
+
+
+def test_a_large_state_is_snapshotted_every_so_many_entries(store_url: str, log_key: Wallet) -> None:
+    rules = funds_rules()
+
+    def note(state: State, entry: Entry) -> None:
+        state.ns("notes")[entry.claim_id] = entry.body["text"]
+
+    rules.register("test.note/v1", note)
+    writer = Wallet.generate()
+    with Ledger.open(store_url, rules, log_key) as first:
+        notes = 0
+        while first.size - first.snapshot_size < 2:  # a few notes of 1 kB and the snapshot lags
+            first.append(writer, "test.note/v1", {"text": f"{notes} " + "x" * 1000})
+            notes += 1
+            assert notes < 100
+        size, taken = first.size, first.snapshot_size
+    # Rewriting a snapshot this large after each entry would cost more than replaying a few.
+    assert size - taken < len(_stored_snapshot(store_url).state) // SNAPSHOT_BYTES_PER_ENTRY
+    with Ledger.open(store_url, rules, log_key) as second:
+        assert len(second.state().ns("notes")) == notes
+        assert second.replayed == size - taken
+        while second.snapshot_size == taken:
+            second.append(writer, "test.note/v1", {"text": f"more {second.size}"})
+        assert second.replayed == size - taken
+    with Ledger.open(store_url, rules, log_key) as third:
+        lag = third.size - third.snapshot_size
+        third.append(writer, "test.note/v1", {"text": "last"})
+        assert third.replayed == lag
+
+
+def test_a_snapshot_with_a_changed_state_is_not_trusted(store_url: str, ledger: Ledger, log_key: Wallet, caplog) -> None:
+    alice = _funded(ledger, log_key, 100)
+    bob = Wallet.generate()
+    ledger.append(alice, TRANSFER, {"to": bob.id, "cents": 60})
+    stored = _stored_snapshot(store_url)
+    lie = stored.state.replace(b'"%s":40' % alice.id.encode(), b'"%s":40000' % alice.id.encode())
+    assert lie != stored.state
+    tamper(store_url, "UPDATE ledger_snapshot SET state = ?", [lie])
+
+    with caplog.at_level(logging.WARNING, logger="ledger"), Ledger.open(store_url, funds_rules(), log_key) as fresh:
+        with pytest.raises(RuleViolation, match="holds 40 cents"):
+            fresh.append(alice, TRANSFER, {"to": bob.id, "cents": 500})
+        assert fresh.replayed == 3  # the whole log, not the snapshot's word
+    assert "does not use its stored snapshot (of 3 entries): its contents do not match its digest" in caplog.text
+    assert _problem(store_url) == (
+        None,
+        "the store's snapshot of the first 3 entries disagrees with the replay: its contents do not match its digest "
+        "(appends ignore it and replay the whole log); the store is corrupt",
+    )
+    refused = _spend(store_url, alice, bob.id, 500)
+    assert refused["replayed"] == 3 and "holds 40 cents" in refused["refused"]
+    assert "does not use its stored snapshot" in refused["stderr"]
+    # The next append that commits writes a good snapshot again.
+    with Ledger.open(store_url, funds_rules(), log_key) as fresh:
+        fresh.append(alice, TRANSFER, {"to": bob.id, "cents": 40})
+    assert _spend(store_url, alice, bob.id, 1)["replayed"] == 0
+    with Ledger.open(store_url, funds_rules(), None, check=False) as auditor:
+        report = auditor.verify()
+    assert report.ok and report.snapshot == 4
+
+
+def test_a_snapshot_of_another_log_is_not_trusted(store_url: str, ledger: Ledger, log_key: Wallet, tmp_path, caplog) -> None:
+    alice = _honest_log(ledger, log_key, transfers=3)
+    other_key = Wallet.generate()
+    with Ledger.open(f"sqlite:///{tmp_path / 'other.db'}", funds_rules(), other_key) as other:
+        _honest_log(other, other_key, transfers=3)
+    _put_snapshot(store_url, _stored_snapshot(f"sqlite:///{tmp_path / 'other.db'}"))
+    with caplog.at_level(logging.WARNING, logger="ledger"), Ledger.open(store_url, funds_rules(), log_key) as fresh:
+        assert fresh.state().balances == ledger.state().balances
+        assert fresh.replayed == 5
+        fresh.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "a"})
+    assert "Pulse 5 on the log is not the entry it was folded up to" in caplog.text
+    tamper(store_url, "UPDATE ledger_snapshot SET size = 9")
+    with caplog.at_level(logging.WARNING, logger="ledger"), Ledger.open(store_url, funds_rules(), log_key) as fresh:
+        fresh.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "b"})
+        assert fresh.replayed == 6
+    assert "does not use its stored snapshot (of 9 entries): its contents do not match its digest" in caplog.text
+
+
+def test_verify_names_a_forged_snapshot(store_url: str, ledger: Ledger, log_key: Wallet, tmp_path) -> None:
+    alice = _honest_log(ledger, log_key, transfers=3)
+    _put_snapshot(store_url, _with_balance(store_url, alice, 10**6))
+    assert _problem(store_url) == (
+        None,
+        "the store's snapshot of the first 5 entries disagrees with the replay: its balances field differs from the replay's; "
+        "the store is corrupt",
+    )
+    other_key = Wallet.generate()
+    with Ledger.open(f"sqlite:///{tmp_path / 'other.db'}", funds_rules(), other_key) as other:
+        _honest_log(other, other_key, transfers=3)
+    _put_snapshot(store_url, _stored_snapshot(f"sqlite:///{tmp_path / 'other.db'}"))
+    pulse, reason = _problem(store_url)
+    assert pulse is None and "its tree or running digest is not the log's at that size" in reason
+    tamper(store_url, "DELETE FROM ledger_snapshot")
+    with Ledger.open(store_url, funds_rules(), None, check=False) as auditor:
+        report = auditor.verify()
+    assert report.ok and report.snapshot is None
+
+
+def test_an_older_snapshot_is_caught_up_from(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    older = _stored_snapshot(store_url)
+    ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(7)])
+    _put_snapshot(store_url, older)
+    with Ledger.open(store_url, funds_rules(), log_key) as fresh:
+        assert fresh.state().balance(alice.id) == 10_000 - 7
+        assert fresh.replayed == 7
+    with Ledger.open(store_url, funds_rules(), None, check=False) as auditor:
+        assert auditor.verify().snapshot == 2
+
+
+def test_a_snapshot_of_other_rules_is_not_used(store_url: str, ledger: Ledger, log_key: Wallet, caplog) -> None:
+    alice = _honest_log(ledger, log_key, transfers=3)
+    rules = funds_rules()
+    rules.register("test.note/v1", lambda state, entry: None)
+    with caplog.at_level(logging.WARNING, logger="ledger"), Ledger.open(store_url, rules, log_key) as other:
+        other.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+        assert other.replayed == 5
+    assert "folded by another rule set" in caplog.text
+    # verify leaves a snapshot of other rules alone: no ledger with its own rules would use it.
+    with Ledger.open(store_url, funds_rules(), None, check=False) as auditor:
+        report = auditor.verify()
+    assert report.ok and report.snapshot is None
+
+
+def test_a_ledger_from_before_snapshots_opens_and_gets_one(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _honest_log(ledger, log_key, transfers=3)
+    tamper(store_url, "DROP TABLE ledger_snapshot")
+    tamper(store_url, "DROP INDEX ledger_entries_leaf")
+    with Ledger.open(store_url, funds_rules(), log_key) as old:
+        assert old.snapshot_size == 0
+        assert old.state().balance(alice.id) == 10_000 - 3 and old.replayed == 5
+        old.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "old"})
+        assert old.snapshot_size == 6
+    with Ledger.open(store_url, funds_rules(), log_key) as new:
+        new.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "new"})
+        assert new.replayed == 0
+        assert new.verify().snapshot == 7
+
+
+def test_rules_may_keep_only_json_in_the_state(store_url: str, log_key: Wallet) -> None:
+    rules = funds_rules()
+    rules.register("test.tags/v1", lambda state, entry: state.ns("tags").setdefault("all", set()).add(entry.claim_id))
+    with Ledger.open(store_url, rules, log_key) as ledger:
+        with pytest.raises(LedgerError, match="a rule kept data that is not JSON in the ledger's state"):
+            ledger.append(Wallet.generate(), "test.tags/v1", {})
+        assert ledger.size == 0
+
+
+def test_a_refused_append_leaves_the_fold_as_it_was(ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key, 100)
+    bob = Wallet.generate()
+    batch = [(alice, TRANSFER, {"to": bob.id, "cents": 60, "memo": str(i)}) for i in range(2)]
+    with pytest.raises(RuleViolation, match="entry 2 of 2"):
+        ledger.append_many(batch)  # the first transfer was folded before the second was refused
+    assert ledger.state().balances == {alice.id: 100}
+    ledger.append(alice, TRANSFER, {"to": bob.id, "cents": 100})
+    assert ledger.state().balances == {alice.id: 0, bob.id: 100}
 
 
 # Real processes: appenders at once, and one killed mid-append.
