@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from filelock import FileLock, Timeout
 
 from agentd import killswitch
-from agentd.adoption import lineage_of, make_current
+from agentd.adoption import holding_loop_lock, lineage_of, make_current
 from agentd.episodes import AGENT, model_factory, variant_of
 from agentd.errors import AgentdError
 from agentd.harvesting import exported
@@ -68,10 +67,6 @@ class RunRequest:
     seed: int | None = None
 
 
-def loop_lock(home: Home, profile: str) -> FileLock:
-    return FileLock(str(home.routes_dir / f"{profile}-loop.lock"), timeout=0)
-
-
 def run_improvement(
     home: Home,
     profile_name: str,
@@ -85,17 +80,10 @@ def run_improvement(
     `progress` hears how far each trial is, at most once a second."""
     killswitch.refuse_if_on(home, "loop step")
     home.ensure()
-    lock = loop_lock(home, profile_name)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise AgentdError(f"another agentd improve run for {profile_name} holds {lock.lock_file}; wait for it to end") from None
-    try:
+    with holding_loop_lock(home, profile_name):
         loop = _loop(home, profile_name, request, on_event, proposer, progress)
         asyncio.run(_run(loop, request.rounds))
         return loop.stopped
-    finally:
-        lock.release()
 
 
 def _loop(
@@ -106,8 +94,8 @@ def _loop(
     proposer: Model | None,
     progress: Callable[[str], None] | None,
 ) -> Loop:
-    if request.rounds < 1 or request.runs < 1:
-        raise AgentdError("--rounds and --runs must be at least 1")
+    if min(request.rounds, request.runs, request.concurrency) < 1:
+        raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
     profile = load_profile(home, profile_name)
     seal = current_seal(home.routes_dir, profile_name)
     train = seal.train()

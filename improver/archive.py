@@ -35,7 +35,12 @@ class Archived:
     runs: int  # runs per task asked for
     label: str  # what the change was, or "the agent as it was"
     wrong: dict[str, list[str]] = field(default_factory=dict)  # per task failed: what went wrong
+    errored: int = 0  # runs left out of the tallies: provider or harness faults
     kept: bool = False
+
+    def counts(self) -> str:
+        """E.g. "12/24 runs passed" or "11/23 runs passed (1 errored, left out)"."""
+        return f"{self.passed}/{self.judged} runs passed" + (f" ({self.errored} errored, left out)" if self.errored else "")
 
     @property
     def passed(self) -> int:
@@ -54,6 +59,7 @@ class Archived:
             "runs": self.runs,
             "label": self.label,
             "wrong": self.wrong,
+            "errored": self.errored,
             "kept": self.kept,
         }
 
@@ -67,6 +73,7 @@ class Archived:
             runs=int(data["runs"]),
             label=str(data["label"]),
             wrong={str(k): [str(w) for w in v] for k, v in data.get("wrong", {}).items()},
+            errored=int(data.get("errored", 0)),
             kept=bool(data.get("kept", False)),
         )
 
@@ -114,8 +121,9 @@ class Archive:
         runs: int,
         label: str,
         wrong: dict[str, list[str]],
+        errored: int = 0,
     ) -> Archived:
-        archived = Archived(len(self.variants), variant, parent, tallies, runs, label, wrong)
+        archived = Archived(len(self.variants), variant, parent, tallies, runs, label, wrong, errored)
         self.variants.append(archived)
         self.tried.add(variant.id)
         return archived

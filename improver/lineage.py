@@ -10,13 +10,12 @@ issued before it whose tasks here still hash to what it published.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from improver.errors import ImproverError
+from improver.files import append_line, read_lines
 from improver.seal import Seal
 from improver.stats import Comparison
 from ledger import Entry, Ledger, LedgerError
@@ -25,7 +24,7 @@ KIND = "agent.improvement/v1"
 # The fields of a kept line that its claim must hold, exactly.
 CLAIMED = (
     "profile", "step", "seal", "seal_claim", "follows", "change", "before", "after",
-    "choose", "sealed", "confirmation", "confirmations", "level", "test",
+    "choose", "sealed", "confirmation", "confirmations", "level", "test", "errored",
 )  # fmt: skip
 
 
@@ -40,35 +39,36 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
     }
 
 
+# What a kept line must hold, and of what type, for the listing and the check to read it.
+KEPT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "at": str, "step": str, "change": str, "choose": dict, "sealed": dict, "confirmation": int,
+    "confirmations": int, "seal": str, "after": dict, "claim": (str, type(None)), "pulse": (int, type(None)),
+    "seal_claim": (str, type(None)),
+}  # fmt: skip
+
+
 class Lineage:
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def append(self, line: dict[str, Any]) -> None:
         """One decision, flushed and synced, so a killed loop loses none it reported."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.path, line)
 
-    def lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        if not self.path.exists():
-            return
-        with self.path.open() as f:
-            for number, text in enumerate(f, 1):
-                if not text.strip():
-                    continue
-                try:
-                    line = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise ImproverError(f"{self.path}: line {number}: not JSON ({exc.msg})") from None
-                if not isinstance(line, dict) or "decision" not in line:
-                    raise ImproverError(f"{self.path}: line {number}: not a lineage line (no decision)")
-                yield number, line
+    def lines(self) -> list[tuple[int, dict[str, Any]]]:
+        found = read_lines(self.path)
+        for number, line in found:
+            if "decision" not in line:
+                raise ImproverError(f"{self.path}: line {number}: not a lineage line (no decision)")
+        return found
 
     def kept(self) -> list[tuple[int, dict[str, Any]]]:
-        return [(n, line) for n, line in self.lines() if line["decision"] == "kept"]
+        kept = [(n, line) for n, line in self.lines() if line["decision"] == "kept"]
+        for number, line in kept:
+            wrong = [f for f, kind in KEPT_FIELDS.items() if not isinstance(line.get(f), kind) or isinstance(line.get(f), bool)]
+            if wrong:
+                raise ImproverError(f"{self.path}: line {number}: a kept line without a proper {', '.join(wrong)}; it was damaged")
+        return kept
 
     def step(self, step: str) -> dict[str, Any]:
         """A kept step by its id or a unique prefix of it."""
@@ -107,6 +107,11 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
     """Holds every kept change to its claim, and every claim to its seal, on a ledger that
     verifies (signatures, rules, tree): a claim rewritten in the store is caught there."""
     report = Report()
+    try:
+        kept = lineage.kept()
+    except ImproverError as exc:
+        report.problems.append(str(exc))
+        return report
     audit = ledger.verify()
     if not audit.ok:
         assert audit.problem is not None
@@ -114,7 +119,7 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
         return report
     claimed: set[str] = set()
     used: dict[str, Entry] = {}
-    for number, line in lineage.kept():
+    for number, line in kept:
         where = f"{lineage.path}: line {number}: step {line.get('step')}"
         if not line.get("claim"):
             report.lines.append(f"step {line.get('step')}: kept without a wallet, so not on the ledger")

@@ -28,16 +28,17 @@ import numpy as np
 from improver import stats
 from improver.archive import Archive, Archived
 from improver.digests import digest
+from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
 from improver.harness import Candidate, ModelFactory
 from improver.lineage import KIND, Lineage, comparison_json
-from improver.proposer import Failed, Proposal, Tried, describe, messages_for, propose
+from improver.proposer import TOOL_NAME, Failed, Proposal, Tried, describe, messages_for, propose
 from improver.protocol import Limits, Model, ProviderError, Usage
 from improver.seal import Seal, SealSpent, is_canary
 from improver.settings import Settings
 from improver.stats import Comparison, Tally
 from improver.tasks import Task
-from improver.trials import TrialResult, run_trials
+from improver.trials import TaskTally, TrialResult, run_trials
 from improver.variant import Variant
 
 SCREEN_LEVEL = 0.05  # screening on the tasks to choose on: a 95% interval
@@ -91,7 +92,8 @@ class Loop:
         self.train = self.seal.train()
         self.sealed_text = SealedText.of(self.seal.real_tasks)
         self.used = Usage()
-        self.per_run = 0.0  # tokens a run has cost so far, to stop before a budget is passed
+        self.per_run = 0.0  # the most tokens a run has cost, to stop before a budget is passed
+        self.proposer_cost = 0  # the most tokens a proposer's answer has cost
         self.stopping = asyncio.Event()
         self.round = 0
         self.follows: str | None = self.lineage.last_claim()
@@ -121,31 +123,36 @@ class Loop:
             self._emit("recorded", f"recorded in {self.lineage.path}", lineage=str(self.lineage.path))
 
     async def _baseline(self) -> None:
+        """The agent as it is, on the tasks to choose on: from the archive when it holds a
+        judged run of every task at this many runs, else tried afresh."""
         base = self._archived(self.current)
-        if base is None or base.runs != self.runs:
+        if base is None or base.runs != self.runs or _thin(base.tallies, base.tallies, self.train.tasks):
             result = await self._trial(self.current, self.train.tasks, self.runs)
             if base is None:
-                base = self.archive.add(self.current, None, _tallies(result), self.runs, ROOT_LABEL, _wrong(result))
+                base = self.archive.add(
+                    self.current, None, _tallies(result), self.runs, ROOT_LABEL, _wrong(result), result.errored
+                )
             else:
-                base.tallies, base.wrong, base.runs = _tallies(result), _wrong(result), self.runs
+                base.tallies, base.wrong, base.runs, base.errored = _tallies(result), _wrong(result), self.runs, result.errored
             self.archive.save()
         self._emit(
             "baseline",
-            f"the agent as it is: {base.passed}/{base.judged} runs of the tasks to choose on passed",
+            f"the agent as it is: {base.counts().replace('runs passed', 'runs of the tasks to choose on passed')}",
             variant=self.current.id,
             passed=base.passed,
             judged=base.judged,
+            errored=base.errored,
         )
 
     def _archived(self, variant: Variant) -> Archived | None:
         return self.archive.find(variant)
 
     async def _round(self) -> None:
-        self._go()
+        self._go(expected=self.proposer_cost)
         parent = self.archive.pick(self.rng)
         self._emit(
             "round",
-            f"round {self.round}: building on variant {parent.number} ({parent.label}), {parent.passed}/{parent.judged} runs passed",
+            f"round {self.round}: building on variant {parent.number} ({parent.label}), {parent.counts()}",
             parent=parent.number,
         )
         messages = messages_for(self.settings, parent.variant, self.allowed_models, self._failed(parent), self._history())
@@ -155,9 +162,10 @@ class Loop:
             self._emit("proposer", f"round {self.round}: the proposer errored ({exc}); no change this round")
             return
         self.used = self.used + answer.usage
-        self._check_canary(answer.said)
+        self.proposer_cost = max(self.proposer_cost, answer.usage.total)
+        self._check_canary(answer.said)  # every call of the answer, before any is tried
         if not answer.proposals:
-            self._emit("proposer", f"round {self.round}: the proposer proposed no change (no {'propose_change'} call)")
+            self._emit("proposer", f"round {self.round}: the proposer proposed no change (no {TOOL_NAME} call)")
         for proposal in answer.proposals:
             await self._consider(proposal, parent)
 
@@ -174,7 +182,6 @@ class Loop:
     # -- one change ------------------------------------------------------------------
 
     async def _consider(self, proposal: Proposal, parent: Archived) -> None:
-        self._check_canary(proposal.text)
         if proposal.variant is None:
             self._decide("turned down", f"turned down: a proposal: {proposal.problem}", "a proposal", None, parent, reason=proposal.problem)
             return
@@ -190,7 +197,6 @@ class Loop:
         if why:
             self._decide("turned down", f"turned down: {label}: {why}", label, change, parent, reason=why)
             return
-        self.archive.tried.add(change.id)
         first = await self._trial(change, self.train.tasks, 1)
         worse = self._clearly_worse(_tallies(first), parent)
         if worse:
@@ -200,9 +206,9 @@ class Loop:
                 label, change, parent, choose=comparison_json(worse),
             )  # fmt: skip
             return
-        rest = await self._trial(change, self.train.tasks, self.runs - 1) if self.runs > 1 else None
-        result = _merge(first, rest)
-        archived = self.archive.add(change, parent.number, _tallies(result), self.runs, label, _wrong(result))
+        rest = [await self._trial(change, self.train.tasks, self.runs - 1)] if self.runs > 1 else []
+        result = _combine([first, *rest])
+        archived = self.archive.add(change, parent.number, _tallies(result), self.runs, label, _wrong(result), result.errored)
         await self._judge(change, label, parent, archived, result)
 
     def _clearly_worse(self, tallies: dict[str, Tally], parent: Archived) -> Comparison | None:
@@ -215,20 +221,32 @@ class Loop:
     async def _judge(self, change: Variant, label: str, parent: Archived, archived: Archived, result: TrialResult) -> None:
         current = self._archived(self.current)
         assert current is not None  # the baseline put it there
+        errored = archived.errored + current.errored
         thin = _thin(archived.tallies, current.tallies, self.train.tasks)
         if thin:
-            self._not_judged(label, change, parent, thin, result.errored)
+            self._not_judged(label, change, parent, thin, errored)
             return
         screen = stats.compare(self.seal.terms.test, archived.tallies, current.tallies, SCREEN_LEVEL)
         lost = stats.lost_tasks(current.tallies, archived.tallies)
         if not screen.better or lost:
             verdict = f"it loses {', '.join(lost)}, which the agent passes" if lost and screen.better else "not better beyond chance"
-            self._decide("tried", f"tried {label}: {screen.describe()}: {verdict}", label, change, parent,
-                         choose=comparison_json(screen), lost=lost)  # fmt: skip
+            self._decide("tried", f"tried {label}: {screen.describe()}{_left_out(errored)}: {verdict}", label, change, parent,
+                         choose=comparison_json(screen), lost=lost, errored=errored)  # fmt: skip
             return
-        await self._confirm(change, label, parent, screen, _rate(archived.tallies) - _rate(current.tallies))
+        await self._confirm(change, label, parent, screen, _rate(archived.tallies) - _rate(current.tallies), errored)
 
-    async def _confirm(self, change: Variant, label: str, parent: Archived, screen: Comparison, gain_choose: float) -> None:
+    def _seal_has_room(self) -> None:
+        """Before the sealed tasks are asked anything: a spent seal is noticed here, not after."""
+        state = self.seal.state()
+        if state.spent >= self.seal.terms.confirmations:
+            raise Stop(f"seal {self.seal.id} has spent its {self.seal.terms.confirmations} confirmations: seal fresh tasks")
+        if state.holdout is not None and state.holdout.spent:
+            raise Stop(f"seal {self.seal.id}'s reusable holdout may disagree no more: seal fresh tasks")
+
+    async def _confirm(
+        self, change: Variant, label: str, parent: Archived, screen: Comparison, gain_choose: float, errored_choose: int
+    ) -> None:
+        self._seal_has_room()
         sealed_tasks = self.seal.sealed.tasks
         self.seal.mark_asked()
         now = await self._sealed_trial_of_current()
@@ -236,12 +254,16 @@ class Loop:
         self._check_canaries_passed(mine)
         real = [t for t in sealed_tasks if not is_canary(t)]
         change_tallies, current_tallies = _tallies(mine, real), _tallies(now, real)
+        errored = {"choose": errored_choose, "sealed": mine.errored + now.errored}
         thin = _thin(change_tallies, current_tallies, real)
         if thin:
-            self._not_judged(label, change, parent, thin, mine.errored + now.errored)
+            self._not_judged(label, change, parent, thin, errored["sealed"])
             return
         if self.seal.terms.holdout is not None:
-            answer = self.seal.ask_holdout(gain_choose, _rate(change_tallies) - _rate(current_tallies))
+            try:
+                answer = self.seal.ask_holdout(gain_choose, _rate(change_tallies) - _rate(current_tallies))
+            except ImproverError as exc:  # its budget went to another process since we looked
+                raise Stop(str(exc)) from None
             if answer.turned_down:
                 threshold = self.seal.terms.holdout["threshold"]
                 self._decide(
@@ -262,15 +284,24 @@ class Loop:
             why = f"it loses sealed tasks {', '.join(lost)}" if lost and sealed.better else "not better on the sealed tasks"
             self._decide(
                 "not confirmed",
-                f"tried {label}: better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}; {counted} spent)",
+                f"tried {label}: better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}; "
+                f"{counted} spent){_left_out(errored['choose'] + errored['sealed'])}",
                 label, change, parent, choose=comparison_json(screen), sealed=comparison_json(sealed), lost=lost,
-                confirmation=confirmation.number, confirmations=confirmation.of,
+                confirmation=confirmation.number, confirmations=confirmation.of, errored=errored,
             )  # fmt: skip
             return
-        self._keep(change, label, parent, screen, sealed, confirmation.number, mine)
+        self._keep(change, label, parent, screen, sealed, confirmation.number, mine, errored)
 
     def _keep(
-        self, change: Variant, label: str, parent: Archived, screen: Comparison, sealed: Comparison, number: int, mine: TrialResult
+        self,
+        change: Variant,
+        label: str,
+        parent: Archived,
+        screen: Comparison,
+        sealed: Comparison,
+        number: int,
+        mine: TrialResult,
+        errored: dict[str, int],
     ) -> None:
         before = self.current
         step = digest({"variant": change.id, "seal": self.seal.id, "confirmation": number})[:16]
@@ -289,6 +320,7 @@ class Loop:
             "confirmations": self.seal.terms.confirmations,
             "level": sealed.level,
             "test": sealed.test,
+            "errored": errored,
         }
         claim, pulse = self.publish(KIND, body) if self.publish else (None, None)
         kept = self._archived(change)
@@ -299,7 +331,7 @@ class Loop:
         self._decide(
             "kept",
             f"kept {label}: {screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
-            f"(confirmation {number} of {self.seal.terms.confirmations}), as step {step}",
+            f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}, as step {step}",
             label, change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse,
         )  # fmt: skip
         if claim:
@@ -312,7 +344,7 @@ class Loop:
     def _not_judged(self, label: str, change: Variant, parent: Archived, thin: list[str], errored: int) -> None:
         self._decide(
             "not judged",
-            f"not judged {label}: {errored} runs errored (provider faults), leaving {', '.join(thin[:3])}"
+            f"not judged {label}: {errored} runs errored (provider or harness faults), leaving {', '.join(thin[:3])}"
             f"{' ...' if len(thin) > 3 else ''} without a judged run; no confirmation spent",
             label, change, parent, errored=errored, thin=thin,
         )  # fmt: skip
@@ -328,7 +360,20 @@ class Loop:
         return result
 
     async def _trial(self, variant: Variant, tasks: Sequence[Task], runs: int) -> TrialResult:
-        self._go(expected=self.per_run * len(tasks) * runs)
+        """Runs `tasks` `runs` times each. Under a token budget with nothing measured yet, one
+        run of one task goes first (it can cost at most a run's own token limit), so the
+        rest is known to fit before it starts."""
+        if self.max_tokens is None or self.per_run or len(tasks) * runs == 1:
+            return await self._run_trial(variant, tasks, runs, self.per_run * len(tasks) * runs)
+        parts = [await self._run_trial(variant, tasks[:1], 1, self.limits.max_tokens)]
+        if runs > 1:
+            parts.append(await self._trial(variant, tasks[:1], runs - 1))
+        if len(tasks) > 1:
+            parts.append(await self._trial(variant, tasks[1:], runs))
+        return _combine(parts)
+
+    async def _run_trial(self, variant: Variant, tasks: Sequence[Task], runs: int, expected: float) -> TrialResult:
+        self._go(expected=expected)
         trial = asyncio.ensure_future(
             run_trials(
                 variant, tasks, self.agent, self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
@@ -391,6 +436,8 @@ class Loop:
         self, decision: str, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /, **data: Any
     ) -> None:
         self.archive.history.append({"change": label, "went": went or _went(decision, data)})
+        if change is not None:
+            self.archive.tried.add(change.id)  # only now: a change interrupted mid-trial may be proposed again
         self.archive.save()
         line = {"decision": decision, "change": label, "variant": change.id if change else None, "parent": parent.variant.id, **data}
         self._record(line)
@@ -429,23 +476,29 @@ def _wrong(result: TrialResult) -> dict[str, list[str]]:
     return {n: t.failures for n, t in result.per_task.items() if t.failed}
 
 
-def _merge(first: TrialResult, rest: TrialResult | None) -> TrialResult:
-    if rest is None:
-        return first
-    per_task = dict(first.per_task)
-    for name, tally in rest.per_task.items():
-        mine = per_task[name]
-        mine.passed += tally.passed
-        mine.failed += tally.failed
-        mine.errored += tally.errored
-        mine.failures += [f for f in tally.failures if f not in mine.failures]
-        mine.errors += [e for e in tally.errors if e not in mine.errors]
-    return TrialResult(first.variant, first.runs + rest.runs, first.results + rest.results, per_task)
+def _combine(parts: list[TrialResult]) -> TrialResult:
+    """One result from trials of the same variant, on the same tasks or on some of them."""
+    per_task: dict[str, TaskTally] = {}
+    for part in parts:
+        for name, tally in part.per_task.items():
+            mine = per_task.setdefault(name, TaskTally())
+            mine.passed += tally.passed
+            mine.failed += tally.failed
+            mine.errored += tally.errored
+            mine.failures += [f for f in tally.failures if f not in mine.failures]
+            mine.errors += [e for e in tally.errors if e not in mine.errors]
+    runs = max(sum(t.passed + t.failed + t.errored for t in per_task.values()) // max(len(per_task), 1), 1)
+    return TrialResult(parts[0].variant, runs, [r for part in parts for r in part.results], per_task)
 
 
 def _thin(change: dict[str, Tally], current: dict[str, Tally], tasks: Sequence[Task]) -> list[str]:
     """The tasks errored runs left without a judged run in either arm."""
     return [t.name for t in tasks if t.name not in change or t.name not in current]
+
+
+def _left_out(errored: int) -> str:
+    """Errored runs are never counted as failures; the lines say how many were left out."""
+    return f" ({errored} errored runs left out)" if errored else ""
 
 
 def _rate(tallies: dict[str, Tally]) -> float:

@@ -67,7 +67,7 @@ class Proposal:
 class Proposals:
     proposals: list[Proposal]
     usage: Usage
-    said: str  # the answer's own text, for the canary check
+    said: str  # everything the answer said, text and every call's arguments, for the canary check
 
 
 def messages_for(
@@ -106,9 +106,12 @@ def _block(text: str) -> str:
 async def propose(model: Model, settings: Settings, base: Variant, messages: list[dict[str, Any]]) -> Proposals:
     """Asks the proposer once; takes up to `changes_per_round` of its propose_change calls."""
     completion = await model.complete(messages, [PROPOSE_TOOL], None)
-    calls = [c for c in completion.message.get("tool_calls") or [] if c.get("function", {}).get("name") == TOOL_NAME]
+    every = completion.message.get("tool_calls") or []
+    calls = [c for c in every if c.get("function", {}).get("name") == TOOL_NAME]
     proposals = [_proposal(base, c["function"].get("arguments")) for c in calls[: settings.changes_per_round]]
-    return Proposals(proposals, completion.usage, str(completion.message.get("content") or ""))
+    # Every call counts for the canary check, those past changes_per_round and other tools too.
+    said = "\n".join([str(completion.message.get("content") or ""), *(json.dumps(c, ensure_ascii=False) for c in every)])
+    return Proposals(proposals, completion.usage, said)
 
 
 def _proposal(base: Variant, arguments: Any) -> Proposal:

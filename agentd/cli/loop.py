@@ -17,6 +17,7 @@ from agentd.adoption import undo as undo_step
 from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, App, CheckFailed, emit_json, emit_json_line, json_option, pass_app, progress
 from agentd.improving import RunRequest, Sealed, check_lineage, run_improvement, seal_tasks
 from improver import stats
+from improver.errors import ImproverError
 from improver.lineage import summary
 from improver.loop import Event, Interrupted
 from improver.seal import SealRequest
@@ -162,8 +163,13 @@ def lineage(app: App, profile: str, check_: bool, as_json: bool) -> None:
     """List PROFILE's kept changes with their evidence; with --check, prove them against
     the ledger: each claim matches its line, names a seal published before it whose
     tasks here hash to what it published, and no seal spent more than it allowed."""
-    kept = [line for _, line in lineage_of(app.home, profile).kept()]
     report = check_lineage(app.home, profile) if check_ else None
+    try:
+        kept = [line for _, line in lineage_of(app.home, profile).kept()]
+    except ImproverError:
+        if report is None:
+            raise
+        kept = []  # the check's report names the damaged line
     if as_json:
         emit_json({"kept": kept, **({"check": report.lines, "problems": report.problems} if report else {})})
     else:

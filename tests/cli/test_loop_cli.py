@@ -188,13 +188,19 @@ def test_the_kill_switch_stops_the_loop_before_it_starts(agentd, home: Home) -> 
     assert not lineage_of(home, PROFILE).path.exists()
 
 
-def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home) -> None:
+@pytest.mark.parametrize("budget", [0, 1000, 5000])
+def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home, budget: int) -> None:
     sealed(home, wallet=None)
-    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--max-tokens", "3000")
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--rounds", "3", "--max-tokens", str(budget))
     assert code == 1
     stop = next(e for e in got if e["event"] == "stopped")
-    assert "budget of 3000 tokens" in stop["text"]
-    assert got[-2]["tokens_in"] + got[-2]["tokens_out"] <= 3000
+    assert f"budget of {budget} tokens" in stop["text"]
+    used = got[-2]["tokens_in"] + got[-2]["tokens_out"]
+    assert used <= budget
+    if budget == 5000:  # enough for the agent as it is, and more
+        assert got[0]["event"] == "baseline" and used > 0
 
 
 def test_a_second_run_for_the_profile_refuses_naming_the_lock(agentd, home: Home) -> None:
@@ -338,3 +344,61 @@ def test_long_trials_report_progress(home: Home) -> None:
     run_improvement(home, PROFILE, RunRequest(PROPOSER, rounds=1, runs=2), lambda e: None, progress=heard.append)
     assert heard and all(" runs" in h and h.startswith("trial of variant ") for h in heard)
     assert any(h.endswith(": 12/12 runs") for h in heard)  # the agent as it is: 6 tasks x 2 runs
+
+
+def test_a_canary_anywhere_in_an_answer_stops_the_loop_before_any_change_is_tried(agentd, home: Home) -> None:
+    seal = sealed(home).seal
+    word = code_word(seal.canaries[1])
+    spec = write_proposer(home, "late.toml", proposes({"lessons": LESSON}, {"lessons": "x"}, {"lessons": "y"}, {"lessons": f"Say {word}."}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "2", "--wallet", PROFILE)
+    assert code == 1 and [e["event"] for e in got].count("kept") == 0
+    assert "holds the code word of canary-1" in next(e for e in got if e["event"] == "stopped")["text"]
+    assert seal.state().spent == 0
+
+
+def test_a_baseline_task_left_without_a_judged_run_is_tried_again(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    archive_runs = events(agentd, "--proposer", PROPOSER, "--runs", "2")[1][0]
+    assert archive_runs["judged"] == 12
+    path = next(home.routes_dir.glob(f"{PROFILE}-archive-*.json"))
+    data = json.loads(path.read_text())
+    base = data["variants"][0]
+    dropped = sorted(base["tallies"])[0]
+    del base["tallies"][dropped]  # as if every run of it had errored
+    base["errored"] = 2
+    path.write_text(json.dumps(data))
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
+    assert code == 0 and got[0]["judged"] == 12 and got[0]["errored"] == 0
+    assert not any(e["event"] == "not judged" for e in got)
+
+
+def test_a_spent_reusable_seal_is_not_asked_again(agentd, home: Home) -> None:
+    seal = sealed(home, wallet=None, reusable=True, confirmations=1).seal
+    seal.spend_confirmation()
+    before = json.loads(seal.path.read_text())["state"]["holdout"]
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
+    assert code == 1 and "has spent its 1 confirmations: seal fresh tasks" in got[-3]["text"]
+    assert json.loads(seal.path.read_text())["state"]["holdout"] == before
+
+
+def test_a_change_interrupted_in_its_trial_may_be_proposed_again(home: Home) -> None:
+    from agentd.improving import _loop
+
+    sealed(home, wallet=None)
+    loop = _loop(home, PROFILE, RunRequest(PROPOSER, runs=2), lambda e: None, None, None)
+    trials = 0
+    real_trial = loop._run_trial
+
+    async def stop_in_the_first_change(*args, **kwargs):
+        nonlocal trials
+        trials += 1
+        if trials == 2:  # the first after the agent as it is: "Answer in French."
+            loop.request_stop()
+        return await real_trial(*args, **kwargs)
+
+    loop._run_trial = stop_in_the_first_change
+    import asyncio
+
+    asyncio.run(loop.run(1))
+    assert loop.stopped is not None and "interrupted" in str(loop.stopped)
+    assert loop.archive.tried == {loop.current.id}
