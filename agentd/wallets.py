@@ -3,7 +3,9 @@
 A wallet's seed is sealed with AGENTD_WALLET_PASSPHRASE when it is set, else with a
 passphrase asked for on the terminal, else (no terminal: scripts, CI, the daemon) kept
 unencrypted in a file only its owner can read. The log's key is always kept that way:
-the daemon signs checkpoints and mints unattended.
+the daemon signs checkpoints and mints unattended. It is made only for a ledger that
+holds no entries yet: a log's genesis entry names the key that started it, and no other
+key can mint or sign checkpoints for it.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import getpass
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from agentd.errors import AgentdError
 from agentd.home import Home
-from ledger import KeyFile, LedgerError, Wallet, open_key_file, read_key_file, write_key_file
+from ledger import KeyFile, KeyFileExists, LedgerError, Wallet, open_key_file, open_store, read_key_file, write_key_file
 
 PASSPHRASE_ENV = "AGENTD_WALLET_PASSPHRASE"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -47,6 +50,8 @@ def create_wallet(home: Home, name: str) -> Wallet:
     wallet = Wallet.generate(name)
     try:
         write_key_file(path, wallet, _new_passphrase(name))
+    except KeyFileExists:
+        raise AgentdError(f"wallet {name} already exists ({path})") from None
     except LedgerError as exc:
         raise AgentdError(str(exc)) from None
     return wallet
@@ -68,24 +73,57 @@ def wallet_info(home: Home, name: str) -> KeyFile:
     return _read(_existing(home, name), name)
 
 
-def list_wallets(home: Home) -> list[KeyFile]:
-    """Every wallet in the home, by name; a file that is not a wallet is an error naming it."""
+def list_wallets(home: Home, skip: Callable[[AgentdError], None] | None = None) -> list[KeyFile]:
+    """Every wallet in the home, by name. A file that is not a wallet is an error naming
+    it, or, given `skip`, is passed over after `skip` is told why."""
     if not home.wallets_dir.is_dir():
         return []
-    return [_read(path, path.stem) for path in sorted(home.wallets_dir.glob("*.json"))]
+    found = []
+    for path in sorted(home.wallets_dir.glob("*.json")):
+        try:
+            found.append(_read(path, path.stem))
+        except AgentdError as exc:
+            if skip is None:
+                raise
+            skip(exc)
+    return found
 
 
 def log_key(home: Home) -> Wallet:
-    """The log's own key, created (unencrypted, mode 0600) the first time it is needed."""
+    """The log's own key, created (unencrypted, mode 0600) the first time it is needed,
+    if the ledger has no entries yet."""
     path = log_key_path(home)
     if not path.exists():
-        try:
-            write_key_file(path, Wallet.generate(LOG_KEY_NAME), None)
-        except LedgerError as exc:
-            if not path.exists():  # another process may have created it first
-                raise AgentdError(str(exc)) from None
+        _start_log_key(home, path)
     try:
+        if read_key_file(path).encrypted:
+            raise AgentdError(
+                f"{path} is encrypted, but the log's key is kept unencrypted (mode 0600) so that mints and "
+                "checkpoints can be signed unattended: put back the unencrypted key file the log was started with"
+            )
         return open_key_file(path, None)
+    except LedgerError as exc:
+        raise AgentdError(f"the log's key: {exc}") from None
+
+
+def _start_log_key(home: Home, path: Path) -> None:
+    """Creates the log's key for a ledger with no entries; refuses for one that has some,
+    whose genesis entry names another key."""
+    store = open_store(home.ledger_url)
+    try:
+        head, first = store.head(), store.row(1)
+    finally:
+        store.close()
+    if head.size:
+        started = f"was started by key {first.author}" if first else f"already holds {head.size} entries"
+        raise AgentdError(
+            f"{path} is missing but the ledger at {store.url} {started}; restore the file (or copy it from the "
+            "home that started the log): no other key may mint or sign its checkpoints"
+        )
+    try:
+        write_key_file(path, Wallet.generate(LOG_KEY_NAME), None)
+    except KeyFileExists:
+        pass  # another process created it at the same moment: everyone uses that one
     except LedgerError as exc:
         raise AgentdError(f"the log's key: {exc}") from None
 

@@ -6,8 +6,8 @@ Imports nothing of the rest of the project.
 from ledger.audit import Problem, VerifyReport
 from ledger.checkpoint import Checkpoint, CheckpointError
 from ledger.entry import Entry, EntryError
-from ledger.errors import LedgerError, RuleViolation
-from ledger.keys import KeyFile, Wallet, open_key_file, read_key_file, wallet_id, write_key_file
+from ledger.errors import DamagedStore, LedgerError, RuleViolation
+from ledger.keys import KeyFile, KeyFileExists, Wallet, open_key_file, read_key_file, wallet_id, write_key_file
 from ledger.log import Ledger, open_store, origin_of
 from ledger.merkle import ProofError
 from ledger.proofs import ConsistencyProof, InclusionProof
@@ -21,11 +21,13 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "ConsistencyProof",
+    "DamagedStore",
     "Entry",
     "EntryError",
     "Head",
     "InclusionProof",
     "KeyFile",
+    "KeyFileExists",
     "Ledger",
     "LedgerError",
     "Problem",

@@ -8,7 +8,8 @@
 
 The key hash is the first 4 bytes of SHA-256(name ‖ "\\n" ‖ 0x01 ‖ public key), as
 c2sp.org/signed-note defines it for Ed25519; the signature covers the text above the
-blank line. Unknown signature lines are ignored, as the format allows.
+blank line. Well-formed signatures by other keys are ignored, as the format allows; a
+malformed signature line makes the whole note malformed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ledger.errors import LedgerError
-from ledger.keys import Wallet, signature_holds
+from ledger.keys import Wallet, b64, signature_holds
 
 ED25519 = b"\x01"
 DASH = "\u2014"
@@ -38,7 +39,7 @@ class Checkpoint:
     root: bytes
 
     def text(self) -> str:
-        return f"{self.origin}\n{self.size}\n{base64.b64encode(self.root).decode()}\n"
+        return f"{self.origin}\n{self.size}\n{b64(self.root)}\n"
 
 
 def key_hash(name: str, public_key: bytes) -> bytes:
@@ -49,11 +50,11 @@ def sign(checkpoint: Checkpoint, wallet: Wallet, name: str) -> str:
     """The signed note for `checkpoint`, signed by `wallet` under key name `name`."""
     text = checkpoint.text()
     blob = key_hash(name, wallet.public_key) + wallet.sign(text.encode())
-    return f"{text}\n{DASH} {name} {base64.b64encode(blob).decode()}\n"
+    return f"{text}\n{DASH} {name} {b64(blob)}\n"
 
 
 def parse(note: str) -> Checkpoint:
-    """Reads a note's checkpoint without checking its signatures."""
+    """Reads a well-formed note's checkpoint without checking its signatures."""
     text, _ = _split(note)
     lines = text.split("\n")[:-1]
     if len(lines) < 3 or not lines[0] or not re.fullmatch(r"0|[1-9][0-9]*", lines[1]):
@@ -74,26 +75,31 @@ def verify(note: str, public_key: bytes, name: str) -> Checkpoint:
     if checkpoint.origin != name:
         raise CheckpointError(f"the checkpoint is for log {checkpoint.origin!r}, not {name!r}")
     wanted = key_hash(name, public_key)
-    for line in signatures:
-        match = _SIGNATURE_LINE.fullmatch(line)
-        if match is None:
-            raise CheckpointError(f"bad signature line {line!r}")
-        if match.group(1) != name:
-            continue
-        try:
-            blob = base64.b64decode(match.group(2), validate=True)
-        except binascii.Error:
-            raise CheckpointError(f"bad signature line {line!r}") from None
-        if blob[:4] == wanted and signature_holds(public_key, blob[4:], text.encode()):
+    for signer, blob in signatures:
+        if signer == name and blob[:4] == wanted and signature_holds(public_key, blob[4:], text.encode()):
             return checkpoint
     raise CheckpointError(f"the checkpoint carries no valid signature by {name}'s key")
 
 
-def _split(note: str) -> tuple[str, list[str]]:
+def _split(note: str) -> tuple[str, list[tuple[str, bytes]]]:
+    """The signed text and each signature line's key name and decoded blob."""
     head, sep, tail = note.rpartition("\n\n")
     if not sep or not tail.endswith("\n"):
         raise CheckpointError("not a signed note: expected text, a blank line, then signature lines")
-    signatures = tail[:-1].split("\n")
-    if not signatures or not all(signatures):
+    lines = tail[:-1].split("\n")
+    if not all(lines):
         raise CheckpointError("a signed note needs at least one signature line")
+    signatures = []
+    for line in lines:
+        match = _SIGNATURE_LINE.fullmatch(line)
+        if match is None:
+            raise CheckpointError(f"bad signature line {line!r}")
+        try:
+            blob = base64.b64decode(match.group(2), validate=True)
+        except binascii.Error:
+            blob = b""
+        # A key hash and at least one byte of signature, as c2sp.org/signed-note requires.
+        if len(blob) < 5:
+            raise CheckpointError(f"bad signature line {line!r}")
+        signatures.append((match.group(1), blob))
     return head + "\n", signatures

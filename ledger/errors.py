@@ -7,3 +7,8 @@ class LedgerError(Exception):
 
 class RuleViolation(LedgerError):
     """An entry breaks one of the state rules; the message says which and why."""
+
+
+class DamagedStore(LedgerError):
+    """The store cannot be read as a ledger: its file or database is damaged. `verify`
+    reports it as what it found, not as a failure to run."""

@@ -2,7 +2,8 @@
 
 Each line is `{"pulse": N, "entry": "<base64 of the stored bytes>"}`, so a copy keeps
 the very bytes that were signed and hashed, and an auditor can rebuild and check the
-whole log from it.
+whole log from it. A copy is meant to be handed on, so it is written readable by others
+(0644, less what the umask takes away).
 """
 
 from __future__ import annotations
@@ -10,14 +11,37 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
+import secrets
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from ledger.entry import Entry
 from ledger.errors import LedgerError
+from ledger.keys import b64
 
 
 def export_line(entry: Entry) -> str:
-    return json.dumps({"pulse": entry.pulse, "entry": base64.b64encode(entry.raw).decode()}, separators=(",", ":"))
+    return json.dumps({"pulse": entry.pulse, "entry": b64(entry.raw)}, separators=(",", ":"))
+
+
+def write_copy(path: Path, text: str) -> None:
+    """Writes an export to `path` whole (a temp file beside it, then a rename), in a
+    folder that must exist already; LedgerError saying why it cannot."""
+    # os.open with a mode, rather than mkstemp's fixed 0600, so the umask applies as for any file.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise LedgerError(f"cannot write {path}: {exc.strerror or exc}; give a file in a folder you can write to") from None
 
 
 def read_lines(lines: Iterable[str]) -> Iterator[bytes]:

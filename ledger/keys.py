@@ -1,7 +1,7 @@
 """Ed25519 wallets: signing keys, their ids, signature checks, and key files at rest.
 
 A wallet's id is the hex of the first 16 bytes of SHA-256 over its raw public key. Key
-files are JSON (mode 0600, written atomically); the 32-byte private seed is either
+files are JSON (mode 0600, created whole and never overwritten); the 32-byte private seed is either
 sealed with scrypt (n=2**15, r=8, p=1) and ChaCha20-Poly1305, or, when no passphrase is
 given, stored as is so that unattended processes can use it.
 """
@@ -79,6 +79,10 @@ def signature_holds(public_key: bytes, signature: bytes, message: bytes) -> bool
     return True
 
 
+class KeyFileExists(LedgerError):
+    """A key file is already at the path: another wallet, or another process got there first."""
+
+
 @dataclass(frozen=True)
 class KeyFile:
     """What a key file says in the clear: enough to list and show a wallet."""
@@ -91,18 +95,19 @@ class KeyFile:
 
 
 def write_key_file(path: Path, wallet: Wallet, passphrase: str | None) -> None:
-    """Writes the wallet's key file atomically with mode 0600; refuses to overwrite."""
+    """Creates the wallet's key file, whole and with mode 0600; KeyFileExists if there is
+    one already, even when another process creates it at the same moment."""
     if path.exists():
-        raise LedgerError(f"{path} already exists; refusing to overwrite a key")
-    seed = _seal(wallet, passphrase) if passphrase else {"plain": _b64(wallet.seed)}
+        raise KeyFileExists(f"{path} already exists; refusing to overwrite a key")
+    seed = _seal(wallet, passphrase) if passphrase else {"plain": b64(wallet.seed)}
     doc = {
         "format": KEY_FILE_FORMAT,
         "name": wallet.name,
         "id": wallet.id,
-        "public_key": _b64(wallet.public_key),
+        "public_key": b64(wallet.public_key),
         "seed": seed,
     }
-    write_private(path, json.dumps(doc, indent=2).encode() + b"\n")
+    create_private(path, json.dumps(doc, indent=2).encode() + b"\n")
 
 
 def read_key_file(path: Path) -> KeyFile:
@@ -117,7 +122,7 @@ def open_key_file(path: Path, passphrase: str | None) -> Wallet:
     if "plain" in seed:
         raw = _unb64(seed["plain"], path)
     elif passphrase is None:
-        raise LedgerError(f"{path} is encrypted: give its passphrase (AGENTD_WALLET_PASSPHRASE)")
+        raise LedgerError(f"{path} is encrypted: opening it needs its passphrase")
     else:
         raw = _unseal(seed, passphrase, doc["id"], path)
     try:
@@ -129,20 +134,28 @@ def open_key_file(path: Path, passphrase: str | None) -> Wallet:
     return wallet
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Atomic write of a secret: a 0600 temp file in the same directory, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def create_private(path: Path, data: bytes) -> None:
+    """Creates a secret file whole: a 0600 temp file in the same directory, then a hard
+    link to `path`, which, unlike a rename, fails if `path` exists. Of two processes
+    creating the same key file at once, one gets KeyFileExists; neither replaces the other's."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise LedgerError(f"cannot create {path}: {exc.strerror}") from None
     try:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise KeyFileExists(f"{path} already exists; refusing to overwrite a key") from None
+    except OSError as exc:
+        raise LedgerError(f"cannot create {path}: {exc.strerror}") from None
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _seal(wallet: Wallet, passphrase: str) -> dict[str, Any]:
@@ -153,10 +166,10 @@ def _seal(wallet: Wallet, passphrase: str) -> dict[str, Any]:
     return {
         "kdf": "scrypt",
         **SCRYPT,
-        "salt": _b64(salt),
+        "salt": b64(salt),
         "cipher": "chacha20-poly1305",
-        "nonce": _b64(nonce),
-        "ciphertext": _b64(sealed),
+        "nonce": b64(nonce),
+        "ciphertext": b64(sealed),
     }
 
 
@@ -198,7 +211,8 @@ def _load(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
+    """Bytes as standard base64 text, as key files, proofs and checkpoints write them."""
     return base64.b64encode(data).decode()
 
 

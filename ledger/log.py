@@ -175,13 +175,20 @@ class Ledger:
         return self._record(entries)
 
     def import_entries(self, raws: Iterable[bytes]) -> list[Entry]:
-        """Rebuilds an exported log in this empty ledger, checking each entry as it goes."""
+        """Rebuilds an exported log in this empty ledger, checking each entry as it goes.
+        The copy must start with its own genesis entry: one made up here would be signed
+        by another key than the log's, and move every Pulse after it."""
         entries = []
         for pulse, raw in enumerate(raws, 1):
             try:
                 entries.append(Entry.parse(raw, pulse))
             except EntryError as exc:
                 raise EntryError(f"Pulse {pulse} refused: {exc}") from None
+        if entries and entries[0].kind != GENESIS:
+            raise LedgerError(
+                f"the copy does not start with its genesis entry (its Pulse 1 is a {entries[0].kind}): "
+                "export the whole log, from Pulse 1"
+            )
         return self._record(entries, fresh=True)
 
     def _record(self, entries: list[Entry], *, fresh: bool = False) -> list[Entry]:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import psycopg
 
-from ledger.errors import LedgerError
+from ledger.errors import DamagedStore, LedgerError
 from ledger.merkle import EMPTY_ROOT
 from ledger.sql import INSERT_COLUMNS, SqlRecorder, claim_key
 from ledger.store import Row
@@ -51,6 +51,7 @@ SCHEMA = [
 class PostgresRecorder(SqlRecorder):
     param = "%s"
     integrity_error = psycopg.IntegrityError
+    driver_error = psycopg.Error
 
     def __init__(self, url: str) -> None:
         try:
@@ -70,8 +71,15 @@ class PostgresRecorder(SqlRecorder):
         try:
             with self._conn.transaction():
                 yield
-        except psycopg.OperationalError as exc:
-            raise LedgerError(f"the ledger database failed: {_first_line(exc)}") from None
+        except psycopg.Error as exc:
+            raise self._failure(exc) from None
+
+    def _failure(self, exc: Exception) -> LedgerError:
+        reason = _first_line(exc)
+        # Class XX, "internal error", is where PostgreSQL reports corrupt data and indexes.
+        if (getattr(exc, "sqlstate", None) or "").startswith("XX"):
+            return DamagedStore(f"the ledger database at {self.url} is damaged ({reason}): restore it from a backup")
+        return LedgerError(f"the ledger database at {self.url} failed: {reason}; check the server, then try again")
 
     def _lock_clause(self) -> str:
         return " FOR UPDATE"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from typing import Any
 
 from ledger import merkle
+from ledger.keys import b64
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,9 @@ class InclusionProof:
             "leaf_index": self.pulse - 1,
             "tree_size": self.size,
             "claim": self.leaf_hash.hex(),
-            "leaf_hash": _b64(self.leaf_hash),
-            "root": _b64(self.root),
-            "proof": [_b64(h) for h in self.path],
+            "leaf_hash": b64(self.leaf_hash),
+            "root": b64(self.root),
+            "proof": [b64(h) for h in self.path],
         }
 
 
@@ -53,11 +53,7 @@ class ConsistencyProof:
             "type": "consistency",
             "size1": self.old_size,
             "size2": self.new_size,
-            "root1": _b64(self.old_root),
-            "root2": _b64(self.new_root),
-            "proof": [_b64(h) for h in self.path],
+            "root1": b64(self.old_root),
+            "root2": b64(self.new_root),
+            "proof": [b64(h) for h in self.path],
         }
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()

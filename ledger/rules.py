@@ -134,7 +134,7 @@ def _mint(state: State, entry: Entry) -> None:
     to, cents = _payment(entry)
     if entry.author != state.authority:
         raise RuleViolation(f"{MINT} may be signed only by the log's key ({state.authority})")
-    state.balances[to] = state.balance(to) + cents
+    state.balances[to] = _credited(state, to, cents, entry.kind)
 
 
 def _transfer(state: State, entry: Entry) -> None:
@@ -144,8 +144,21 @@ def _transfer(state: State, entry: Entry) -> None:
     held = state.balance(entry.author)
     if cents > held:
         raise RuleViolation(f"overdraft: wallet {entry.author} holds {held} cents and cannot send {cents}")
+    credited = _credited(state, to, cents, entry.kind)
     state.balances[entry.author] = held - cents
-    state.balances[to] = state.balance(to) + cents
+    state.balances[to] = credited
+
+
+def _credited(state: State, to: str, cents: int, kind: str) -> int:
+    """`to`'s balance with `cents` more, which must stay a safe integer: balances are
+    JSON numbers in the snapshot and in what readers of the log compute."""
+    balance = state.balance(to) + cents
+    if balance > MAX_CENTS:
+        raise RuleViolation(
+            f"{kind}: wallet {to} holds {state.balance(to)} cents and cannot receive {cents} more: "
+            f"a balance may not exceed {MAX_CENTS} cents"
+        )
+    return balance
 
 
 def _payment(entry: Entry) -> tuple[str, int]:

@@ -36,6 +36,8 @@ class SqlRecorder(ABC):
 
     param = "?"
     integrity_error: type[Exception] = Exception
+    # The driver's base error: whatever it raises leaves this class as a LedgerError.
+    driver_error: type[Exception] = Exception
 
     def __init__(self, url: str, conn: Any) -> None:
         self.url = url
@@ -96,7 +98,12 @@ class SqlRecorder(ABC):
 
     @abstractmethod
     def _locked(self) -> AbstractContextManager[None]:
-        """A write transaction that commits on clean exit and rolls back on error."""
+        """A write transaction that commits on clean exit and rolls back on error; the
+        driver's errors leave it as LedgerErrors (see _failure)."""
+
+    @abstractmethod
+    def _failure(self, exc: Exception) -> LedgerError:
+        """The driver's error as one line naming the store and what to do about it."""
 
     def _lock_clause(self) -> str:
         return ""
@@ -106,10 +113,16 @@ class SqlRecorder(ABC):
         self._conn.executemany(self._sql(sql), [(*r, claim_key(r.leaf)) for r in rows])
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return self._conn.execute(self._sql(sql), params).fetchall()
+        try:
+            return self._conn.execute(self._sql(sql), params).fetchall()
+        except self.driver_error as exc:
+            raise self._failure(exc) from None
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._conn.execute(self._sql(sql), params)
+        try:
+            self._conn.execute(self._sql(sql), params)
+        except self.driver_error as exc:
+            raise self._failure(exc) from None
 
     def _sql(self, sql: str) -> str:
         return sql if self.param == "?" else sql.replace("?", self.param)

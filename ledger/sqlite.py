@@ -8,16 +8,18 @@ moves raw bytes in bulk.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ledger.errors import LedgerError
+from ledger.errors import DamagedStore, LedgerError
 from ledger.merkle import EMPTY_ROOT
 from ledger.sql import SqlRecorder
 
 PREFIX = "sqlite:///"
 BUSY_TIMEOUT_S = 120
+WAL_RETRY_S = 0.01
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger_entries (
@@ -50,34 +52,78 @@ CREATE TABLE IF NOT EXISTS ledger_snapshot (
 
 class SqliteRecorder(SqlRecorder):
     integrity_error = sqlite3.IntegrityError
+    driver_error = sqlite3.Error
 
     def __init__(self, url: str) -> None:
-        path = Path(url.removeprefix(PREFIX))
+        self.path = Path(url.removeprefix(PREFIX))
+        conn = self._connect()
+        super().__init__(url, conn)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._locked():
+                # Statement by statement: executescript would commit and drop the lock.
+                for statement in filter(str.strip, SCHEMA.split(";")):
+                    conn.execute(statement)
+                conn.execute("INSERT OR IGNORE INTO ledger_head (id, size, root) VALUES (1, 0, ?)", [EMPTY_ROOT])
+        except LedgerError:
+            conn.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             # Autocommit mode: this class issues BEGIN IMMEDIATE / COMMIT itself.
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except OSError as exc:
+            raise LedgerError(f"cannot open the ledger at {self.path}: {exc.strerror or exc}") from None
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+        try:
+            _use_wal(conn)
             # FULL: an append that returned survives a power cut, not only a crash.
             conn.execute("PRAGMA synchronous=FULL")
-        except (OSError, sqlite3.Error) as exc:
-            raise LedgerError(f"cannot open the ledger at {path}: {exc}") from None
-        super().__init__(url, conn)
-        with self._locked():
-            # Statement by statement: executescript would commit and drop the lock.
-            for statement in filter(str.strip, SCHEMA.split(";")):
-                conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO ledger_head (id, size, root) VALUES (1, 0, ?)", [EMPTY_ROOT])
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._failure(exc) from None
+        return conn
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise LedgerError(f"the ledger at {self.url} is busy ({exc}); try again") from None
+            try:
+                yield
+            except BaseException:
+                # SQLite ends some failed transactions itself (a full disk, an I/O error).
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+
+    def _failure(self, exc: Exception) -> LedgerError:
+        # The primary result code: the low byte of the extended one sqlite3 reports.
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return LedgerError(f"the ledger at {self.path} is busy ({exc}); try again")
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return DamagedStore(
+                f"the ledger file {self.path} is damaged ({exc}): restore it from a backup, or rebuild the "
+                "log from an export with `agentd ledger import` in a fresh home"
+            )
+        return LedgerError(f"the ledger at {self.path} failed ({exc}); check the file, its folder and the disk")
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Puts the file in WAL mode (it stays so). While another process does the same to a
+    new file, SQLite answers busy at once rather than calling the busy handler, so the
+    wait the handler would have made is made here."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
         try:
-            yield
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(WAL_RETRY_S)

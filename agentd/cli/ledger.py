@@ -16,11 +16,10 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.ledgers import open_ledger
 from agentd.wallets import NAME, list_wallets, log_key, wallet_info
-from improver.files import write_atomic
-from ledger import Entry, Ledger, LedgerError
+from ledger import CheckpointError, DamagedStore, Entry, Ledger, LedgerError, Problem, VerifyReport
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import WALLET_ID
-from ledger.export import export_line, read_lines
+from ledger.export import export_line, read_lines, write_copy
 
 _PULSE = re.compile(r"[0-9]{1,12}")
 
@@ -79,13 +78,21 @@ def show(app: App, ref: str, as_json: bool) -> None:
 
 
 @command.command("checkpoint", short_help="Print the log's latest signed checkpoint.")
+@json_option
 @pass_app
-def checkpoint(app: App) -> None:
+def checkpoint(app: App, as_json: bool) -> None:
     """Print a checkpoint of the log as it stands (a C2SP signed note: origin, size,
     root, the log key's signature), signing one if none covers the current size.
-    Keep it: `ledger verify --checkpoint FILE` later proves the log only grew."""
+    Keep it: `ledger verify --checkpoint FILE` later proves the log only grew.
+
+    With --json, {"origin", "size", "root" (hex), "note" (the signed note itself)}."""
     with open_ledger(app.home) as ledger:
-        click.echo(ledger.checkpoint(), nl=False)
+        note = ledger.checkpoint()
+    if not as_json:
+        click.echo(note, nl=False)
+        return
+    signed = parse_checkpoint(note)
+    emit_json({"origin": signed.origin, "size": signed.size, "root": signed.root.hex(), "note": note})
 
 
 @command.command("prove", short_help="Print an inclusion or consistency proof (JSON).")
@@ -102,15 +109,13 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
     if (ref is None) == (from_size is None):
         raise click.UsageError("give either PULSE|CLAIM (inclusion) or --from-size M (consistency)")
     with open_ledger(app.home) as ledger:
+        pulse = _resolve(ledger, ref).pulse if ref is not None else None
+        tree_size, note = _tree_to_prove(ledger, size, app.home)
         if from_size is not None:
-            proof = ledger.consistency_proof(from_size, size).to_json()
-            tree_size = proof["size2"]
+            proof = ledger.consistency_proof(from_size, tree_size).to_json()
         else:
-            entry = _resolve(ledger, ref or "")
-            proof = ledger.inclusion_proof(entry.pulse or 0, size).to_json()
-            tree_size = proof["tree_size"]
-        proof["checkpoint"] = _checkpoint_at(ledger, tree_size, app.home)
-    emit_json(proof)
+            proof = ledger.inclusion_proof(pulse or 0, tree_size).to_json()
+    emit_json({**proof, "checkpoint": note})
 
 
 @command.command("verify", short_help="Recheck every entry, rule, the tree and checkpoints.")
@@ -128,9 +133,12 @@ def verify(app: App, checkpoint_file: Path | None, jobs: int, as_json: bool) -> 
     rule by replaying the log, the Merkle tree against the head, and consistency with the
     log's own checkpoints and the one given. On failure names the first bad Pulse and
     why, and exits 3."""
-    note = _read_text(checkpoint_file) if checkpoint_file else None
-    with open_ledger(app.home, check=False) as ledger:
-        report = ledger.verify(jobs=jobs, checkpoint=note, progress=lambda n: progress(f"checked {n} entries"))
+    note = _read_checkpoint(checkpoint_file) if checkpoint_file else None
+    try:
+        with open_ledger(app.home, check=False) as ledger:
+            report = ledger.verify(jobs=jobs, checkpoint=note, progress=lambda n: progress(f"checked {n} entries"))
+    except DamagedStore as exc:
+        report = VerifyReport(problem=Problem(None, str(exc)))
     if as_json:
         emit_json(report.to_json())
     if not report.ok:
@@ -146,14 +154,15 @@ def verify(app: App, checkpoint_file: Path | None, jobs: int, as_json: bool) -> 
 @pass_app
 def export(app: App, file: Path) -> None:
     """Write every entry, exactly as stored, to FILE as JSON lines
-    ({"pulse": N, "entry": base64}); '-' writes to stdout."""
+    ({"pulse": N, "entry": base64}); '-' writes to stdout. FILE's folder must exist;
+    the copy is for others to check, so it is readable by them (mode 0644, less the umask)."""
     with open_ledger(app.home) as ledger:
         lines = [export_line(entry) for entry in ledger.entries()]
     text = "".join(line + "\n" for line in lines)
     if str(file) == "-":
         click.echo(text, nl=False)
     else:
-        write_atomic(file, text)
+        write_copy(file, text)
     progress(f"exported {len(lines)} entries to {file}")
 
 
@@ -184,13 +193,22 @@ def _resolve(ledger: Ledger, ref: str) -> Entry:
     return ledger.find(ref)
 
 
-def _checkpoint_at(ledger: Ledger, size: int, home: Home) -> str | None:
+def _tree_to_prove(ledger: Ledger, size: int | None, home: Home) -> tuple[int, str | None]:
+    """The tree size to prove against (`size`, else the whole log) and the log's signed
+    checkpoint of it when there is one or this home can sign it. The checkpoint comes
+    first and fixes the size: signed after the proof, an append landing in between
+    would give it another."""
+    wanted = size or ledger.size
+    if not wanted:
+        raise AgentdError("the log is empty: there is nothing to prove yet")
     for note in ledger.checkpoints():
-        if parse_checkpoint(note).size == size:
-            return note
-    if size == ledger.size and ledger.state().authority == log_key(home).id:
-        return ledger.checkpoint()
-    return None
+        if parse_checkpoint(note).size == wanted:
+            return wanted, note
+    if (size is not None and size != ledger.size) or ledger.state().authority != log_key(home).id:
+        return wanted, None
+    note = ledger.checkpoint()
+    signed = parse_checkpoint(note).size
+    return (signed, note) if size is None or signed == size else (size, None)
 
 
 def _wallet_id(home: Home, who: str) -> str:
@@ -204,8 +222,9 @@ def _wallet_id(home: Home, who: str) -> str:
 
 
 def _names(home: Home) -> dict[str, str]:
-    """Wallet ids this home knows, by name, for friendlier listings."""
-    names = {w.id: w.name for w in list_wallets(home)}
+    """Wallet ids this home knows, by name, for friendlier listings. Names are only a
+    help, so a wallet file that cannot be read is skipped with a warning."""
+    names = {w.id: w.name for w in list_wallets(home, skip=lambda exc: progress(f"agentd: warning: skipped {exc}"))}
     names[log_key(home).id] = "log"
     return names
 
@@ -223,6 +242,17 @@ def _as_json(entry: Entry, names: dict[str, str], *, with_bytes: bool) -> dict[s
     if with_bytes:
         doc["entry"] = base64.b64encode(entry.raw).decode()
     return doc
+
+
+def _read_checkpoint(path: Path) -> str:
+    """A saved checkpoint's text; a file that is not one is the caller's mistake, not a
+    fault of the log, so it is an error rather than a failed check."""
+    note = _read_text(path)
+    try:
+        parse_checkpoint(note)
+    except CheckpointError as exc:
+        raise AgentdError(f"{path} is not a checkpoint: {exc}") from None
+    return note
 
 
 def _read_text(path: Path) -> str:

@@ -14,8 +14,7 @@ from agentd.ledgers import open_ledger
 from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, wallet_info
 from ledger import MINT, TRANSFER, KeyFile
 from ledger.entry import WALLET_ID
-
-MAX_CENTS = 2**53 - 1
+from ledger.rules import MAX_CENTS
 
 
 @click.group("wallet", short_help="Wallets: keys that sign entries and hold funds.")
@@ -145,8 +144,10 @@ def parse_usd(text: str) -> int:
     cents = amount * 100
     if cents != cents.to_integral_value():
         raise AgentdError(f"{text!r} is not a whole number of cents: give at most two decimals")
-    if not 0 < cents <= MAX_CENTS:
+    if cents <= 0:
         raise AgentdError(f"{text!r} is out of range: give an amount above 0")
+    if cents > MAX_CENTS:
+        raise AgentdError(f"{text!r} is out of range: give at most {format_usd(MAX_CENTS)}")
     return int(cents)
 
 

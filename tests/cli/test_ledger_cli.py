@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import sqlite3
+import stat
+import subprocess
+import sys
+
+from test_wallet_cli import one_error_line
 
 from ledger import checkpoint as notes
 from ledger import merkle
@@ -137,3 +144,135 @@ def test_export_then_import_elsewhere_and_verify(agentd, home, tmp_path) -> None
     r = agentd("--home", tmp_path / "second", "ledger", "import", tampered)
     assert r.code == 1 and "Pulse 3 refused" in r.err
     assert agentd("--home", tmp_path / "second", "ledger", "log", "--json").out == ""
+
+
+def test_a_copy_without_its_genesis_entry_is_not_imported(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    copy = tmp_path / "copy.jsonl"
+    agentd("ledger", "export", copy)
+    lines = [json.loads(x) for x in copy.read_text().splitlines()]
+    headless = tmp_path / "headless.jsonl"
+    headless.write_text("".join(json.dumps({**x, "pulse": x["pulse"] - 1}) + "\n" for x in lines[1:]))
+    auditor = tmp_path / "auditor"
+    line = one_error_line(agentd("--home", auditor, "ledger", "import", headless))
+    assert "the copy does not start with its genesis entry" in line and "funds.mint/v1" in line
+    assert agentd("--home", auditor, "ledger", "log", "--json").out == ""
+
+
+def _damage_pages(path) -> None:
+    """Overwrites the start of every page after the first, as a bad disk might."""
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        for page in range(1, size // 4096):
+            f.seek(page * 4096)
+            f.write(b"\xff" * 16)
+
+
+def test_a_damaged_ledger_file_is_a_failed_check_not_a_traceback(agentd, home) -> None:
+    _tour(agentd)
+    _damage_pages(home.ledger_db)
+    line = one_error_line(agentd("ledger", "verify"), code=3, prefix="agentd: check failed: ")
+    assert f"the ledger file {home.ledger_db} is damaged" in line and "restore it from a backup" in line
+    r = agentd("ledger", "verify", "--json")
+    report = json.loads(r.out)
+    assert r.code == 3 and report["ok"] is False and "is damaged" in report["problem"]
+    for args in (("ledger", "log"), ("ledger", "show", "2"), ("wallet", "fund", "alice", "1")):
+        assert "is damaged" in one_error_line(agentd(*args))
+
+    home.ledger_db.write_bytes(b"\xff" * 8192)
+    line = one_error_line(agentd("ledger", "verify"), code=3, prefix="agentd: check failed: ")
+    assert "is damaged (file is not a database)" in line
+
+
+def test_export_errors_are_one_line_and_the_copy_is_readable_by_others(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    missing = tmp_path / "no-such-folder" / "copy.jsonl"
+    line = one_error_line(agentd("ledger", "export", missing))
+    assert f"cannot write {missing}: No such file or directory" in line
+    assert not missing.parent.exists()
+    line = one_error_line(agentd("ledger", "export", "/etc/passwd/copy.jsonl"))
+    assert "cannot write /etc/passwd/copy.jsonl: Not a directory" in line
+
+    umask = os.umask(0)
+    os.umask(umask)
+    copy = tmp_path / "copy.jsonl"
+    assert agentd("ledger", "export", copy).code == 0
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o644 & ~umask
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_unreadable_wallet_file_does_not_stop_listings(agentd, home) -> None:
+    _tour(agentd, transfers=1)
+    (home.wallets_dir / "zed.json").write_text("not a key file")
+    r = agentd("ledger", "log")
+    assert r.code == 0, r.err
+    assert r.err.startswith("agentd: warning: skipped wallet zed:") and "corrupt" in r.err
+    assert [row.split()[3] for row in r.out.splitlines()[1:]] == ["log", "log", "alice"]
+    shown = agentd("ledger", "show", "3", "--json")
+    assert shown.code == 0 and json.loads(shown.out)["author_name"] == "alice"
+
+
+def test_a_malformed_checkpoint_file_is_an_error_not_a_failed_check(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    note = agentd("ledger", "checkpoint").out
+    bad = tmp_path / "bad.txt"
+    for text in ("not a checkpoint\n", note.replace("\u2014 ", "\u2014"), note.rsplit(" ", 1)[0] + " !!!\n"):
+        bad.write_text(text)
+        assert f"{bad} is not a checkpoint" in one_error_line(agentd("ledger", "verify", "--checkpoint", bad))
+    # A well-formed checkpoint the log does not extend is the log's problem.
+    bad.write_text(note.replace(note.splitlines()[1], "99", 1))
+    assert agentd("ledger", "verify", "--checkpoint", bad).code == 3
+
+
+def test_checkpoint_as_json(agentd, home) -> None:
+    _tour(agentd)
+    note = agentd("ledger", "checkpoint").out
+    r = agentd("ledger", "checkpoint", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    signed = notes.parse(note)
+    assert doc == {"origin": signed.origin, "size": 5, "root": signed.root.hex(), "note": note}
+    assert doc["root"] == json.loads(agentd("ledger", "verify", "--json").out)["root"]
+
+
+APPENDER = """
+import sys
+from pathlib import Path
+from agentd.home import Home
+from agentd.ledgers import open_ledger
+from agentd.wallets import load_wallet
+from ledger import TRANSFER
+home = Home(Path(sys.argv[1]))
+alice = load_wallet(home, "alice")
+with open_ledger(home) as ledger:
+    n = 0
+    while True:
+        ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": f"busy {n}"})
+        n += 1
+        if n == 1:
+            print("appending", flush=True)
+"""
+
+
+def test_a_proof_and_its_checkpoint_cover_the_same_tree_while_others_append(agentd, home) -> None:
+    _tour(agentd)
+    assert agentd("wallet", "fund", "alice", "1000000").code == 0
+    log_key = base64.b64decode(json.loads((home.root / "log-key.json").read_text())["public_key"])
+    appender = subprocess.Popen(
+        [sys.executable, "-c", APPENDER, str(home.root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert appender.stdout.readline() == "appending\n", appender.stderr.read()
+        for _ in range(20):
+            r = agentd("ledger", "prove", "2")
+            assert r.code == 0, r.err
+            proof = json.loads(r.out)
+            assert proof["checkpoint"] is not None
+            cp = notes.verify(proof["checkpoint"], log_key, proof["checkpoint"].splitlines()[0])
+            assert cp.size == proof["tree_size"]
+            path = [base64.b64decode(p) for p in proof["proof"]]
+            merkle.verify_inclusion(1, cp.size, base64.b64decode(proof["leaf_hash"]), path, cp.root)
+    finally:
+        appender.kill()
+        appender.communicate()
+    assert appender.returncode == -signal.SIGKILL

@@ -5,14 +5,22 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+
+import pytest
+
+from ledger import Wallet, write_key_file
 
 PASS = {"AGENTD_WALLET_PASSPHRASE": "correct horse"}
 
 
-def one_error_line(r) -> str:
-    assert r.code == 1, (r.out, r.err)
+def one_error_line(r, code: int = 1, prefix: str = "agentd: error: ") -> str:
+    """The one line a failed command printed: an error (exit 1), or with code 3 and
+    prefix "agentd: check failed: ", a failed check."""
+    assert r.code == code, (r.out, r.err)
     lines = r.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("agentd: error: "), r.err
+    assert len(lines) == 1 and lines[0].startswith(prefix), r.err
     assert "Traceback" not in r.err
     return lines[0]
 
@@ -67,6 +75,7 @@ def test_amounts_must_be_whole_cents(agentd) -> None:
     assert "two decimals" in one_error_line(agentd("wallet", "fund", "alice", "1.005"))
     assert "not an amount" in one_error_line(agentd("wallet", "fund", "alice", "lots"))
     assert "above 0" in one_error_line(agentd("wallet", "fund", "alice", "--", "-3"))
+    assert "give at most 90071992547409.91 USD" in one_error_line(agentd("wallet", "fund", "alice", "90071992547410"))
 
 
 def test_an_encrypted_wallet_needs_its_passphrase(agentd, home) -> None:
@@ -105,3 +114,109 @@ def test_a_corrupt_log_key_is_one_line(agentd, home) -> None:
     (home.root / "log-key.json").write_text("garbage")
     line = one_error_line(agentd("wallet", "list"))
     assert "log's key" in line and "corrupt" in line
+
+
+# Several processes at once: each prints "ready", waits for a line on stdin, then acts.
+LOG_KEY_USER = """
+import sys
+from pathlib import Path
+from agentd.home import Home
+from agentd.wallets import log_key
+home = Home(Path(sys.argv[1]))
+print("ready", flush=True)
+sys.stdin.readline()
+print(log_key(home).id, flush=True)
+"""
+
+WALLET_MAKER = """
+import sys
+from agentd.cli import invoke
+print("ready", flush=True)
+sys.stdin.readline()
+sys.exit(invoke(["--home", sys.argv[1], "wallet", "new", sys.argv[2], "--json"]))
+"""
+
+
+def _all_at_once(count: int, code: str, *args: str) -> list[tuple[int, str, str]]:
+    """Runs `count` processes of `code`, released together; their exit codes and output."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    for p in procs:
+        assert p.stdout.readline() == "ready\n"
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    done = [(p, *p.communicate(timeout=120)) for p in procs]
+    return [(p.returncode, out, err) for p, out, err in done]
+
+
+@pytest.mark.slow
+def test_processes_starting_the_log_key_at_once_all_get_the_same_key(home) -> None:
+    # A fresh home each round. A few rounds: one alone would let a replacing write slip
+    # by about one time in five.
+    for round_ in range(5):
+        root = home.root / f"round{round_}"
+        results = _all_at_once(8, LOG_KEY_USER, str(root))
+        assert all(code == 0 for code, _, _ in results), [err for _, _, err in results]
+        on_disk = json.loads((root / "log-key.json").read_text())["id"]
+        assert {out.strip() for _, out, _ in results} == {on_disk}
+
+
+@pytest.mark.slow
+def test_two_wallets_of_one_name_cannot_both_be_created(home) -> None:
+    home.ensure()
+    for round_ in range(2):
+        name = f"alice{round_}"
+        results = _all_at_once(6, WALLET_MAKER, str(home.root), name)
+        made = [json.loads(out) for code, out, _ in results if code == 0]
+        refused = [err for code, _, err in results if code != 0]
+        assert len(made) == 1, results
+        assert all(err.strip() == f"agentd: error: wallet {name} already exists ({home.wallets_dir / name}.json)" for err in refused)
+        assert json.loads((home.wallets_dir / f"{name}.json").read_text())["id"] == made[0]["id"]
+
+
+def test_a_missing_log_key_is_not_replaced_once_the_log_has_entries(agentd, home) -> None:
+    agentd("wallet", "new", "alice")
+    assert agentd("wallet", "fund", "alice", "5").code == 0
+    key_file = home.root / "log-key.json"
+    started_by = json.loads(key_file.read_text())["id"]
+    saved = key_file.read_bytes()
+    key_file.unlink()
+    for args in (("wallet", "fund", "alice", "1"), ("init",), ("ledger", "checkpoint")):
+        line = one_error_line(agentd(*args))
+        assert f"{key_file} is missing but the ledger at sqlite:///{home.ledger_db} was started by key {started_by}" in line
+        assert "restore the file" in line
+        assert not key_file.exists()
+    key_file.write_bytes(saved)
+    assert agentd("wallet", "fund", "alice", "1").code == 0
+
+
+def test_an_encrypted_log_key_says_what_is_wrong(agentd, home) -> None:
+    agentd("init")
+    key_file = home.root / "log-key.json"
+    key_file.unlink()
+    write_key_file(key_file, Wallet.generate("log"), "a passphrase")
+    agentd("wallet", "new", "alice")
+    line = one_error_line(agentd("wallet", "fund", "alice", "1", env=PASS))
+    assert f"{key_file} is encrypted" in line and "unencrypted" in line
+    assert "AGENTD_WALLET_PASSPHRASE" not in line
+
+
+def test_no_balance_grows_past_the_largest_amount(agentd) -> None:
+    agentd("wallet", "new", "alice")
+    agentd("wallet", "new", "bob")
+    assert agentd("wallet", "fund", "alice", "90071992547409.91").code == 0
+    line = one_error_line(agentd("wallet", "fund", "alice", "0.01"))
+    assert "cannot receive 1 more" in line and "may not exceed 9007199254740991 cents" in line
+    assert agentd("wallet", "fund", "bob", "0.01").code == 0
+    assert "may not exceed" in one_error_line(agentd("wallet", "transfer", "bob", "alice", "0.01"))
+    balances = {w["name"]: w["balance_cents"] for w in json.loads(agentd("wallet", "list", "--json").out)}
+    assert balances == {"alice": 2**53 - 1, "bob": 1}

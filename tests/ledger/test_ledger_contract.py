@@ -26,6 +26,7 @@ from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import leaf_hash
 from ledger.export import export_line, read_lines
 from ledger.log import SNAPSHOT_BYTES_PER_ENTRY, open_store
+from ledger.rules import MAX_CENTS
 from ledger.store import CHAIN_START, Snapshot, chain
 
 APPENDER = Path(__file__).parent / "appender.py"
@@ -190,6 +191,45 @@ def test_later_packages_register_their_own_kinds(store_url: str, log_key: Wallet
     with Ledger.open(store_url, funds_rules(), log_key) as without:
         report = without.verify()
         assert (report.problem.pulse, "unknown kind test.note/v1" in report.problem.reason) == (2, True)
+
+
+def test_an_import_must_bring_its_own_genesis_entry(store_url: str, log_key: Wallet, tmp_path) -> None:
+    rules = funds_rules()
+    rules.register("test.note/v1", lambda state, entry: None)
+    with Ledger.open(f"sqlite:///{tmp_path / 'origin.db'}", rules, log_key) as origin:
+        origin.append_many([(Wallet.generate(), "test.note/v1", {"n": i}) for i in range(3)])
+        lines = [export_line(e) for e in origin.entries()]
+    headless = [json.dumps({**json.loads(x), "pulse": json.loads(x)["pulse"] - 1}) for x in lines[1:]]
+    with Ledger.open(store_url, rules, Wallet.generate()) as copy:
+        with pytest.raises(LedgerError, match="the copy does not start with its genesis entry"):
+            copy.import_entries(read_lines(headless))
+        assert copy.size == 0
+        assert [e.pulse for e in copy.import_entries(read_lines(lines))] == [1, 2, 3, 4]
+        assert copy.state().authority == log_key.id
+
+
+def test_no_balance_may_exceed_the_largest_safe_integer(ledger: Ledger, log_key: Wallet) -> None:
+    alice, bob = Wallet.generate(), Wallet.generate()
+    ledger.append(log_key, MINT, {"to": alice.id, "cents": MAX_CENTS - 1})
+    ledger.append(log_key, MINT, {"to": bob.id, "cents": 2})
+    _refused_and_nothing_written(
+        ledger, RuleViolation, "may not exceed", lambda: ledger.append(log_key, MINT, {"to": alice.id, "cents": 2})
+    )
+    _refused_and_nothing_written(
+        ledger, RuleViolation, "may not exceed", lambda: ledger.append(bob, TRANSFER, {"to": alice.id, "cents": 2})
+    )
+    ledger.append(bob, TRANSFER, {"to": alice.id, "cents": 1})
+    assert ledger.state().balances == {alice.id: MAX_CENTS, bob.id: 1}
+    assert ledger.verify().ok
+
+
+def test_a_store_that_cannot_be_read_is_a_ledger_error(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _funded(ledger, log_key)
+    tamper(store_url, "DROP TABLE ledger_entries")
+    with pytest.raises(LedgerError, match="ledger_entries"):
+        list(ledger.entries())
+    with pytest.raises(LedgerError, match="ledger_entries"):
+        ledger.append(log_key, MINT, {"to": log_key.id, "cents": 1})
 
 
 def test_another_ledger_object_sees_and_extends_the_same_log(store_url: str, log_key: Wallet) -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ledger import Checkpoint, CheckpointError, Entry, EntryError, LedgerError, Wallet, canonical, checkpoint
 from ledger.entry import PAYLOAD_TYPE, pae
-from ledger.keys import open_key_file, read_key_file, signature_holds, wallet_id, write_key_file
+from ledger.keys import KeyFileExists, open_key_file, read_key_file, signature_holds, wallet_id, write_key_file
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text() | st.floats(allow_nan=False, allow_infinity=False),
@@ -152,6 +152,16 @@ def test_checkpoints_sign_and_verify() -> None:
     assert checkpoint.verify(cosigned, key.public_key, "example.org/log").size == 7
 
 
+def test_a_malformed_signature_line_makes_a_malformed_note() -> None:
+    key = Wallet.generate()
+    note = checkpoint.sign(Checkpoint("example.org/log", 7, bytes(range(32))), key, "example.org/log")
+    witness = "\u2014 witness " + base64.b64encode(b"1234" + key.sign(b"x")).decode()
+    for line in ("\u2014 witness", "\u2014 witness !!notbase64!!", "\u2014 witness " + base64.b64encode(b"1234").decode()):
+        with pytest.raises(CheckpointError, match="bad signature line"):
+            checkpoint.parse(f"{note}{line}\n")
+    assert checkpoint.parse(f"{note}{witness}\n").size == 7
+
+
 def test_key_files_seal_the_seed(tmp_path: Path) -> None:
     alice = Wallet.generate("alice")
     path = tmp_path / "alice.json"
@@ -166,8 +176,9 @@ def test_key_files_seal_the_seed(tmp_path: Path) -> None:
         open_key_file(path, "battery staple")
     with pytest.raises(LedgerError, match="encrypted"):
         open_key_file(path, None)
-    with pytest.raises(LedgerError, match="already exists"):
+    with pytest.raises(KeyFileExists, match="already exists"):
         write_key_file(path, alice, None)
+    assert open_key_file(path, "correct horse").seed == alice.seed
 
 
 def test_plain_and_corrupt_key_files(tmp_path: Path) -> None:
