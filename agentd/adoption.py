@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Iterator
 
 from filelock import FileLock, Timeout
@@ -18,6 +17,7 @@ from filelock import FileLock, Timeout
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import Learned, Profile, load_profile, save_learned
+from improver.clock import utc_now
 from improver.files import append_line, read_lines, write_atomic
 from improver.lineage import Lineage
 from improver.variant import Variant
@@ -48,7 +48,7 @@ def make_current(profile: Profile, variant: Variant, step: str) -> Learned:
     """Makes `variant`'s lessons and models the profile's; returns what it learned now."""
     models = list(variant.models)
     after = Learned(lessons=variant.lessons, models=None if models == profile.models else models, step=step)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = utc_now()
     append_line(profile.dir / HISTORY, {"at": stamp, "step": step, "before": profile.learned.to_json(), "after": after.to_json()})
     save_learned(profile, after)
     return after

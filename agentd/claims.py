@@ -22,11 +22,11 @@ def register(rules: RuleSet) -> None:
 
 def _session(state: State, entry: Entry) -> None:
     body = entry.body
-    _require(isinstance(body.get("session"), str) and HEX32.match(body["session"]), "session must be a 32-hex id")
+    _require(isinstance(body.get("session"), str) and HEX32.fullmatch(body["session"]), "session must be a 32-hex id")
     _require(isinstance(body.get("profile"), str) and body["profile"], "profile must be named")
-    _require(isinstance(body.get("digest"), str) and HEX64.match(body["digest"]), "digest must be SHA-256 hex")
-    _require(body.get("ended") in ENDINGS, f"ended must be one of {', '.join(ENDINGS)}")
-    _require(body.get("check") in (None, "passed", "failed"), "check must be passed, failed or null")
+    _require(isinstance(body.get("digest"), str) and HEX64.fullmatch(body["digest"]), "digest must be SHA-256 hex")
+    _require(_one_of(body.get("ended"), ENDINGS), f"ended must be one of {', '.join(ENDINGS)}")
+    _require(body.get("check") is None or _one_of(body["check"], ("passed", "failed")), "check must be passed, failed or null")
     sessions: dict[str, Any] = state.ns("sessions")
     _require(body["session"] not in sessions, f"session {body['session']} is already on the ledger")
     sessions[body["session"]] = {"claim": entry.claim_id, "pulse": entry.pulse, "ended": body["ended"]}
@@ -34,12 +34,19 @@ def _session(state: State, entry: Entry) -> None:
 
 def _mark(state: State, entry: Entry) -> None:
     body = entry.body
-    session = state.ns("sessions").get(body.get("session"))
-    _require(session is not None, f"session {body.get('session')!r} is not on the ledger")
+    # Types before lookups: a list or an object is no key, and must be refused, not crash.
+    _require(isinstance(body.get("session"), str) and HEX32.fullmatch(body["session"]), "session must be a 32-hex id")
+    session = state.ns("sessions").get(body["session"])
+    if session is None:
+        raise RuleViolation(f"session {body['session']!r} is not on the ledger")
     _require(body.get("session_claim") == session["claim"], "session_claim does not name the session's entry")
-    _require(body.get("outcome") in ("good", "bad"), "outcome must be good or bad")
+    _require(_one_of(body.get("outcome"), ("good", "bad")), "outcome must be good or bad")
     _require(isinstance(body.get("note", ""), str), "note must be text")
     _require(session["ended"] != "errored", "an errored session cannot be marked")
+
+
+def _one_of(value: Any, allowed: tuple[str, ...]) -> bool:
+    return isinstance(value, str) and value in allowed
 
 
 def _require(condition: Any, why: str) -> None:

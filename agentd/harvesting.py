@@ -18,7 +18,7 @@ from agentd.sessions import SessionRecord, SessionStore
 from improver import export as exporting
 from improver.harvest import Harvest, Session, harvest
 from improver.seal import open_seal, seals_of
-from improver.tasks import TaskSet, load_tasks, tool_schema
+from improver.tasks import Task, TaskSet, load_tasks, tool_schema
 from improver.validate import Validation, validate
 
 ENV_COMMAND = ["agentd", "improve", "env"]
@@ -100,12 +100,13 @@ def export_profile(
 ) -> exporting.Export:
     """Exports the profile's sessions and tasks: those of `tasks_file` when given, else
     the current seal's tasks to choose on, else every task harvested and validated now.
-    A sealed task, and the session it came from, is never exported."""
+    A sealed task is never exported, nor the session it came from, nor a task or session
+    that asked the same (its twin: a model trained on it would pass the sealed task too)."""
     profile = load_profile(home, profile_name)
     exporting.check_out_dir(out, force)
     records = SessionStore(home).list(profile=profile.name)
     seals = [open_seal(path) for path in seals_of(home.routes_dir, profile.name)]
-    sealed = {t.source.get("session") for seal in seals for t in seal.real_tasks}
+    sealed_tasks = [t for seal in seals for t in seal.real_tasks]
     if tasks_file:
         taskset = load_tasks(tasks_file)
     elif seals:
@@ -114,8 +115,10 @@ def export_profile(
         taskset = harvest_profile(home, profile.name, None, EXPORT_STEM).validation.taskset
     if taskset.profile != profile.name:
         raise AgentdError(f"{tasks_file} holds tasks of profile {taskset.profile!r}, not {profile.name!r}")
+    sealed = _sealed_sessions(records, sealed_tasks, profile.name, profile.operator)
+    sealed_keys = {t.content_key for t in sealed_tasks}
     private = {r.id for r in records if r.confidential or r.secrets} | sealed
-    shown = tuple(t for t in taskset.tasks if t.source.get("session") not in private)
+    shown = tuple(t for t in taskset.tasks if t.source.get("session") not in private and t.content_key not in sealed_keys)
     tasks = TaskSet(taskset.profile, taskset.operator, shown, (), taskset.validated)
     return exporting.export(
         out,
@@ -126,3 +129,14 @@ def export_profile(
         validation,
         force,
     )
+
+
+def _sealed_sessions(records: list[SessionRecord], sealed_tasks: list[Task], profile: str, operator: str) -> set[str]:
+    """The sessions whose task is sealed: each sealed task's own, and every session whose
+    task, harvested now, has a sealed task's content."""
+    if not sealed_tasks:
+        return set()
+    keys = {t.content_key for t in sealed_tasks}
+    now = harvest([session_of(r) for r in records], profile, operator, EXPORT_STEM).taskset.tasks
+    twins = {str(t.source["session"]) for t in now if t.content_key in keys}
+    return {str(t.source["session"]) for t in sealed_tasks if t.source.get("session") is not None} | twins

@@ -3,7 +3,12 @@
 A file holds one transcript in OpenAI chat format, `{"messages": [...], "tools": [...],
 "metadata": {...}}` (the fine-tuning format, so `agentd improve export`'s own sft.jsonl
 reads back), a bare list of messages, or JSON lines of such objects. Optional metadata:
-`ended` (done|asked|limit|errored), `check` (passed|failed), `compacted`, `models`.
+`ended` (done|asked|limit|errored), `check` (passed|failed), `compacted` (true|false),
+`models` (a list of names); other keys are ignored.
+
+Every transcript is checked whole before any is kept (improver.chat says what a
+well-formed one is): a bad one is refused with one line naming the file, the line for
+JSON lines, and the message, and nothing of the file is imported.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.ledgers import open_ledger
 from agentd.profiles import Profile, load_profile
-from agentd.providers.chat import text_of
 from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
 from agentd.wallets import load_wallet
+from improver.chat import text_of, transcript_problem
+from improver.errors import ImproverError
 from improver.protocol import ENDINGS
 
-ROLES = {"system", "user", "assistant", "tool"}
+TOOL_SHAPE = '{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}'
 
 
 @dataclass
@@ -39,7 +45,7 @@ def import_file(home: Home, path: Path, profile_name: str) -> Imported:
     result = Imported([])
     for where, doc in documents:
         record, warnings = _record(profile, doc, where)
-        result.records.append(protect(home, record))
+        result.records.append(_recordable(protect(home, record), where))
         result.warnings += warnings
     ledger = open_ledger(home)
     for record in result.records:
@@ -73,20 +79,15 @@ def _record(profile: Profile, doc: Any, where: str) -> tuple[SessionRecord, list
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise AgentdError(f"{where}: expected {{\"messages\": [...]}} or a list of chat messages")
     messages = doc["messages"]
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ROLES:
-            raise AgentdError(f"{where}: message {i} has no role among {', '.join(sorted(ROLES))}")
+    wrong = transcript_problem(messages)
+    if wrong:
+        raise AgentdError(f"{where}: {wrong}")
     users = [m for m in messages if m["role"] == "user"]
     if not users:
         raise AgentdError(f"{where}: the transcript has no user message, so it holds no task")
-    meta = doc.get("metadata") or {}
-    tools, warnings = _tools(profile, doc.get("tools") or [], where)
+    meta = _metadata(doc.get("metadata"), where)
+    tools, warnings = _tools(profile, doc.get("tools"), where)
     ended = meta.get("ended") or _ended(messages)
-    if ended not in ENDINGS:
-        raise AgentdError(f"{where}: metadata.ended must be one of {', '.join(ENDINGS)}")
-    check = meta.get("check")
-    if check not in (None, "passed", "failed"):
-        raise AgentdError(f"{where}: metadata.check must be passed or failed")
     last = messages[-1]
     stamp = now()
     return (
@@ -99,26 +100,65 @@ def _record(profile: Profile, doc: Any, where: str) -> tuple[SessionRecord, list
             ended_at=stamp,
             ended=ended,
             answer=text_of(last.get("content")) if ended == "done" else "",
-            models=[str(m) for m in meta.get("models") or []],
+            models=meta.get("models") or [],
             turns=sum(1 for m in messages if m["role"] == "assistant"),
             person_messages=person_messages(messages),
-            compacted=bool(meta.get("compacted", False)),
+            compacted=meta.get("compacted") is True,
             transcript=messages,
             tools=tools,
-            check=check,
+            check=meta.get("check"),
             confidential=profile.confidential,
         ),
         warnings,
     )
 
 
-def _tools(profile: Profile, offered: list[Any], where: str) -> tuple[list[dict[str, Any]], list[str]]:
+def _metadata(meta: Any, where: str) -> dict[str, Any]:
+    """The metadata agentd reads, each of the kind it must be."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise AgentdError(f"{where}: metadata must be a JSON object such as {{\"ended\": \"done\"}}, not {_shown(meta)}")
+    if meta.get("ended") is not None and meta["ended"] not in ENDINGS:
+        raise AgentdError(f"{where}: metadata.ended must be one of {', '.join(ENDINGS)}, not {_shown(meta['ended'])}")
+    if meta.get("check") is not None and meta["check"] not in ("passed", "failed"):
+        raise AgentdError(f"{where}: metadata.check must be passed or failed, not {_shown(meta['check'])}")
+    if meta.get("compacted") is not None and not isinstance(meta["compacted"], bool):
+        raise AgentdError(f"{where}: metadata.compacted must be true or false, not {_shown(meta['compacted'])}")
+    models = meta.get("models")
+    if models is not None and (not isinstance(models, list) or not all(isinstance(m, str) for m in models)):
+        raise AgentdError(f"{where}: metadata.models must be a list of model names, not {_shown(models)}")
+    return meta
+
+
+def _shown(value: Any) -> str:
+    """A value as JSON, cut short: enough to find it in the file."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _recordable(record: SessionRecord, where: str) -> SessionRecord:
+    """Refuses a transcript whose digest cannot be taken, before anything is kept."""
+    try:
+        record.digest()
+    except ImproverError as exc:
+        raise AgentdError(f"{where}: the transcript cannot be recorded: {exc}") from None
+    return record
+
+
+def _tools(profile: Profile, offered: Any, where: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Takes what each tool changes from the profile; a tool it lacks is taken to change something."""
+    if offered is None:
+        offered = []
+    if not isinstance(offered, list):
+        raise AgentdError(f"{where}: tools must be a list of {TOOL_SHAPE}, not {_shown(offered)}")
     infos, unknown = [], []
-    for t in offered:
+    for index, t in enumerate(offered):
         fn = t.get("function", t) if isinstance(t, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise AgentdError(f"{where}: each tool must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}")
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise AgentdError(f"{where}: tool {index} is not {TOOL_SHAPE}")
+        if not isinstance(fn.get("description") or "", str) or not isinstance(fn.get("parameters") or {}, dict):
+            raise AgentdError(f"{where}: tool {index} ({fn['name']}): its description must be text and its parameters a JSON object")
         spec = profile.tool(fn["name"])
         if spec:
             infos.append(spec.info())
@@ -127,7 +167,7 @@ def _tools(profile: Profile, offered: list[Any], where: str) -> tuple[list[dict[
         infos.append(
             {
                 "name": fn["name"],
-                "description": str(fn.get("description", "")),
+                "description": fn.get("description") or "",
                 "parameters": fn.get("parameters") or {"type": "object"},
                 "changes": True,
                 "match": "input",

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from agentd.errors import AgentdError
 from agentd.home import Home
+from improver.clock import utc_now
 
 
 def is_on(home: Home) -> bool:
@@ -14,8 +13,7 @@ def is_on(home: Home) -> bool:
 
 def turn_on(home: Home, reason: str = "") -> None:
     home.root.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    home.kill_switch_path.write_text(f"{stamp} {reason}".rstrip() + "\n")
+    home.kill_switch_path.write_text(f"{utc_now()} {reason}".rstrip() + "\n")
 
 
 def turn_off(home: Home) -> None:

@@ -8,8 +8,9 @@ changed them, the models. Only the loop, `adopt` and `undo` write it.
 from __future__ import annotations
 
 import json
+import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ from agentd.errors import AgentdError
 from agentd.home import Home, load_toml
 from improver.files import write_atomic
 from improver.protocol import Case, Limits
+from improver.tasks import MATCHES
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-MATCHES = ("input", "name")
 
 
 @dataclass(frozen=True)
@@ -138,11 +139,7 @@ def _parse(name: str, folder: Path, path: Path, data: dict[str, Any]) -> Profile
     models = _get(data, "models", list, where)
     if not models or not all(isinstance(m, str) and ":" in m for m in models):
         raise AgentdError(f"{where}: 'models' must list at least one model as \"provider:model\"")
-    limits_data = _get(data, "limits", dict, where, default={})
-    try:
-        limits = Limits(**{k: limits_data[k] for k in limits_data})
-    except TypeError:
-        raise AgentdError(f"{where}: [limits] knows only {', '.join(Limits.__dataclass_fields__)}") from None
+    limits = _limits(_get(data, "limits", dict, where, default={}), where)
     tools = [_tool(t, i, where) for i, t in enumerate(_get(data, "tools", list, where, default=[]))]
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
@@ -158,6 +155,21 @@ def _parse(name: str, folder: Path, path: Path, data: dict[str, Any]) -> Profile
         limits=limits,
         learned=load_learned(folder / "learned.json"),
     )
+
+
+def _limits(data: dict[str, Any], where: str) -> Limits:
+    """Each limit a positive number, a whole one for turns, tokens and bytes: checked here,
+    since a wrong one would only show as a crash in the middle of a run."""
+    defaults = {f.name: f.default for f in fields(Limits)}
+    for key, value in data.items():
+        if key not in defaults:
+            raise AgentdError(f"{where}: [limits] knows only {', '.join(defaults)}, not {key!r}")
+        whole = isinstance(defaults[key], int)
+        number = isinstance(value, int if whole else (int, float)) and not isinstance(value, bool)
+        if not number or value <= 0 or (isinstance(value, float) and not math.isfinite(value)):
+            what = "a whole number above 0" if whole else "a number above 0"
+            raise AgentdError(f"{where}: [limits] {key} must be {what}, not {value!r}")
+    return Limits(**data)
 
 
 def _tool(data: Any, index: int, where: str) -> ToolSpec:

@@ -7,22 +7,24 @@ and is kept apart from one that went badly.
 
 from __future__ import annotations
 
+import re
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from sqlalchemy import JSON, Column, event
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, Session, SQLModel, create_engine, select
+from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.secrets import machine_secrets, redact
+from improver.clock import utc_now
 from improver.digests import digest
 from ledger import Ledger, Wallet
 
 Outcome = Literal["good", "bad", "unknown", "errored"]
 OUTCOMES: tuple[str, ...] = ("good", "bad", "unknown", "errored")
+HEX = re.compile(r"[0-9a-f]+")
 
 
 class SessionRecord(SQLModel, table=True):
@@ -112,7 +114,8 @@ def new_id() -> str:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """When a session started or ended: to the microsecond, so sessions list in order."""
+    return utc_now(precise=True)
 
 
 def _wal(dbapi_connection: Any, _record: Any) -> None:
@@ -145,10 +148,14 @@ class SessionStore:
     def get(self, prefix: str) -> SessionRecord:
         """A session by its id or any unique prefix of it."""
         prefix = prefix.strip().lower()
+        if not HEX.fullmatch(prefix):
+            raise AgentdError(f"session id {prefix!r} is not hexadecimal: give a session's id, or its first characters (0-9, a-f)")
         if len(prefix) < 4:
             raise AgentdError(f"session id {prefix!r} is too short: give at least 4 characters")
         with Session(self.engine, expire_on_commit=False) as db:
-            rows = db.exec(select(SessionRecord).where(SessionRecord.id.startswith(prefix)).limit(2)).all()
+            # Escaped as well: the prefix is data, never a LIKE pattern.
+            query = select(SessionRecord).where(col(SessionRecord.id).startswith(prefix, autoescape=True))
+            rows = db.exec(query.limit(2)).all()
         if not rows:
             raise AgentdError(f"no session {prefix!r} (list them with: agentd sessions list)")
         if len(rows) > 1:
@@ -162,9 +169,6 @@ class SessionStore:
                 query = query.where(SessionRecord.profile == profile)
             rows = list(db.exec(query).all())
         return [r for r in rows if outcome is None or r.outcome == outcome]
-
-    def __iter__(self) -> Iterator[SessionRecord]:
-        return iter(self.list())
 
 
 def protect(home: Home, record: SessionRecord) -> SessionRecord:

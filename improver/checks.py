@@ -114,6 +114,11 @@ def holds(check: dict[str, Any], checks: list[dict[str, Any]], tools: list[dict[
     return said if kind == "says" else not said
 
 
+def changing_tools(tools: list[dict[str, Any]]) -> dict[str, str]:
+    """The tools that change something, each with how checks match its calls (`match`)."""
+    return {t["name"]: t.get("match", "input") for t in tools if t.get("changes")}
+
+
 def _key(check: dict[str, Any]) -> tuple[str, bytes]:
     return (check["tool"], canonical(check["arguments"]))
 
@@ -124,7 +129,7 @@ def _made(run: Run) -> Counter[tuple[str, bytes]]:
 
 def _other_changes(checks: list[dict[str, Any]], tools: list[dict[str, Any]], run: Run) -> list[str]:
     """The change-making calls no `makes` or `calls` check accounts for."""
-    changing = {t["name"]: t.get("match", "input") for t in tools if t.get("changes")}
+    changing = changing_tools(tools)
     allowed: Counter[tuple[str, bytes]] = Counter()
     for c in checks:
         if c["check"] == "makes":

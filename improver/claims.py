@@ -27,15 +27,18 @@ def _seal(state: State, entry: Entry) -> None:
     body = entry.body
     missing = [f for f in SEAL_FIELDS if f not in body]
     _require(not missing, f"a seal claim needs {', '.join(missing)}")
+    _require(_named(body["seal"]), "seal must be the seal's id, as text")
+    _require(_named(body["profile"]), "profile must be named")
     for name in ("set_digest", "train_digest", "sealed_digest"):
-        _require(isinstance(body[name], str) and HEX64.match(body[name]), f"{name} must be a SHA-256 in hex")
+        _require(isinstance(body[name], str) and HEX64.fullmatch(body[name]), f"{name} must be a SHA-256 in hex")
     k = body["confirmations"]
-    _require(isinstance(k, int) and not isinstance(k, bool) and k >= 1, "confirmations must be a count of at least 1")
+    _require(_count(k) and k >= 1, "confirmations must be a count of at least 1")
+    level = body["level"]
     _require(
-        isinstance(body["level"], (int, float)) and math.isclose(body["level"], stats.confirmation_level(k)),
+        isinstance(level, (int, float)) and not isinstance(level, bool) and math.isclose(level, stats.confirmation_level(k)),
         f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations",
     )
-    _require(body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}")
+    _require(isinstance(body["test"], str) and body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}")
     seals: dict[str, Any] = state.ns("seals")
     _require(all(s["seal"] != body["seal"] for s in seals.values()), f"seal {body['seal']} is already published")
     seals[entry.claim_id] = {"seal": body["seal"], "pulse": entry.pulse, "confirmations": k, "spent": 0}
@@ -43,18 +46,33 @@ def _seal(state: State, entry: Entry) -> None:
 
 def _improvement(state: State, entry: Entry) -> None:
     body = entry.body
-    seal = state.ns("seals").get(body.get("seal_claim"))
-    _require(seal is not None, "an improvement must name, by claim, a seal published before it")
+    seal_claim = body.get("seal_claim")
+    # Types before lookups: a list or an object is no key, and must be refused, not crash.
+    if not isinstance(seal_claim, str) or not HEX64.fullmatch(seal_claim):
+        raise RuleViolation("seal_claim must name a seal's claim (64 hex digits)")
+    seal = state.ns("seals").get(seal_claim)
+    if seal is None:
+        raise RuleViolation("an improvement must name, by claim, a seal published before it")
     n = body.get("confirmation")
-    _require(isinstance(n, int) and not isinstance(n, bool), "confirmation must be a number")
+    _require(_count(n), "confirmation must be a number")
     _require(n <= seal["confirmations"], f"confirmation {n} is beyond the {seal['confirmations']} the seal allows")
     # Confirmations spent on changes that were not kept leave gaps; none is spent twice.
     _require(n > seal["spent"], f"confirmation {n} of that seal was already claimed")
     follows = body.get("follows")
+    _require(follows is None or isinstance(follows, str), "follows must be an earlier improvement's claim id, or null")
     improvements: dict[str, Any] = state.ns("improvements")
     _require(follows is None or follows in improvements, "follows must name an earlier improvement claim, or be null")
+    _require(body.get("profile") is None or _named(body["profile"]), "profile must be named")
     seal["spent"] = n
-    improvements[entry.claim_id] = {"pulse": entry.pulse, "seal_claim": body["seal_claim"], "profile": body.get("profile")}
+    improvements[entry.claim_id] = {"pulse": entry.pulse, "seal_claim": seal_claim, "profile": body.get("profile")}
+
+
+def _named(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _require(condition: Any, why: str) -> None:

@@ -9,9 +9,13 @@
 - `README.md`: what each file is.
 
 Passed over: sessions that did not finish, were compacted, held confidential content,
-hold a secret this machine keeps, or whose task is sealed. What was exported is recorded (session ids and task
-digests, merged across exports), so that a later seal can refuse a task trained on: a
-model that has seen a task would pass it by memory.
+hold a secret this machine keeps, whose task is sealed, or whose transcript is not in
+the chat format. What is exported is recorded, merged across exports, before any file
+is written and under a lock, so that neither a crash nor two exports at once loses
+any of it: the sessions (each line's, and each task's source), the tasks' digests and
+their content keys (improver.tasks.Task.content_key, the same whatever a task is named).
+A later seal refuses a task the record covers: a model that has seen a task would pass
+it by memory.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from improver.chat import transcript_problem
 from improver.errors import ImproverError
 from improver.files import write_atomic
+from improver.locks import holding
 from improver.tasks import Task, TaskSet
 
 SFT = "sft.jsonl"
@@ -32,9 +38,8 @@ SFT_VALIDATION = "sft-validation.jsonl"
 TASKS = "tasks.json"
 ENVIRONMENTS = "environments.jsonl"
 README = "README.md"
-FILES = (SFT, SFT_VALIDATION, TASKS, ENVIRONMENTS, README)
 VALIDATION_SHARE = 0.1
-PASS_OVER_REASONS = ("unfinished", "compacted", "confidential", "holds a secret", "sealed")
+PASS_OVER_REASONS = ("unfinished", "compacted", "confidential", "holds a secret", "sealed", "malformed")
 
 
 @dataclass(frozen=True)
@@ -58,12 +63,19 @@ class Transcript:
 class ExportRecord:
     """What has been exported for a profile, across every export."""
 
-    sessions: frozenset[str] = frozenset()
+    sessions: frozenset[str] = frozenset()  # sft lines' sessions and exported tasks' sources
     tasks: frozenset[str] = frozenset()  # task digests
+    contents: frozenset[str] = frozenset()  # task content keys: a task under any name
 
     def covers(self, task: Task) -> bool:
-        """Whether `task` was trained on: exported itself, or its session was."""
-        return task.digest in self.tasks or task.source.get("session") in self.sessions
+        """Whether a model may have been trained on `task`: the session it came from went
+        out (as a line of sft.jsonl or as an exported task's source), or a task with the
+        same content did, under whatever name (export names tasks tasks-N, harvest work-N)."""
+        return (
+            task.digest in self.tasks  # what a record from before content keys holds
+            or task.content_key in self.contents
+            or task.source.get("session") in self.sessions
+        )
 
 
 @dataclass
@@ -78,6 +90,8 @@ class Export:
 
 
 def pass_over_reason(t: Transcript) -> str | None:
+    if transcript_problem(t.messages):
+        return "malformed"
     if t.ended != "done":
         return "unfinished"
     if t.compacted:
@@ -122,7 +136,10 @@ def export(
     validation: float = VALIDATION_SHARE,
     force: bool = False,
 ) -> Export:
-    """Writes the five files into `out`, then records what went out in `record_path`."""
+    """Records what goes out in `record_path`, then writes the five files into `out`.
+
+    The record comes first: an export that stops half-way has recorded more than it
+    wrote, which only makes a later seal refuse more, never seal what was trained on."""
     if not 0 <= validation < 1:
         raise ImproverError(f"--validation {validation:g} is not a share: give a number from 0 up to (not including) 1")
     check_out_dir(out, force)
@@ -138,13 +155,18 @@ def export(
         else:
             (held if held_apart(t.id, validation) else train).append(t)
     report.sft, report.held_apart, report.tasks = len(train), len(held), len(taskset.tasks)
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / SFT, _jsonl(sft_line(t) for t in train))
-    write_atomic(out / SFT_VALIDATION, _jsonl(sft_line(t) for t in held))
-    taskset.save(out / TASKS)
-    write_atomic(out / ENVIRONMENTS, _jsonl(_environment(task, env_command) for task in taskset.tasks))
-    write_atomic(out / README, readme(report, taskset, env_command, validation))
-    report.record = record_exported(record_path, [t.id for t in train + held], [t.digest for t in taskset.tasks])
+    report.record = record_exported(record_path, [t.id for t in train + held], taskset.tasks)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(out / SFT, _jsonl(sft_line(t) for t in train))
+        write_atomic(out / SFT_VALIDATION, _jsonl(sft_line(t) for t in held))
+        taskset.save(out / TASKS)
+        write_atomic(out / ENVIRONMENTS, _jsonl(_environment(task, env_command) for task in taskset.tasks))
+        write_atomic(out / README, readme(report, taskset, env_command, validation))
+    except OSError as exc:
+        raise ImproverError(
+            f"cannot write the export into {out}: {exc.strerror or exc}; what it holds is recorded in {record_path} already"
+        ) from None
     return report
 
 
@@ -163,22 +185,34 @@ def _jsonl(rows: Any) -> str:
 
 
 def read_exported(path: Path) -> ExportRecord:
-    """What was exported so far; an empty record when nothing was."""
+    """What was exported so far; an empty record when nothing was. A record written
+    before content keys were kept has none."""
     if not path.exists():
         return ExportRecord()
     try:
         data = json.loads(path.read_text())
-        return ExportRecord(frozenset(map(str, data["sessions"])), frozenset(map(str, data["tasks"])))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return ExportRecord(
+            frozenset(map(str, data["sessions"])),
+            frozenset(map(str, data["tasks"])),
+            frozenset(map(str, data.get("contents", []))),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ImproverError(f"{path}: not a record of exports ({exc}); restore it from a backup, never delete it") from None
 
 
-def record_exported(path: Path, sessions: list[str], tasks: list[str]) -> ExportRecord:
-    """Merges what an export wrote into the record (written whole, or not at all)."""
-    before = read_exported(path)
-    after = ExportRecord(before.sessions | set(sessions), before.tasks | set(tasks))
-    body = {"sessions": sorted(after.sessions), "tasks": sorted(after.tasks)}
-    write_atomic(path, json.dumps(body, indent=2) + "\n")
+def record_exported(path: Path, sessions: list[str], tasks: Sequence[Task]) -> ExportRecord:
+    """Merges an export into the record under its lock (written whole, or not at all):
+    the sessions of its lines, and each task's digest, content key and source session."""
+    sources = {str(t.source["session"]) for t in tasks if t.source.get("session") is not None}
+    with holding(path):
+        before = read_exported(path)
+        after = ExportRecord(
+            before.sessions | set(sessions) | sources,
+            before.tasks | {t.digest for t in tasks},
+            before.contents | {t.content_key for t in tasks},
+        )
+        body = {"sessions": sorted(after.sessions), "tasks": sorted(after.tasks), "contents": sorted(after.contents)}
+        write_atomic(path, json.dumps(body, indent=2) + "\n")
     return after
 
 
@@ -225,11 +259,13 @@ malformed reply ends it with `{{"error": ...}}`.
 
 ## Passed over
 
-Sessions that did not finish, were compacted, held confidential content or hold a
-secret this machine keeps are never exported. This export passed over
-{_counts(report.passed_over) or "none"}.
+Sessions that did not finish, were compacted, held confidential content, hold a secret
+this machine keeps, whose task is sealed (a model trained on it would pass the sealed
+task by memory) or whose transcript is not in the chat format are in neither {SFT} nor
+{SFT_VALIDATION}; no task of a confidential, secret-holding or sealed session is in
+{TASKS}. This export passed over {_counts(report.passed_over) or "none"}.
 """
 
 
 def _counts(counts: Counter[str]) -> str:
-    return ", ".join(f"{n} {reason}" for reason, n in counts.items() if n)
+    return ", ".join(f"{counts[reason]} {reason}" for reason in PASS_OVER_REASONS if counts[reason])

@@ -11,27 +11,30 @@ answered; its checks come from what the session changed:
   inputs. Its solution reads what the session read, changes nothing and asks a person;
   its failure is the session's own run.
 
-Passed over, and counted by reason: conversations (more than one message from a
-person: the first is no longer the whole task), compacted sessions (their first message
-is no longer the task as asked), errored sessions (an infrastructure fault says nothing
-about the agent) and sessions whose outcome is not known.
+Passed over, and counted by reason: malformed sessions (a recorded message not in the
+chat format, improver.chat: what is wrong is kept for each), conversations (more than
+one message from a person: the first is no longer the whole task), compacted sessions
+(their first message is no longer the task as asked), errored sessions (an
+infrastructure fault says nothing about the agent) and sessions whose outcome is not
+known.
 
 Tasks are named `<stem>-<i>`, numbered from 1 in the order the sessions started.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from improver.chat import text_of, transcript_problem
+from improver.checks import changing_tools
 from improver.protocol import ASK_PERSON_TOOL
 from improver.runs import Call, Run
 from improver.standins import collect
 from improver.tasks import Task, TaskSet
 
-PASS_OVER_REASONS = ("conversation", "compacted", "errored", "unknown outcome")
+PASS_OVER_REASONS = ("malformed", "conversation", "compacted", "errored", "unknown outcome")
 DOES_NOTHING = "does nothing and finishes"
 ITS_OWN_RUN = "the session's own run"
 
@@ -57,9 +60,11 @@ class Harvest:
     taskset: TaskSet  # not validated yet
     sessions: int  # how many there were, passed over or not
     passed_over: Counter[str]  # by reason
+    malformed: dict[str, str] = field(default_factory=dict)  # session id: what is wrong with it
 
 
 def pass_over_reason(session: Session) -> str | None:
+    """Why a session with a well-formed transcript makes no task, if it does not."""
     if session.person_messages > 1:
         return "conversation"
     if session.compacted:
@@ -75,16 +80,21 @@ def harvest(sessions: list[Session], profile: str, operator: str, stem: str) -> 
     """Sessions in the order they started; returns the tasks and what was passed over."""
     tasks: list[Task] = []
     passed_over: Counter[str] = Counter()
+    malformed: dict[str, str] = {}
     for session in sessions:
-        reason = pass_over_reason(session)
+        wrong = transcript_problem(session.transcript)
+        if wrong:
+            malformed[session.id] = wrong
+        reason = "malformed" if wrong else pass_over_reason(session)
         if reason:
             passed_over[reason] += 1
         else:
             tasks.append(task_from(session, f"{stem}-{len(tasks) + 1}", profile))
-    return Harvest(TaskSet(profile, operator, tuple(tasks)), len(sessions), passed_over)
+    return Harvest(TaskSet(profile, operator, tuple(tasks)), len(sessions), passed_over, malformed)
 
 
 def task_from(session: Session, name: str, profile: str) -> Task:
+    """The task a session makes; its transcript must be well formed (harvest checks)."""
     exchanges = exchanges_of(session.transcript)
     calls = tuple(call for call, _ in exchanges)
     if session.outcome == "good":
@@ -110,18 +120,18 @@ def exchanges_of(transcript: list[dict[str, Any]]) -> list[tuple[Call, str | Non
     calls: list[tuple[str, Call]] = []
     answers: dict[str, str] = {}
     for message in transcript:
-        if message.get("role") == "assistant":
-            for i, tc in enumerate(message.get("tool_calls") or []):
-                fn = tc.get("function") or {}
-                if fn.get("name") and fn["name"] != ASK_PERSON_TOOL:
-                    calls.append((str(tc.get("id") or f"call_{len(calls)}_{i}"), Call.from_text(fn["name"], _text(fn.get("arguments")))))
-        elif message.get("role") == "tool" and message.get("tool_call_id") is not None:
-            answers.setdefault(str(message["tool_call_id"]), _content(message.get("content")))
+        if message["role"] == "assistant":
+            for tc in message.get("tool_calls") or []:
+                function = tc["function"]
+                if function["name"] != ASK_PERSON_TOOL:
+                    calls.append((tc["id"], Call.from_text(function["name"], function["arguments"])))
+        elif message["role"] == "tool":
+            answers.setdefault(message["tool_call_id"], text_of(message["content"]))
     return [(call, answers.get(call_id)) for call_id, call in calls]
 
 
 def _went_well(session: Session, calls: tuple[Call, ...]) -> tuple[list[dict[str, Any]], Run, tuple[Run, ...]]:
-    changing = _changing(session.tools)
+    changing = changing_tools(session.tools)
     checks: list[dict[str, Any]] = []
     if session.ended == "done":
         checks.append({"check": "finishes"})
@@ -150,7 +160,7 @@ def _went_well(session: Session, calls: tuple[Call, ...]) -> tuple[list[dict[str
 
 
 def _went_badly(session: Session, calls: tuple[Call, ...]) -> tuple[list[dict[str, Any]], Run, tuple[Run, ...]]:
-    changing = _changing(session.tools)
+    changing = changing_tools(session.tools)
     checks: list[dict[str, Any]] = []
     seen: set[tuple[str, bytes]] = set()
     for call in calls:
@@ -162,22 +172,3 @@ def _went_badly(session: Session, calls: tuple[Call, ...]) -> tuple[list[dict[st
     reads = tuple(c for c in calls if c.tool in readers)
     solution = Run(reads, "", "asked")
     return checks, solution, (Run(calls, session.answer, session.ended, ITS_OWN_RUN),)
-
-
-def _changing(tools: list[dict[str, Any]]) -> dict[str, str]:
-    """The tools that change something, and how checks match their calls."""
-    return {t["name"]: t.get("match", "input") for t in tools if t.get("changes")}
-
-
-def _text(arguments: Any) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
-
-
-def _content(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""

@@ -20,13 +20,13 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from improver import stats
 from improver.archive import Archive, Archived
+from improver.clock import utc_now
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
@@ -444,7 +444,7 @@ class Loop:
         self._emit(decision, text, **{k: v for k, v in line.items() if k != "decision"})
 
     def _record(self, line: dict[str, Any]) -> None:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = utc_now()
         self.lineage.append({"at": stamp, "profile": self.profile, "round": self.round, **line})
 
     def _emit(self, kind: str, text: str, **data: Any) -> None:

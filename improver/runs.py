@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from improver.digests import canonical
+from improver.errors import ImproverError
 
 # How a task's solution or failure may end (a run the harness records may also have
 # errored, or broken the protocol; see improver.harness).
@@ -27,15 +28,16 @@ class Call:
 
     @classmethod
     def from_text(cls, tool: str, text: str) -> Call:
+        """Parsed when the text is a JSON object with a canonical form; otherwise kept as
+        sent (NaN, Infinity or an integer beyond 2**53 has none, so it matches nothing)."""
         try:
             parsed = json.loads(text)
-        except (json.JSONDecodeError, TypeError):
-            return cls(tool, text)
-        return cls(tool, parsed if isinstance(parsed, dict) else text)
-
-    @property
-    def is_object(self) -> bool:
-        return isinstance(self.arguments, dict)
+            if isinstance(parsed, dict):
+                canonical(parsed)
+                return cls(tool, parsed)
+        except (json.JSONDecodeError, TypeError, RecursionError, ImproverError):
+            pass
+        return cls(tool, text)
 
     def text(self) -> str:
         """The arguments as a model would send them."""

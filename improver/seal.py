@@ -1,10 +1,17 @@
 """Seals: a validated task set split, before anything is tried, into tasks to choose
 changes on and sealed tasks that no proposer is ever shown.
 
-The split is drawn from the set's own digest, a seed and each task's name, within each
-outcome, so anyone given the set and the seed gets the same split. Canaries join the sealed part: copies of
-sealed tasks whose only check is that the answer says a code word the agent is never
-told, so a run that passes one shows the sealed answers leaked or the scoring was gamed.
+The split is drawn from the set's own digest, a seed and each task's content key (what
+was asked, its stand-ins and checks: not its name nor its source), within each outcome,
+so anyone given the set and the seed gets the same split, and identical tasks (the same
+request made in several sessions) always fall on the same side: a proposer never sees a
+sealed task through its twin. Canaries join the sealed part: copies of sealed tasks
+whose only check is that the answer says a code word the agent is never told, so a run
+that passes one shows the sealed answers leaked or the scoring was gamed. A canary
+differs from the sealed task it copies only in its name, checks, source, solution and
+failures, none of which a candidate is meant to be shown (the harness gives a case an
+opaque name); and the sealed part is kept in the order of its tasks' digests, which for
+a canary covers its secret code word, so not even its place sets a canary apart.
 
 Two files go to the routes folder: `PROFILE-train-ID.json`, a plain task set, and
 `PROFILE-sealed-ID.json`, which holds the seal's terms, the sealed tasks (the code words
@@ -19,26 +26,25 @@ import asyncio
 import hashlib
 import json
 import secrets
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from filelock import FileLock, Timeout
-
 from improver import stats
+from improver.clock import utc_now
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.export import ExportRecord
 from improver.files import write_atomic
 from improver.holdout import Answer, Holdout
+from improver.locks import holding
 from improver.runs import Run
 from improver.tasks import Task, TaskSet, load_tasks, parse_set
 from improver.validate import check_task
 
 FORMAT = 1
 ID_LENGTH = 16
-LOCK_TIMEOUT = 60.0
 CODE_WORDS = ("kestrel", "osprey", "heron", "plover", "curlew", "merlin", "avocet", "dunlin")
 
 
@@ -132,7 +138,9 @@ class Seal:
 
     @property
     def canaries(self) -> tuple[Task, ...]:
-        return tuple(t for t in self.sealed.tasks if is_canary(t))
+        """In the order they were made (canary-0, canary-1, ..., canary-10), whatever their
+        place among the sealed tasks."""
+        return tuple(sorted((t for t in self.sealed.tasks if is_canary(t)), key=lambda t: (len(t.name), t.name)))
 
     def canary_in(self, text: str) -> str | None:
         """The name of the canary whose code word `text` holds, if any."""
@@ -180,15 +188,12 @@ class Seal:
         self._update(note)
 
     def _update(self, change: Callable[[State], tuple[State, Any]]) -> Any:
-        try:
-            with FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT):
-                data, terms, state = _read(self.path)
-                new, result = change(state)
-                data["state"] = new.to_json()
-                write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-                return result
-        except Timeout:
-            raise ImproverError(f"{self.path}.lock is held by another process; try again when it is done") from None
+        with holding(self.path):
+            data, terms, state = _read(self.path)
+            new, result = change(state)
+            data["state"] = new.to_json()
+            write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            return result
 
 
 class SealSpent(ImproverError):
@@ -242,22 +247,31 @@ def current_seal(routes: Path, profile: str) -> Seal:
 
 
 def split(taskset: TaskSet, share: int, seed: str) -> tuple[list[Task], list[Task]]:
-    """(tasks to choose on, sealed tasks): `share` percent sealed, drawn by hashing.
+    """(tasks to choose on, sealed tasks): about `share` percent sealed, drawn by hashing.
 
     The draw is made within each outcome (tasks from sessions that went well, badly, or
     neither), so both parts hold the agent's mistakes in the same proportion: a change
-    can only be shown better where there is something to get right.
+    can only be shown better where there is something to get right. Within an outcome,
+    the groups of identical tasks (one content key) are ranked by a hash of the set's
+    digest, the seed and the key, and whole groups are sealed in that order until the
+    share is reached, so a group is never split (and may take the share past the mark).
     """
-    sealed: set[str] = set()
+    sealed: set[str] = set()  # content keys
     for outcome in sorted({str(t.source.get("outcome")) for t in taskset.tasks}):
-        group = [t for t in taskset.tasks if str(t.source.get("outcome")) == outcome]
-        ranked = sorted(group, key=lambda t: _draw(taskset.digest, seed, t.name))
-        sealed.update(t.name for t in ranked[: round(len(ranked) * share / 100)])
-    return [t for t in taskset.tasks if t.name not in sealed], [t for t in taskset.tasks if t.name in sealed]
+        sizes = Counter(t.content_key for t in taskset.tasks if str(t.source.get("outcome")) == outcome)
+        wanted = round(sum(sizes.values()) * share / 100)
+        taken = sum(n for key, n in sizes.items() if key in sealed)  # identical tasks of another outcome
+        for key in sorted(sizes, key=lambda k: _draw(taskset.digest, seed, k)):
+            if taken >= wanted:
+                break
+            if key not in sealed:
+                sealed.add(key)
+                taken += sizes[key]
+    return [t for t in taskset.tasks if t.content_key not in sealed], [t for t in taskset.tasks if t.content_key in sealed]
 
 
-def _draw(set_digest: str, seed: str, name: str) -> str:
-    return hashlib.sha256(f"{set_digest}\n{seed}\n{name}".encode()).hexdigest()
+def _draw(set_digest: str, seed: str, content_key: str) -> str:
+    return hashlib.sha256(f"{set_digest}\n{seed}\n{content_key}".encode()).hexdigest()
 
 
 def make_canary(number: int, like: Task, word: str) -> Task:
@@ -300,7 +314,8 @@ def make_seal(taskset: TaskSet, routes: Path, request: SealRequest, exported: Ex
     if not choose or not sealed:
         part = "tasks to choose on" if not choose else "sealed tasks"
         raise ImproverError(
-            f"a share of {request.share}% of {len(taskset.tasks)} tasks leaves no {part}: change --share or harvest more tasks"
+            f"a share of {request.share}% of {len(taskset.tasks)} tasks leaves no {part} (identical tasks stay on one "
+            "side): change --share or harvest more tasks"
         )
     canaries = [make_canary(i, sealed[i % len(sealed)], new_code_word()) for i in range(request.canaries)]
     for canary in canaries:
@@ -308,11 +323,13 @@ def make_seal(taskset: TaskSet, routes: Path, request: SealRequest, exported: Ex
         if why:
             raise ImproverError(f"canary {canary.name} does not hold up: {why}")
     train = TaskSet(taskset.profile, taskset.operator, tuple(choose), validated=True)
-    sealed_set = TaskSet(taskset.profile, taskset.operator, tuple(sealed + canaries), validated=True)
+    # By digest, not canaries last: where a task stands says nothing of what it is.
+    mixed = tuple(sorted(sealed + canaries, key=lambda t: t.digest))
+    sealed_set = TaskSet(taskset.profile, taskset.operator, mixed, validated=True)
     holdout = Holdout.create(len(sealed), request.confirmations) if request.reusable else None
     terms = Terms(
         profile=taskset.profile,
-        made=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        made=utc_now(precise=True),
         set_digest=taskset.digest,
         seed=seed,
         share=request.share,

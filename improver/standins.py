@@ -25,9 +25,6 @@ class StandIns:
         for s in standins:
             self.answers.setdefault((s["tool"], canonical(s["arguments"])), s["answer"])
 
-    def knows(self, tool: str) -> bool:
-        return tool in self.changes
-
     def answer(self, call: Call) -> str:
         if call.tool not in self.changes:
             return f"error: there is no tool named {call.tool!r}"

@@ -21,13 +21,13 @@ refused with one line naming the task and the field.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from improver import checks
-from improver.digests import digest
+from improver.digests import canonical, digest
 from improver.errors import ImproverError
 from improver.files import write_atomic
 from improver.runs import RUN_ENDINGS, Run
@@ -53,6 +53,7 @@ SET_FIELDS: dict[str, type] = {
     "validated": bool,
     "digest": str,
 }
+# How checks match a tool's calls: by their exact input, or by the tool's name alone.
 MATCHES = ("input", "name")
 
 
@@ -94,11 +95,21 @@ class Task:
     def to_json(self) -> dict[str, Any]:
         return {**self.content(), "digest": self.digest}
 
+    @cached_property
+    def content_key(self) -> str:
+        """What identical tasks share whatever they are named and wherever they came from:
+        a digest of what was asked, the stand-ins and the checks, each list in any order.
+        A seal keeps identical tasks on one side, and export records it, by this key."""
+        return digest(
+            {
+                "task": self.task,
+                "standins": sorted(self.standins, key=canonical),
+                "checks": sorted(self.checks, key=canonical),
+            }
+        )
+
     def schemas(self) -> list[dict[str, Any]]:
         return [tool_schema(t) for t in self.tools]
-
-    def renamed(self, name: str) -> Task:
-        return replace(self, name=name)
 
 
 @dataclass(frozen=True)

@@ -81,11 +81,6 @@ class TrialResult:
             seen += [e for e in tally.errors if e not in seen]
         return seen
 
-    def summary(self) -> str:
-        """E.g. "16/24 runs passed" or "15/22 runs passed (2 errored, left out)"."""
-        line = f"{self.passed}/{self.judged} runs passed"
-        return line + (f" ({self.errored} errored, left out)" if self.errored else "")
-
 
 def memoized(models: ModelFactory) -> ModelFactory:
     """One model object per spec for a whole trial, so clients are made once."""

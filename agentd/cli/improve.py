@@ -62,13 +62,16 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
 
     A session's outcome is known when a person marked it (a mark wins) or its check
     passed or failed. Conversations (more than one message from a person), compacted
-    sessions, errored sessions and sessions without a known outcome are passed over and
-    counted. A task is kept only when its solution passes and its failures fail; the
+    sessions, errored sessions, sessions without a known outcome and malformed ones (a
+    recorded message not in the chat format: each is named on stderr) are passed over
+    and counted. A task is kept only when its solution passes and its failures fail; the
     others stay in the file under "excluded", each with its reason.
     """
     done = harvest_profile(app.home, profile, out)
     taskset = done.validation.taskset
     over = done.harvest.passed_over
+    for session, wrong in done.harvest.malformed.items():
+        click.echo(f"agentd: warning: session {session}: {wrong}; passed over", err=True)
     if as_json:
         emit_json(
             {
@@ -79,21 +82,18 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
                 "kept": [t.name for t in taskset.tasks],
                 "excluded": [{"task": e.task.name, "reason": e.reason} for e in taskset.excluded],
                 "passed_over": {reason: over[reason] for reason in PASS_OVER_REASONS},
+                "malformed": done.harvest.malformed,
             }
         )
         return
     click.echo(f"harvested {_n(len(done.harvest.taskset.tasks), 'task')} from {_n(done.harvest.sessions, 'session')} of profile {profile}")
-    click.echo(
-        "passed over: "
-        + ", ".join(
-            [
-                _n(over["conversation"], "conversation"),
-                f"{over['compacted']} compacted",
-                f"{over['errored']} errored",
-                f"{over['unknown outcome']} without a known outcome",
-            ]
-        )
-    )
+    counts = [
+        _n(over["conversation"], "conversation"),
+        f"{over['compacted']} compacted",
+        f"{over['errored']} errored",
+        f"{over['unknown outcome']} without a known outcome",
+    ]
+    click.echo("passed over: " + ", ".join(counts + ([f"{over['malformed']} malformed"] if over["malformed"] else [])))
     _validation_lines(done.validation)
     click.echo(f"wrote {out} (set digest {taskset.digest[:16]})")
 
@@ -185,9 +185,11 @@ def export(app: App, profile: str, out: Path, validation: float, tasks_file: Pat
     OpenAI's chat fine-tuning format), sft-validation.jsonl (held apart), tasks.json and
     environments.jsonl (tasks to reinforce in), and a README.md saying what each is.
 
-    Sessions that did not finish, were compacted, are confidential or hold a secret this
-    machine keeps are passed over. What went out is recorded in
-    $AGENTD_HOME/routes/PROFILE-exported.json, so a later seal never seals it.
+    Sessions that did not finish, were compacted, are confidential, hold a secret this
+    machine keeps, whose task is sealed or whose transcript is malformed are passed over.
+    What goes out is recorded in $AGENTD_HOME/routes/PROFILE-exported.json before any
+    file is written (its sessions, and each task's content whatever its name), so a later
+    seal never seals it.
     """
     report = export_profile(app.home, profile, out, validation, force, tasks_file)
     record = exported_path(app.home, profile)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -45,11 +44,11 @@ def emit_json_line(data: Any) -> None:
 
 def emit_table(rows: Iterable[Iterable[Any]]) -> None:
     """Left-aligned columns, two spaces apart."""
-    rows = [[str(c) for c in row] for row in rows]
-    if not rows:
+    cells = [[str(c) for c in row] for row in rows]
+    if not cells:
         return
-    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(map(len, rows)))]
-    for row in rows:
+    widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(max(map(len, cells)))]
+    for row in cells:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
@@ -70,7 +69,3 @@ class CheckFailed(click.ClickException):
 def fail(message: str) -> click.ClickException:
     """A one-line user error."""
     return click.ClickException(message)
-
-
-def stdout_is_tty() -> bool:
-    return sys.stdout.isatty()

@@ -104,3 +104,29 @@ def test_corrupt_learned_json_is_a_clear_error(home: Home) -> None:
     with pytest.raises(AgentdError, match="learned.json"):
         load_profile(home, "invoices")
     json.loads((home.profiles_dir / "invoices" / "book.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "limit, expected",
+    [
+        ('max_turns = "8"', "[limits] max_turns must be a whole number above 0, not '8'"),
+        ("max_turns = 0", "[limits] max_turns must be a whole number above 0, not 0"),
+        ("max_tokens = 1.5", "[limits] max_tokens must be a whole number above 0, not 1.5"),
+        ("max_output_bytes = true", "[limits] max_output_bytes must be a whole number above 0, not True"),
+        ("wall_seconds = -1", "[limits] wall_seconds must be a number above 0, not -1"),
+        ("wall_seconds = inf", "[limits] wall_seconds must be a number above 0, not inf"),
+        ("wall_seconds = nan", "[limits] wall_seconds must be a number above 0, not nan"),
+        ('wall_seconds = "soon"', "[limits] wall_seconds must be a number above 0, not 'soon'"),
+    ],
+)
+def test_each_limit_must_be_a_positive_number_of_its_kind(home: Home, limit: str, expected: str) -> None:
+    write_profile(home, "bad", f'operator = "x"\nmodels = ["openai:x"]\n[limits]\n{limit}\n')
+    with pytest.raises(AgentdError) as err:
+        load_profile(home, "bad")
+    assert expected in str(err.value) and "bad/profile.toml" in str(err.value)
+
+
+def test_limits_of_the_right_kinds_are_kept(home: Home) -> None:
+    write_profile(home, "ok", 'operator = "x"\nmodels = ["openai:x"]\n[limits]\nmax_turns = 8\nwall_seconds = 30\n')
+    limits = load_profile(home, "ok").limits
+    assert (limits.max_turns, limits.wall_seconds, limits.max_tokens) == (8, 30, 100_000)

@@ -178,3 +178,36 @@ def test_export_after_a_seal_gives_only_the_tasks_to_choose_on(agentd, home: Hom
     lines = [json.loads(x) for f in ("sft.jsonl", "sft-validation.jsonl") for x in (out / f).read_text().splitlines()]
     assert lines and not {x["metadata"]["session"] for x in lines} & sealed_sessions
     assert json.loads(r.out)["passed_over"]["sealed"] == len(sealed_sessions) == 6
+
+
+def test_a_task_exported_only_as_a_task_is_never_sealed_under_its_harvest_name(agentd, home: Home, tmp_path: Path) -> None:
+    from improver.tasks import TaskSet
+
+    work = load_tasks(harvested(home))
+    assert agentd("improve", "export", PROFILE, "--out", str(tmp_path / "train")).code == 0
+    exported_names = {t.name for t in load_tasks(tmp_path / "train" / "tasks.json").tasks}
+    assert exported_names and all(n.startswith("tasks-") for n in exported_names)
+    # The bad sessions are in no line of sft.jsonl: only their tasks went out, named tasks-N.
+    bad = tuple(t for t in work.tasks if t.source["outcome"] == "bad")
+    only_bad = home.root / "bad.json"
+    TaskSet(work.profile, work.operator, bad, validated=True).save(only_bad)
+    r = seal_cli(agentd, only_bad)
+    assert r.code == 1 and f"task {bad[0].name} was exported for training" in r.err
+    assert not list(home.routes_dir.glob("*-sealed-*"))
+
+
+def test_a_session_that_repeats_a_sealed_task_is_never_exported(agentd, home: Home, tmp_path: Path) -> None:
+    from agentd.sessions import SessionRecord, SessionStore
+
+    seal = sealed(home, wallet=None).seal
+    store = SessionStore(home)
+    good = next(t for t in seal.real_tasks if t.source["outcome"] == "good")
+    again = store.get(good.source["session"]).model_dump()
+    twin = store.add(SessionRecord(**{**again, "id": "f" * 32, "started_at": "2099-01-01T00:00:00.000000Z", "claim_id": None}))
+    out = tmp_path / "train"
+    r = agentd("improve", "export", PROFILE, "--out", str(out), "--json")
+    assert r.code == 0, r.err
+    lines = [json.loads(x) for f in ("sft.jsonl", "sft-validation.jsonl") for x in (out / f).read_text().splitlines()]
+    assert twin.id not in {x["metadata"]["session"] for x in lines}
+    assert json.loads(r.out)["passed_over"]["sealed"] == 7
+    assert good.content_key not in {t.content_key for t in load_tasks(out / "tasks.json").tasks}

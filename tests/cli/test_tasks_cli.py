@@ -96,7 +96,8 @@ def test_harvest_writes_validated_tasks_and_counts_what_it_passed_over(agentd, s
 def test_harvest_as_json(agentd, sessions, tmp_path: Path) -> None:
     r = agentd("improve", "harvest", "invoices", "--out", tmp_path / "work.json", "--json")
     data = json.loads(r.out)
-    assert data["passed_over"] == {"conversation": 1, "compacted": 1, "errored": 1, "unknown outcome": 1}
+    assert data["passed_over"] == {"malformed": 0, "conversation": 1, "compacted": 1, "errored": 1, "unknown outcome": 1}
+    assert data["malformed"] == {}
     assert data["kept"] == ["work-1", "work-2", "work-3", "work-5", "work-6"]
     assert [e["task"] for e in data["excluded"]] == ["work-4"]
 
@@ -211,8 +212,11 @@ def test_export_writes_training_data_and_records_it(agentd, home: Home, sessions
 
     assert "passed over: 2 unfinished, 1 compacted, 0 confidential, 1 holds a secret" in r.out
     record = exported(home, "invoices")
-    assert record.sessions == {s.id for s in good}
+    # Every line's session, and every task's: the bad session and the one that hit its limit went out as tasks.
+    assert record.sessions == {s.id for s in good} | {sessions[1].id, sessions[9].id}
+    assert record.sessions == {s.id for s in good} | {t.source["session"] for t in tasks.tasks}
     assert record.tasks == {t.digest for t in tasks.tasks}
+    assert record.contents == {t.content_key for t in tasks.tasks}
     assert all(record.covers(t) for t in tasks.tasks)
 
 
@@ -236,7 +240,8 @@ def test_a_session_stays_on_its_side_from_one_export_to_the_next(agentd, home: H
         return {json.loads(line)["metadata"]["session"] for line in (tmp_path / d / "sft-validation.jsonl").read_text().splitlines()}
 
     assert held("a") <= held("b")
-    assert len(exported(home, "invoices").sessions) == 5  # merged across both exports
+    # merged across both exports: five lines' sessions, and two more that went out only as tasks
+    assert len(exported(home, "invoices").sessions) == 7
 
 
 def test_export_of_given_tasks_writes_those(agentd, sessions, tmp_path: Path) -> None:
@@ -258,3 +263,19 @@ def test_export_refuses_a_share_that_is_not_one(agentd, sessions, tmp_path: Path
 def test_every_command_explains_itself(agentd, command: str) -> None:
     r = agentd("improve", command, "--help")
     assert r.code == 0 and len(r.out.split()) > 40
+
+
+def test_a_malformed_recorded_session_is_passed_over_never_a_crash(agentd, home: Home, sessions, tmp_path: Path) -> None:
+    messages = [{"role": "user", "content": "Pay invoice 35."}, {"role": "assistant", "content": None, "tool_calls": ["pay"]}]
+    broken = record(home, 11, "35", mark="good", check=None, transcript=messages)
+    out = tmp_path / "work.json"
+    r = agentd("improve", "harvest", "invoices", "--out", out)
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[1] == "passed over: 1 conversation, 1 compacted, 1 errored, 1 without a known outcome, 1 malformed"
+    assert f"warning: session {broken.id}: message 1 has tool call 0 that is not" in r.err and "Traceback" not in r.err
+    assert broken.id not in {t.source["session"] for t in load_tasks(out).tasks}
+    r = agentd("improve", "export", "invoices", "--out", tmp_path / "export", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["passed_over"]["malformed"] == 1
+    lines = (tmp_path / "export" / "sft.jsonl").read_text() + (tmp_path / "export" / "sft-validation.jsonl").read_text()
+    assert broken.id not in lines

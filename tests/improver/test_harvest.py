@@ -107,3 +107,31 @@ def test_a_solution_that_does_not_pass_excludes_the_task() -> None:
     reason = asyncio.run(check_task(broken))
     assert reason == 'its solution does not pass (not held: its answer says "code word")'
 
+
+
+def test_a_malformed_session_is_passed_over_with_what_is_wrong_and_the_rest_harvested() -> None:
+    broken = paid_session("24")
+    broken.transcript[2]["tool_calls"] = ["pay"]
+    unanswered = paid_session("25")
+    del unanswered.transcript[3]["tool_call_id"]
+    not_a_list = paid_session("26", transcript={"role": "user"})
+    result = harvest([broken, paid_session("23"), unanswered, not_a_list], "invoices", OPERATOR, "work")
+    assert result.passed_over["malformed"] == 3
+    assert [t.source["session"] for t in result.taskset.tasks] == ["s-23-acme-ltd"]
+    assert result.malformed == {
+        "s-24-acme-ltd": 'message 2 has tool call 0 that is not {"id": ..., "type": "function", "function": {"name": ..., "arguments": "<JSON text>"}}',
+        "s-25-acme-ltd": "message 3 is a tool message without a tool_call_id (the id of the call it answers)",
+        "s-26-acme-ltd": "the messages are not a list",
+    }
+
+
+def test_arguments_with_no_canonical_form_are_kept_as_text_and_match_nothing() -> None:
+    task_text = "Pay invoice 23."
+    messages = transcript(task_text, [("read_invoice", {"number": "23"}, "7 USD")], "Paid.")
+    messages.insert(4, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c9", "type": "function", "function": {"name": "pay", "arguments": '{"amount": NaN, "to": "acme-ltd"}'}}]})
+    messages.insert(5, {"role": "tool", "tool_call_id": "c9", "content": "paid"})
+    task = harvest([paid_session("23", task=task_text, transcript=messages)], "invoices", OPERATOR, "work").taskset.tasks[0]
+    assert task.solution.calls[1].arguments == '{"amount": NaN, "to": "acme-ltd"}'
+    assert not any(c["check"] == "makes" for c in task.checks)
+    assert [s["tool"] for s in task.standins] == ["read_invoice"]

@@ -1,0 +1,83 @@
+"""The ledger rules of seals and improvements refuse a field of the wrong kind, never crash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from improver import stats
+from improver.claims import register
+from ledger import Entry, RuleSet, RuleViolation, State, Wallet
+
+WALLET = Wallet.generate()
+SEAL = {
+    "seal": "0123456789abcdef",
+    "profile": "invoices",
+    "set_digest": "a" * 64,
+    "train_digest": "b" * 64,
+    "sealed_digest": "c" * 64,
+    "confirmations": 4,
+    "level": stats.confirmation_level(4),
+    "test": "newcombe",
+}
+
+
+def rules() -> RuleSet:
+    made = RuleSet()
+    register(made)
+    return made
+
+
+def apply(state: State, kind: str, body: dict[str, Any]) -> Entry:
+    entry = Entry.create(WALLET, kind, body)
+    rules().apply(state, entry)
+    return entry
+
+
+def published() -> tuple[State, str]:
+    state = State(size=1)
+    return state, apply(state, "agent.seal/v1", SEAL).claim_id
+
+
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("seal", ["0123456789abcdef"], "seal must be the seal's id"),
+        ("profile", {"name": "invoices"}, "profile must be named"),
+        ("set_digest", ["a" * 64], "set_digest must be a SHA-256"),
+        ("confirmations", [4], "confirmations must be a count"),
+        ("level", [0.0125], "level must be 0.05/4"),
+        ("test", ["newcombe"], "test must be one of"),
+    ],
+)
+def test_a_seal_claim_with_a_field_of_the_wrong_kind_is_refused(field: str, value: Any, expected: str) -> None:
+    with pytest.raises(RuleViolation, match=expected):
+        apply(State(size=1), "agent.seal/v1", {**SEAL, field: value})
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"seal_claim": ["x"]}, "seal_claim must name a seal's claim"),
+        ({"seal_claim": {"claim": "x"}}, "seal_claim must name a seal's claim"),
+        ({"follows": ["x"]}, "follows must be an earlier improvement's claim id"),
+        ({"follows": {"x": 1}}, "follows must be an earlier improvement's claim id"),
+        ({"confirmation": [1]}, "confirmation must be a number"),
+        ({"profile": ["invoices"]}, "profile must be named"),
+    ],
+)
+def test_an_improvement_with_a_field_of_the_wrong_kind_is_refused(changes: dict[str, Any], expected: str) -> None:
+    state, seal_claim = published()
+    body = {"seal_claim": seal_claim, "confirmation": 1, "follows": None, "profile": "invoices", **changes}
+    with pytest.raises(RuleViolation, match=expected):
+        apply(state, "agent.improvement/v1", body)
+
+
+def test_an_improvement_that_names_its_seal_and_follows_an_earlier_one_gets_in() -> None:
+    state, seal_claim = published()
+    first = apply(state, "agent.improvement/v1", {"seal_claim": seal_claim, "confirmation": 1, "follows": None, "profile": "invoices"})
+    apply(state, "agent.improvement/v1", {"seal_claim": seal_claim, "confirmation": 3, "follows": first.claim_id, "profile": "invoices"})
+    assert state.ns("seals")[seal_claim]["spent"] == 3
+    with pytest.raises(RuleViolation, match="already claimed"):
+        apply(state, "agent.improvement/v1", {"seal_claim": seal_claim, "confirmation": 2, "follows": None})
