@@ -26,14 +26,19 @@ from agentd.runtime import run_case
 from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
 from agentd.tools import Toolbox
 from agentd.wallets import load_wallet
-from improver.protocol import Budget, Completion, Ending, Limits, Model
+from improver.protocol import Budget, Completion, Ending, LimitReached, Limits, Model, ModelMisconfigured, ProviderError
 
 VERIFY_TIMEOUT = 600.0
 
 
 @dataclass
 class LiveEpisode:
-    """Answers the runtime from a real model and the profile's real tools."""
+    """Answers the runtime from a real model and the profile's real tools.
+
+    As in trials, the wall time is the agent's own (the model's time is not counted), and
+    whatever goes wrong inside the model becomes ProviderError: the session is recorded
+    as errored rather than lost to a crash.
+    """
 
     llm: Model
     toolbox: Toolbox
@@ -46,7 +51,12 @@ class LiveEpisode:
     async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
         self.budget.start_turn()
         started = time.monotonic()
-        completion = await self.llm.complete(messages, tools, max_tokens)
+        try:
+            completion = await self.budget.wait_for_model(self.llm.complete(messages, tools, max_tokens))
+        except (ProviderError, LimitReached):
+            raise
+        except Exception as exc:  # the model's own fault (a scripted model set up wrong, a bug)
+            raise ProviderError(_failure(self.llm.name, exc)) from None
         self.budget.spend(completion.usage)
         self.timings.append(
             {
@@ -65,6 +75,12 @@ class LiveEpisode:
         answer = await self.toolbox.call(name, arguments)
         self.timings.append({"call": "tool", "tool": name, "id": call_id, "seconds": round(time.monotonic() - started, 6)})
         return answer
+
+
+def _failure(name: str, exc: Exception) -> str:
+    if isinstance(exc, ModelMisconfigured):
+        return str(exc)  # written for the model's author already, naming what to fix
+    return f"{name} failed: {type(exc).__name__}: {exc}"
 
 
 def choose_model(profile: Profile, model: str | None) -> str:

@@ -14,10 +14,21 @@ A run comes out as one of three outcomes:
   is not the protocol, a crash, an exit before saying it was done, flooding its output,
   not finishing within the wall time). A broken run scores reward 0: there is no ending
   left to trust, and nothing should ever be paid for breaking the protocol;
-- errored: not the candidate's doing: a model that failed through every retry, or a
-  fault of the harness's own (a command that cannot be started, a model that cannot be
-  made). Such a run is tried again a bounded number of times, then reported as an error:
-  it is never scored as a failure.
+- errored: not the candidate's doing: a model that failed through every retry or did
+  not answer within the wall time, or a fault of the harness's own (a command that
+  cannot be started, a model that cannot be made). Such a run is tried again a bounded
+  number of times, then reported as an error: it is never scored as a failure. A model
+  set up wrong (`ModelMisconfigured`: a scripted model with no rule for the
+  conversation) fails the same way on every try, so its run is reported at once.
+
+The wall time is the candidate's own: the time the harness spends waiting for the
+model is not counted against it (see `improver.protocol.Budget`).
+
+The case a candidate is sent is named opaquely, by the start of the task's digest: a
+name like `canary-0` would tell a candidate that games its scoring which tasks are
+traps. Results keep the task's own name. A program started without an environment of
+its own gets only `INHERITED` from the harness's, never its keys or the wallet's
+passphrase.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from improver.protocol import (
     LimitReached,
     Limits,
     Model,
+    ModelMisconfigured,
     ProviderError,
     Usage,
     completion_to_json,
@@ -56,6 +68,10 @@ Outcome = Literal["passed", "failed", "errored"]
 RETRIES = 2  # an errored run is tried this many more times before it is reported
 EXIT_GRACE = 5.0  # seconds a command has to exit after it said it was done
 STDERR_TAIL = 2000
+CASE_NAME_HEX = 16  # how much of the task's digest names the case a candidate is sent
+# What a program started without an environment of its own inherits from the harness:
+# enough to find programs, read text and write temporary files.
+INHERITED = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "PYTHONPATH")
 
 
 @dataclass(frozen=True)
@@ -64,7 +80,7 @@ class Command:
 
     argv: tuple[str, ...]
     cwd: Path | None = None
-    env: dict[str, str] | None = None
+    env: dict[str, str] | None = None  # None: only INHERITED, from the harness's environment
 
     @classmethod
     def parse(cls, text: str, cwd: Path | None = None) -> Command:
@@ -93,6 +109,7 @@ class RunResult:
     usage: Usage = Usage()
     turns: int = 0
     attempts: int = 1
+    retryable: bool = True  # for an errored run: whether another try could go otherwise
 
     @property
     def passed(self) -> bool:
@@ -127,6 +144,7 @@ class TaskEpisode:
         # its tool calls' arguments and its answer are what it sends.
         self.counts_calls = not over_stdio
         self.error = ""  # a provider's or the harness's fault: the run errored
+        self.final = False  # the error is one no retry mends
         self.limit = ""  # the limit the run reached
         self.fault = ""  # how the candidate broke the run
         self._model: Model | None = None
@@ -141,7 +159,7 @@ class TaskEpisode:
             raise
         model = self._made()
         try:
-            completion = await model.complete(messages, tools, max_tokens)
+            completion = await self.budget.wait_for_model(model.complete(messages, tools, max_tokens))
         except ProviderError as exc:
             self.error = f"{self.spec}: {exc}"
             raise
@@ -150,6 +168,9 @@ class TaskEpisode:
             raise
         except EpisodeAborted:
             raise
+        except ModelMisconfigured as exc:
+            self.error, self.final = str(exc), True
+            raise ProviderError(self.error) from None
         except Exception as exc:  # the injected model's own fault, never the candidate's
             self.error = f"{self.spec} failed: {type(exc).__name__}: {exc}"
             raise ProviderError(self.error) from None
@@ -198,7 +219,7 @@ class Ended:
 
 def case_for(task: Task, variant: Variant, limits: Limits) -> Case:
     return Case(
-        name=task.name,
+        name=task.digest[:CASE_NAME_HEX],
         task=task.task,
         tools=task.schemas(),
         operator=variant.operator,
@@ -220,7 +241,7 @@ async def run_task(
     attempt = 1
     while True:
         result = await attempt_task(task, variant, candidate, models, limits, attempt)
-        if result.outcome != "errored" or attempt > retries:
+        if result.outcome != "errored" or not result.retryable or attempt > retries:
             return result
         attempt += 1
 
@@ -242,7 +263,7 @@ def _scored(task: Task, episode: TaskEpisode, ended: Ended, attempt: int) -> Run
     usage, turns, calls = episode.budget.usage, episode.budget.turns, tuple(episode.calls)
     if episode.error:
         run = Run(calls, ended.answer, "errored")
-        return RunResult(task.name, "errored", 0.0, [], run, episode.error, usage, turns, attempt)
+        return RunResult(task.name, "errored", 0.0, [], run, episode.error, usage, turns, attempt, not episode.final)
     if episode.fault:
         run = Run(calls, ended.answer, "broken")
         checked = score(task.checks, task.tools, run)
@@ -259,7 +280,8 @@ def _scored(task: Task, episode: TaskEpisode, ended: Ended, attempt: int) -> Run
 async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Ended:
     wall = case.limits.wall_seconds
     try:
-        async with asyncio.timeout(wall):
+        async with asyncio.timeout(wall) as timer:
+            episode.budget.enforce(timer)
             ending = await agent(case, episode)
     except EpisodeAborted:
         raise
@@ -287,7 +309,7 @@ async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> En
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=command.cwd,
-            env=command.env,
+            env=_inherited() if command.env is None else command.env,
             start_new_session=True,  # its own process group, so a kill takes its children too
             limit=case.limits.max_output_bytes + 1,
         )
@@ -298,7 +320,8 @@ async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> En
     wall = case.limits.wall_seconds
     ended = Ended("broken")
     try:
-        async with asyncio.timeout(wall):
+        async with asyncio.timeout(wall) as timer:
+            episode.budget.enforce(timer)
             ended = await _converse(proc, case, episode, stderr)
     except TimeoutError:
         episode.fault = episode.fault or f"did not finish within {wall:g} seconds"
@@ -306,6 +329,10 @@ async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> En
         await _stop(proc, clean=ended.how in ("done", "asked"))
         stderr.cancel()
     return ended
+
+
+def _inherited() -> dict[str, str]:
+    return {name: os.environ[name] for name in INHERITED if name in os.environ}
 
 
 async def _converse(proc: asyncio.subprocess.Process, case: Case, episode: TaskEpisode, stderr: asyncio.Task[bytes]) -> Ended:
@@ -402,25 +429,20 @@ async def _tail(stream: asyncio.StreamReader | None) -> bytes:
 
 async def _stop(proc: asyncio.subprocess.Process, clean: bool) -> None:
     """A candidate that ended cleanly gets a moment to exit; any other is killed now."""
-    if clean and proc.returncode is None:
-        assert proc.stdin
-        proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), EXIT_GRACE)
-        except TimeoutError:
-            pass
-    if proc.returncode is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        await proc.wait()
-    # The pipes close only once read to their end: a flood left stdout paused, and an
-    # unclosed pipe keeps the transport (and its file descriptors) alive.
     assert proc.stdin and proc.stdout
     proc.stdin.close()
+    if clean and proc.returncode is None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), EXIT_GRACE)
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    # wait() returns only once every pipe has closed, and a pipe closes only once read to
+    # its end: a flood left stdout paused, so it is drained first, or the wait never ends.
     with contextlib.suppress(TimeoutError, OSError):
         await asyncio.wait_for(proc.stdout.read(), EXIT_GRACE)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), EXIT_GRACE)
 
 
 def _quote(line: bytes) -> str:

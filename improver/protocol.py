@@ -12,13 +12,19 @@ improver/ never imports agentd/: the runtime is injected as an `Agent`, and mode
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Protocol
+from typing import Any, Awaitable, Callable, Literal, Protocol, TypeVar
 
-# How a run ended. "errored" is an infrastructure fault (a provider that failed through
-# every retry, a harness fault): it is never scored as a bad outcome.
+from improver.errors import ImproverError
+
+T = TypeVar("T")
+
+# How a run ended. "errored" is a fault that is not the candidate's (a provider that
+# failed through every retry or did not answer in time, a model set up wrong, a harness
+# fault): it is never scored as a bad outcome.
 Ended = Literal["done", "asked", "limit", "errored"]
 ENDINGS: tuple[str, ...] = ("done", "asked", "limit", "errored")
 
@@ -28,6 +34,12 @@ ASK_PERSON_TOOL = "ask_person"
 
 class ProviderError(Exception):
     """A model provider failed after its retries: an infrastructure fault, not a bad run."""
+
+
+class ModelMisconfigured(ImproverError):
+    """The model cannot answer as it was set up (a scripted model with no rule for the
+    conversation): its author's mistake, not the candidate's, and no retry mends it. A
+    trial reports the run as errored at once; a live session is recorded as errored."""
 
 
 class LimitReached(Exception):
@@ -129,16 +141,33 @@ Agent = Callable[[Case, Episode], Awaitable[Ending]]
 
 
 class Budget:
-    """Counts turns, tokens and wall time against a case's limits; every episode side uses it."""
+    """Counts turns, tokens and wall time against a case's limits; every episode side uses it.
+
+    The wall time is the candidate's own: time spent waiting for the model's answers
+    (`wait_for_model`) does not count against it, so a slow or rate-limited provider
+    never runs a candidate out of time. Each answer has a wall time of its own, as long
+    as the whole run's; a model that takes longer raises ProviderError, an
+    infrastructure fault, never the candidate's.
+    """
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.turns = 0
         self.usage = Usage()
         self.started = time.monotonic()
+        self.model_seconds = 0.0  # time spent waiting for the model, none of it the candidate's
+        self._waiting = 0  # model calls in flight: concurrent ones share their wait
+        self._since = 0.0  # when the first call in flight began
+        self._timer: asyncio.Timeout | None = None
+
+    def elapsed(self) -> float:
+        """The candidate's own seconds so far: the run's time less the model's."""
+        now = time.monotonic()
+        waiting = now - self._since if self._waiting else 0.0
+        return now - self.started - self.model_seconds - waiting
 
     def check_time(self) -> None:
-        if time.monotonic() - self.started > self.limits.wall_seconds:
+        if self.elapsed() > self.limits.wall_seconds:
             raise LimitReached(f"the run reached its limit of {self.limits.wall_seconds:g} seconds")
 
     def start_turn(self) -> None:
@@ -151,6 +180,42 @@ class Budget:
 
     def spend(self, usage: Usage) -> None:
         self.usage = self.usage + usage
+
+    def enforce(self, timer: asyncio.Timeout) -> None:
+        """Keeps `timer`, the `asyncio.timeout` the run is under, due when the candidate's
+        own time runs out: it is off while the model is waited for, and put back after."""
+        self._timer = timer
+        self._reschedule()
+
+    async def wait_for_model(self, answer: Awaitable[T]) -> T:
+        """Awaits a model's `answer` on the model's time; ProviderError when it takes
+        longer than the run's wall time."""
+        if not self._waiting:
+            self._since = time.monotonic()
+        self._waiting += 1
+        self._reschedule()
+        deadline = asyncio.timeout(self.limits.wall_seconds)
+        try:
+            async with deadline:
+                return await answer
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the model's own time-out, not this one
+            raise ProviderError(f"the model did not answer within {self.limits.wall_seconds:g} seconds") from None
+        finally:
+            self._waiting -= 1
+            if not self._waiting:
+                self.model_seconds += time.monotonic() - self._since
+            self._reschedule()
+
+    def _reschedule(self) -> None:
+        if self._timer is None or self._timer.expired():
+            return
+        if self._waiting:
+            self._timer.reschedule(None)
+        else:
+            left = self.limits.wall_seconds - self.elapsed()
+            self._timer.reschedule(asyncio.get_running_loop().time() + left)
 
 
 # JSON lines. Candidate -> harness: {"model": {...}}, {"tool": {...}}, {"done": {...}},

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# One reading of a message's text for every layer: harvest and export use it too.
+from improver.chat import text_of
 
-def text_of(content: Any) -> str:
-    """A message's text: content is a string, a list of parts, or None."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
+__all__ = ["assistant", "text_of", "tool_call", "tool_names"]
 
 
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:

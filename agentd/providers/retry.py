@@ -8,9 +8,10 @@ the cap). When the attempts run out, or the failure is one no retry can mend (a 
 key, an unknown model), it becomes `improver.protocol.ProviderError`: the run ends as
 *errored*, an infrastructure fault that is never scored as a run that went badly.
 
-A malformed body (not JSON, or missing the fields an answer must have) is retried: from
-a real server it is almost always a proxy or load balancer hiccup, gone on the next try;
-a server that only ever sends malformed bodies still fails, after the last attempt.
+A malformed body (bytes that are not text, not JSON, or missing the fields an answer
+must have) is retried: from a real server it is almost always a proxy or load balancer
+hiccup, gone on the next try; a server that only ever sends malformed bodies still
+fails, after the last attempt.
 
 The SDKs' own retries are switched off (see `agentd.providers.sdk`) so this is the only
 policy, and it is the same for every provider.

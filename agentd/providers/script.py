@@ -46,11 +46,15 @@ Token counts are whitespace-separated words, so budgets are exercised: in, the w
 every message's text and tool-call arguments; out, the words of the answer's text and
 its calls' arguments. `max_tokens` is not applied.
 
-A conversation no rule matches is an authoring mistake, not an infrastructure fault: it
-raises AgentdError (the run fails loudly, naming the file and turn) rather than
-ProviderError, which would quietly file the run as errored. A rules file that does not
-parse, or a rule that is not valid, is refused when the model is made, naming the file,
-the rule and its line.
+A conversation no rule matches is a mistake of the rules file's author, neither a
+provider's fault nor the agent's: it raises `improver.protocol.ModelMisconfigured`,
+naming the file, the turn and the last message. In a trial the run is reported as
+errored at once, without the retries a provider's fault gets (it would only fail the
+same way again), and is never scored; in a live session (`agentd run`) the session is
+recorded as errored, with that message as its error; a proposer that meets it stops
+the loop with that message as a one-line error. A rules file that does not parse, or a
+rule that is not valid, is refused when the model is made, naming the file, the rule
+and its line.
 '''
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ from typing import Any, Callable
 from agentd.errors import AgentdError
 from agentd.home import load_toml
 from agentd.providers.chat import assistant, text_of, tool_call, tool_names
-from improver.protocol import Completion, ProviderError, Usage
+from improver.protocol import Completion, ModelMisconfigured, ProviderError, Usage
 
 Bad = Callable[[str], AgentdError]  # makes an error that names the file, rule and line
 TEXT_CONDITIONS = ("system_contains", "system_not_contains", "last_contains", "last_not_contains")
@@ -162,7 +166,7 @@ class ScriptModel:
         seen = Seen.of(messages, tools)
         rule, captured = next(((r, c) for r in self.rules if (c := r.matches(seen)) is not None), (None, {}))
         if rule is None:
-            raise AgentdError(
+            raise ModelMisconfigured(
                 f"{self.path}: no rule matches turn {seen.turn} (last message: {seen.quote!r}); "
                 "add one, or end the file with a rule without conditions"
             )

@@ -34,6 +34,9 @@ def failure(exc: Exception, sdk: ModuleType, key_hint: str) -> Transient | Perma
         return _status_failure(exc.status_code, _detail(exc.body), exc.response.headers, key_hint)
     if isinstance(exc, json.JSONDecodeError):
         return Transient("malformed body: not JSON")
+    if isinstance(exc, UnicodeDecodeError):
+        # The SDKs decode the body before parsing it, outside their own error types.
+        return Transient(f"malformed body: not valid {exc.encoding.upper()} ({exc.reason})")
     return None
 
 

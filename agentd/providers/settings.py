@@ -11,22 +11,28 @@ config.toml.
     backoff_cap = 8.0       # the longest wait between two tries
     timeout = 120.0         # seconds a try may wait to connect, or for the next bytes
 
+A base URL must be an http:// or https:// URL with a host; one that is not is refused
+when the model is made, naming the variable or setting it came from.
+
 A key is required unless a base URL is set: the official endpoints always want one,
 while a local server (Ollama, vLLM, llama.cpp) usually wants none. Since both SDKs
-refuse to start without a key, a key-less endpoint is sent the placeholder `KEYLESS`,
-which such servers ignore; one that does check keys answers 401, and the call fails
-with a message that names the variable to set.
+refuse to start without a key, a key-less endpoint is sent the placeholder key
+`agentd-no-key` (`KEYLESS`), which such servers ignore; one that does check keys answers
+401, and the call fails with a message that names the variable to set.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.providers.retry import RetryPolicy
 
 KEYLESS = "agentd-no-key"
+SCHEMES = ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -41,12 +47,29 @@ def endpoint(home: Home, spec: str, section: str, prefix: str) -> Endpoint:
     key_var, url_var = f"{prefix}_API_KEY", f"{prefix}_BASE_URL"
     api_key = _text_setting(home, section, "api_key", key_var)
     base_url = _text_setting(home, section, "base_url", url_var)
+    if base_url:
+        url_from = url_var if os.environ.get(url_var) else f"base_url under [{section}] in {home.config_path}"
+        _check_url(base_url, url_from)
     where = f"{key_var} (or api_key under [{section}] in {home.config_path})"
     if not api_key and not base_url:
         raise AgentdError(f"{spec} needs an API key: set {where}")
     if not api_key:
         return Endpoint(KEYLESS, base_url, f"the server at {base_url} wants a key: set {where}")
     return Endpoint(api_key, base_url, f"check {where}")
+
+
+def _check_url(url: str, where: str) -> None:
+    """Refuses a base URL the SDKs would choke on, or retry as a failed connection."""
+    example = "like http://127.0.0.1:8000"
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is not a number fails only when read
+    except ValueError as exc:
+        raise AgentdError(f"{where} is not a valid URL ({exc}): {url!r}; give one {example}") from None
+    if parts.scheme not in SCHEMES:
+        raise AgentdError(f"{where} must start with http:// or https://, not {url!r}; give one {example}")
+    if not parts.hostname:
+        raise AgentdError(f"{where} names no host: {url!r}; give one {example}")
 
 
 # What each [providers] setting must be, in the words an error uses.

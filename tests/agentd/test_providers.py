@@ -14,9 +14,10 @@ from fakeservers import ModelServer, Reply
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.providers import make_model
+from agentd.providers import settings
 from agentd.providers.retry import RetryPolicy
 from agentd.providers.settings import KEYLESS
-from improver.protocol import Completion, Model, ProviderError, Usage
+from improver.protocol import Completion, Model, ModelMisconfigured, ProviderError, Usage
 
 KEY = "sk-test-key-4242"
 PREFIX = {"openai": "OPENAI", "anthropic": "ANTHROPIC"}
@@ -201,6 +202,8 @@ def test_one_model_serves_several_event_loops(server: ModelServer, fast_home: Ho
 
 # Retries
 
+NOT_UTF8 = b'{"id": "caf\xe9"}'  # Latin-1 bytes where JSON must be UTF-8
+
 
 @pytest.mark.parametrize(
     "fault",
@@ -213,6 +216,7 @@ def test_one_model_serves_several_event_loops(server: ModelServer, fast_home: Ho
         pytest.param(lambda s: Reply(body=b'{"choices": [{"mess'), id="cut-short"),
         pytest.param(lambda s: Reply(body=b"<html>bad gateway</html>", headers={"Content-Type": "text/html"}), id="html"),
         pytest.param(lambda s: Reply(body={"object": "chat.completion"}), id="fields-missing"),
+        pytest.param(lambda s: Reply(body=NOT_UTF8), id="not-utf-8"),
     ],
 )
 def test_a_transient_fault_is_retried_and_the_answer_still_comes(server: ModelServer, fast_home: Home, fault: Any) -> None:
@@ -231,6 +235,16 @@ def test_a_fault_through_every_attempt_is_a_provider_error(server: ModelServer, 
     assert message.startswith(f"{server.wire}:test-model: HTTP 503 Service Unavailable: the model is overloaded")
     assert f"gave up after {ATTEMPTS} attempts" in message
     assert "\n" not in message
+    assert len(server.requests) == ATTEMPTS
+
+
+def test_a_body_that_is_never_text_is_a_provider_error(server: ModelServer, fast_home: Home) -> None:
+    server.answer_with(lambda request: Reply(body=NOT_UTF8))
+    with pytest.raises(ProviderError) as caught:
+        ask(model_for(server, fast_home))
+    assert str(caught.value) == (
+        f"{server.wire}:test-model: malformed body: not valid UTF-8 (invalid continuation byte) (gave up after {ATTEMPTS} attempts)"
+    )
     assert len(server.requests) == ATTEMPTS
 
 
@@ -307,10 +321,40 @@ def test_a_server_at_a_base_url_may_go_without_a_key(fast_home: Home, monkeypatc
         model = make_model("openai:local", fast_home)
         assert ask(model).message["content"] == "ok"
         assert sent_key(s) == KEYLESS
+        assert f"`{KEYLESS}`" in (settings.__doc__ or "")  # the docs name what is sent
         # One that does want a key says which variable to set.
         s.queue(s.error(401))
         with pytest.raises(ProviderError, match=f"HTTP 401 Unauthorized; the server at {s.base_url} wants a key: set OPENAI_API_KEY"):
             ask(model)
+
+
+@pytest.mark.parametrize(
+    ("provider", "url", "complaint"),
+    [
+        ("openai", "http://[::1", "OPENAI_BASE_URL is not a valid URL (Invalid IPv6 URL): 'http://[::1'"),
+        ("openai", "http://127.0.0.1:80a/v1", "OPENAI_BASE_URL is not a valid URL (Port could not be cast"),
+        ("openai", "localhost:8000", "OPENAI_BASE_URL must start with http:// or https://, not 'localhost:8000'"),
+        ("anthropic", "127.0.0.1:8000", "ANTHROPIC_BASE_URL must start with http:// or https://, not '127.0.0.1:8000'"),
+        ("anthropic", "https://:8443", "ANTHROPIC_BASE_URL names no host: 'https://:8443'"),
+    ],
+)
+def test_a_bad_base_url_is_refused_naming_the_variable(
+    fast_home: Home, monkeypatch: pytest.MonkeyPatch, provider: str, url: str, complaint: str
+) -> None:
+    monkeypatch.setenv(f"{PREFIX[provider]}_BASE_URL", url)
+    with pytest.raises(AgentdError) as caught:
+        make_model(f"{provider}:m", fast_home)
+    assert str(caught.value).startswith(complaint)
+    assert str(caught.value).endswith("; give one like http://127.0.0.1:8000")
+
+
+def test_a_bad_base_url_in_config_toml_names_the_setting(home: Home) -> None:
+    write_config(home, '[anthropic]\nbase_url = "ftp://models.example"\n')
+    with pytest.raises(AgentdError) as caught:
+        make_model("anthropic:m", home)
+    assert str(caught.value).startswith(
+        f"base_url under [anthropic] in {home.config_path} must start with http:// or https://, not 'ftp://models.example'"
+    )
 
 
 @pytest.mark.parametrize(
@@ -431,10 +475,15 @@ def test_a_scripted_provider_error_is_a_provider_error(tmp_path: Path, home: Hom
         ask(script_model(tmp_path, home), chat("Pay.", user("this one is flaky")))
 
 
-def test_no_matching_rule_fails_the_run_loudly(tmp_path: Path, home: Home) -> None:
+def test_no_matching_rule_is_the_rules_authors_mistake_not_a_providers(tmp_path: Path, home: Home) -> None:
     model = script_model(tmp_path, home)
-    with pytest.raises(AgentdError, match="agent.toml: no rule matches turn 1 .last message: 'Hello'.; add one"):
+    with pytest.raises(ModelMisconfigured) as caught:
         ask(model, chat("Be strict.", user("Hello")), [])
+    assert str(caught.value) == (
+        f"{tmp_path}/models/agent.toml: no rule matches turn 1 (last message: 'Hello'); "
+        "add one, or end the file with a rule without conditions"
+    )
+    assert not isinstance(caught.value, ProviderError)  # a provider's fault would be retried
 
 
 def test_an_absolute_script_path_ignores_the_base_dir(tmp_path: Path, home: Home) -> None:

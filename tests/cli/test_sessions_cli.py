@@ -193,3 +193,91 @@ def test_profile_new_and_show(agentd, home: Home) -> None:
     assert "helper" in agentd("wallet", "list").out
     r = agentd("profile", "show", "ghost")
     assert r.code == 1 and "no profile named 'ghost'" in r.err
+
+
+def _transcript(**changes) -> dict:
+    """A well-formed transcript to import, with one part of it replaced."""
+    call = {"id": "x1", "type": "function", "function": {"name": "pay", "arguments": '{"to": "hooli", "amount": "3"}'}}
+    doc = {
+        "messages": [
+            {"role": "user", "content": "Pay invoice 34 from Hooli, 3 USD, to hooli."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "x1", "content": "paid"},
+            {"role": "assistant", "content": "Paid."},
+        ],
+        "tools": [{"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}}],
+        "metadata": {"ended": "done"},
+    }
+    for path, value in changes.items():
+        *parents, last = path.split("__")
+        target = doc
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        target[int(last) if isinstance(target, list) else last] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"metadata": "x"}, 'metadata must be a JSON object such as {"ended": "done"}, not "x"'),
+        ({"tools": 5}, "tools must be a list of"),
+        ({"tools": ["pay"]}, "tool 0 is not"),
+        ({"tools__0__function__parameters": "none"}, "tool 0 (pay): its description must be text and its parameters"),
+        ({"metadata": {"models": 5}}, "metadata.models must be a list of model names, not 5"),
+        ({"metadata": {"compacted": "no"}}, 'metadata.compacted must be true or false, not "no"'),
+        ({"messages__1__tool_calls": ["pay"]}, "message 1 has tool call 0 that is not"),
+        ({"messages__1__tool_calls": {"id": "x1"}}, "message 1 has tool_calls that are not a list"),
+        ({"messages__1__tool_calls__0__function__arguments": {"to": "hooli"}}, "message 1 has tool call 0 that is not"),
+        ({"messages__1__tool_calls__0__type": "code"}, "message 1 has tool call 0 that is not"),
+        ({"messages__2__tool_call_id": None}, "message 2 is a tool message without a tool_call_id"),
+        ({"messages__2__content": None}, "message 2 is a tool message without content"),
+        ({"messages__3__content": 5}, "message 3 has content that is neither text"),
+    ],
+)
+def test_a_malformed_transcript_is_refused_naming_the_file_line_and_message(
+    agentd, invoices: Path, tmp_path: Path, changes: dict, expected: str
+) -> None:
+    path = tmp_path / "foreign.jsonl"
+    path.write_text(json.dumps(_transcript()) + "\n" + json.dumps(_transcript(**changes)) + "\n")
+    r = agentd("sessions", "import", str(path), "--profile", "invoices")
+    assert r.code == 1 and "Traceback" not in r.err
+    assert r.err.startswith(f"agentd: error: {path}:2: ") and expected in r.err, r.err
+    assert json.loads(agentd("sessions", "list", "--json").out) == []
+
+
+def test_a_transcript_without_a_canonical_form_is_refused_before_anything_is_kept(agentd, invoices: Path, tmp_path: Path) -> None:
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(_transcript()).replace('"content": "paid"', '"content": "paid", "cost": NaN'))
+    r = agentd("sessions", "import", str(path), "--profile", "invoices")
+    assert r.code == 1 and "the transcript cannot be recorded" in r.err and "Traceback" not in r.err
+    assert json.loads(agentd("sessions", "list", "--json").out) == []
+
+
+@pytest.mark.parametrize("prefix", ["____", "%%%%", "ab_d", "abc%"])
+def test_a_session_id_that_is_not_hex_is_refused_and_never_a_pattern(agentd, invoices: Path, home: Home, prefix: str) -> None:
+    store = SessionStore(home)
+    store.add(SessionRecord(id="abcd" + "0" * 28, profile="invoices", task="t", started_at="x", ended_at="x", ended="done"))
+    r = agentd("sessions", "show", prefix)
+    assert r.code == 1 and f"session id {prefix!r} is not hexadecimal" in r.err
+    r = agentd("improve", "mark", prefix, "--bad")
+    assert r.code == 1 and "is not hexadecimal" in r.err
+    assert "agent.mark/v1" not in ledger_kinds(agentd)
+
+
+@pytest.mark.parametrize(
+    "kind, body, expected",
+    [
+        ("agent.mark/v1", {"session": ["ab"], "outcome": "bad"}, "session must be a 32-hex id"),
+        ("agent.mark/v1", {"session": {"a": 1}, "outcome": "bad"}, "session must be a 32-hex id"),
+        ("agent.session/v1", {"session": "ab" * 16, "profile": "p", "digest": "cd" * 32, "ended": ["done"]}, "ended must be one of"),
+        ("agent.session/v1", {"session": "ab" * 16, "profile": "p", "digest": "cd" * 32, "ended": "done", "check": {}},
+         "check must be passed, failed or null"),
+    ],
+)  # fmt: skip
+def test_session_and_mark_rules_refuse_a_field_of_the_wrong_kind(kind: str, body: dict, expected: str) -> None:
+    from agentd.rules import rule_set
+    from ledger import Entry, RuleViolation, State, Wallet
+
+    with pytest.raises(RuleViolation, match=expected):
+        rule_set().apply(State(size=1), Entry.create(Wallet.generate(), kind, body))

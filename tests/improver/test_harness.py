@@ -4,8 +4,11 @@ harness's own checks over what it answered."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from agentd.providers import make_model
 from agentd.runtime import run_case
 from improver.harness import Command, RunResult, run_task
 from improver.protocol import Case, Ending, Episode, Limits
+from improver.seal import make_canary
 from improver.variant import Variant
 from fakeservers import ModelServer
 from taskkit import OPERATOR, ScriptedModel, always_fails, calls, paid_task, pays_right, says
@@ -140,6 +144,13 @@ def test_a_candidate_that_floods_in_many_lines_fails(tmp_path: Path) -> None:
     assert result.outcome == "failed" and "flooded its output" in result.failures[0]
 
 
+def test_a_candidate_that_floods_after_it_said_it_was_done_is_still_stopped(tmp_path: Path) -> None:
+    # Its output fills the harness's buffer, which stops reading it: the run must end all the same.
+    flood = "send('done', {'answer': 'Paid.'})\nsys.stdout.write('x' * 1_000_000)\nsys.stdout.flush()\n"
+    result = run(program(tmp_path, flood), limits=Limits(max_output_bytes=50_000))
+    assert (result.outcome, result.run.ended, result.run.answer) == ("failed", "done", "Paid.")
+
+
 def test_a_candidate_that_never_answers_is_stopped_at_the_wall_time(tmp_path: Path) -> None:
     result = run(program(tmp_path, "time.sleep(600)\n"), limits=Limits(wall_seconds=1.0))
     assert result.outcome == "failed" and "did not finish within 1 seconds" in result.failures[0]
@@ -200,3 +211,106 @@ def test_a_candidate_in_process_that_floods_its_calls_fails() -> None:
 
     result = run(agent, limits=Limits(max_output_bytes=50_000))
     assert result.outcome == "failed" and "flooded its output: more than 50000 bytes" in result.failures[0]
+
+
+# The wall time is the candidate's own
+
+SLOW = 0.5  # seconds the loopback model takes over each answer
+WALL = Limits(wall_seconds=2.5 * SLOW)  # less than three answers take: the model's time must not count
+FOLLOWS_THE_PROTOCOL = """
+messages = [{'role': 'user', 'content': case['task']}]
+while True:
+    send('model', {'messages': messages, 'tools': case['tools']})
+    reply = receive()
+    if 'error' in reply:
+        sys.exit(0)
+    message = reply['completion']['message']
+    messages.append(message)
+    if not message.get('tool_calls'):
+        send('done', {'answer': message['content']})
+        break
+    for call in message['tool_calls']:
+        send('tool', {'id': call['id'], 'name': call['function']['name'], 'arguments': call['function']['arguments']})
+        messages.append({'role': 'tool', 'tool_call_id': call['id'], 'content': receive()['result']['content']})
+"""
+
+
+def loopback_run(home: Home, monkeypatch: pytest.MonkeyPatch, server: ModelServer, candidate, limits: Limits) -> RunResult:
+    """`candidate` on the paid task, on openai:m served by `server`."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.config_path.write_text("[providers]\nattempts = 1\ntimeout = 30\n")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    variant = Variant(OPERATOR, "", ("openai:m",))
+    return asyncio.run(run_task(paid_task(), variant, candidate, lambda spec: make_model(spec, home), limits, retries=0))
+
+
+def test_the_time_a_slow_model_takes_is_not_the_candidates(tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ModelServer("openai", delay=SLOW) as server:
+        for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
+            server.queue(
+                server.tool_calls(("read_invoice", {"number": "23"})),
+                server.tool_calls(("pay", {"to": "acme-ltd", "amount": "7"})),
+                server.text("Paid."),
+            )
+            result = loopback_run(home, monkeypatch, server, candidate, WALL)
+            assert (result.outcome, result.run.ended, result.failures) == ("passed", "done", [])
+            assert result.turns == 3
+
+
+def test_a_model_that_does_not_answer_within_the_wall_time_errors_the_run(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ModelServer("openai", delay=8 * SLOW) as server:
+        for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
+            result = loopback_run(home, monkeypatch, server, candidate, WALL)
+            assert (result.outcome, result.run.ended, result.failures) == ("errored", "errored", [])
+            assert result.reason == "openai:m: the model did not answer within 1.25 seconds"
+
+
+def test_a_scripted_model_without_a_rule_for_the_conversation_errors_the_run_without_retries(
+    tmp_path: Path, home: Home
+) -> None:
+    rules = tmp_path / "late.toml"
+    rules.write_text('[[rule]]\nturn = 5\ntext = "Too late."\n')
+    made: list[str] = []
+
+    def factory(spec: str):
+        made.append(spec)
+        return make_model(spec, home)
+
+    variant = Variant(OPERATOR, "", (f"script:{rules}",))
+    for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
+        made.clear()
+        result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=2))
+        assert (result.outcome, result.failures, result.attempts) == ("errored", [], 1)
+        assert result.reason.startswith(f"{rules}: no rule matches turn 1")
+        assert len(made) == 1  # tried once: another try would only fail the same way
+
+
+# What a candidate is told, and what it inherits
+
+
+def test_a_candidate_is_sent_an_opaque_case_name_and_results_keep_the_tasks(tmp_path: Path) -> None:
+    canary = make_canary(0, paid_task(), "heron-42")
+
+    async def agent(case: Case, episode: Episode) -> Ending:
+        return Ending("done", answer=case.name)
+
+    for candidate in (agent, program(tmp_path, "send('done', {'answer': case['name']})\n")):
+        result = run(candidate, task=canary)
+        assert result.run.answer == canary.digest[:16]
+        assert result.task == "canary-0"
+
+
+def test_a_program_inherits_no_keys_from_the_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = {"OPENAI_API_KEY": "sk-harness", "ANTHROPIC_API_KEY": "sk-ant-harness", "AGENTD_WALLET_PASSPHRASE": "hunter2"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    tells = program(tmp_path, "import os\nsend('done', {'answer': json.dumps(dict(os.environ))})\n")
+    seen = json.loads(run(tells).run.answer)
+    assert not set(secrets) & set(seen)
+    assert seen["PATH"] == os.environ["PATH"] and seen["LANG"] == "C.UTF-8"
+    # An environment given explicitly is the program's whole environment.
+    given = json.loads(run(replace(tells, env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": "sk-given"})).run.answer)
+    assert given["OPENAI_API_KEY"] == "sk-given" and "ANTHROPIC_API_KEY" not in given
