@@ -56,6 +56,9 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from fakeservers import ModelServer, Received, Reply  # noqa: E402
+from timing import Stopwatch  # noqa: E402
+
 import agentd.live  # noqa: E402
 from agentd.home import Home  # noqa: E402
 from agentd.ledgers import open_ledger  # noqa: E402
@@ -68,11 +71,9 @@ from agentd.runtime import ASK_PERSON_SCHEMA, run_case, system_prompt  # noqa: E
 from agentd.sessions import SessionStore  # noqa: E402
 from agentd.tools import Toolbox  # noqa: E402
 from agentd.wallets import load_wallet, wallet_path  # noqa: E402
-from fakeservers import ModelServer, Received, Reply  # noqa: E402
 from improver.protocol import Completion, Model, Usage  # noqa: E402
 from ledger import Wallet, open_key_file, write_key_file  # noqa: E402
 from ledger.log import Ledger  # noqa: E402
-from timing import Stopwatch  # noqa: E402
 
 PROFILE = "bench"
 TURNS = 3  # read_invoice, pay, the answer

@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
-import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -34,11 +34,12 @@ from typing import Iterator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from fakeservers import ModelServer  # noqa: E402
+
 from agentd.episodes import AGENT, model_factory  # noqa: E402
 from agentd.examples import install_example  # noqa: E402
 from agentd.home import Home  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
-from fakeservers import ModelServer  # noqa: E402
 from improver.harness import Candidate, Command  # noqa: E402
 from improver.harvest import Session, task_from  # noqa: E402
 from improver.protocol import Completion, Usage  # noqa: E402

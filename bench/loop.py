@@ -46,6 +46,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from decisions import simulate  # noqa: E402  (bench/decisions.py: a script's own folder is on sys.path)
+from timing import Stopwatch  # noqa: E402
+
 import improver.harness  # noqa: E402
 import improver.loop  # noqa: E402
 from agentd.examples import install_example  # noqa: E402
@@ -57,7 +60,6 @@ from agentd.marks import mark_session  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
 from agentd.providers.script import ScriptModel  # noqa: E402
 from agentd.wallets import log_key, wallet_path  # noqa: E402
-from decisions import simulate  # noqa: E402  (bench/decisions.py: a script's own folder is on sys.path)
 from improver import stats  # noqa: E402
 from improver.archive import Archive  # noqa: E402
 from improver.lineage import Lineage  # noqa: E402
@@ -65,7 +67,6 @@ from improver.loop import Event, Loop  # noqa: E402
 from improver.seal import Seal, SealRequest  # noqa: E402
 from ledger import Wallet, write_key_file  # noqa: E402
 from ledger.log import Ledger  # noqa: E402
-from timing import Stopwatch  # noqa: E402
 
 PROFILE = "invoices"
 RUNS = 4

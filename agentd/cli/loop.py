@@ -14,7 +14,17 @@ import click
 from agentd.adoption import adopt as adopt_step
 from agentd.adoption import lineage_of
 from agentd.adoption import undo as undo_step
-from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, App, CheckFailed, emit_json, emit_json_line, json_option, pass_app, progress
+from agentd.cli.options import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    App,
+    CheckFailed,
+    emit_json,
+    emit_json_line,
+    json_option,
+    pass_app,
+    progress,
+)
 from agentd.improving import RunRequest, Sealed, check_lineage, run_improvement, seal_tasks
 from improver import stats
 from improver.errors import ImproverError

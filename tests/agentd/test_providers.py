@@ -13,8 +13,7 @@ from fakeservers import ModelServer, Reply
 
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.providers import make_model
-from agentd.providers import settings
+from agentd.providers import make_model, settings
 from agentd.providers.retry import RetryPolicy
 from agentd.providers.settings import KEYLESS
 from improver.protocol import Completion, Model, ModelMisconfigured, ProviderError, Usage

@@ -12,8 +12,8 @@ from improver.protocol import (
     Budget,
     Case,
     Completion,
-    Limits,
     LimitReached,
+    Limits,
     ProviderError,
     Usage,
 )

@@ -8,9 +8,10 @@ import os
 import threading
 from typing import Any, Callable
 
+from taskkit import OPERATOR, calls, paid_task, says
+
 from agentd.runtime import run_case
 from improver.env import run_episode
-from taskkit import OPERATOR, calls, paid_task, says
 
 Policy = Callable[[dict[str, Any]], bytes | None]  # a request -> the line to send (None: close)
 

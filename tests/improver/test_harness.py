@@ -12,6 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fakeservers import ModelServer
+from taskkit import OPERATOR, ScriptedModel, always_fails, calls, paid_task, pays_right, says
 
 from agentd.home import Home
 from agentd.providers import make_model
@@ -20,8 +22,6 @@ from improver.harness import Command, RunResult, run_task
 from improver.protocol import Case, Ending, Episode, Limits
 from improver.seal import make_canary
 from improver.variant import Variant
-from fakeservers import ModelServer
-from taskkit import OPERATOR, ScriptedModel, always_fails, calls, paid_task, pays_right, says
 
 VARIANT = Variant(OPERATOR, "", ("script:test",))
 STDIO = Command((sys.executable, "-m", "agentd", "case", "--stdio"))

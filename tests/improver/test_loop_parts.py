@@ -12,11 +12,11 @@ import pytest
 from improver.archive import Archive
 from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
+from improver.harvest import task_from
 from improver.proposer import _proposal, describe
 from improver.stats import Tally
 from improver.variant import Variant
 from tests.improver.taskkit import paid_session
-from improver.harvest import task_from
 
 BASE = Variant("Pay invoices.", "", ("script:a.toml",))
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from taskkit import OPERATOR, ScriptedModel, calls, paid_task, says
 
 from agentd.runtime import run_case
 from improver.protocol import ProviderError
 from improver.trials import run_trials
 from improver.variant import Variant
-from taskkit import OPERATOR, ScriptedModel, calls, paid_task, says
 
 
 def pays(messages: list[dict]) -> dict:
