@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import threading
+from dataclasses import replace
 from itertools import chain
 from typing import Any, BinaryIO, Iterator
 
@@ -34,6 +35,7 @@ from improver.variant import Variant
 
 POLICY = "policy"
 DEFAULT_MAX_TOKENS = 4096  # what a request asks for when the runtime sets no cap
+POLICY_GRACE = 1.0  # seconds
 
 
 class LineReader:
@@ -81,10 +83,11 @@ class PolicyModel:
 
     name = POLICY
 
-    def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
+    def __init__(self, reader: BinaryIO, writer: BinaryIO, timeout: float) -> None:
         self.lines = LineReader(reader)
         self.writer = writer
         self.turn = 0
+        self.timeout = timeout  # a policy slower than this on a turn is the policy's doing
 
     def send(self, kind: str, payload: dict[str, Any]) -> None:
         try:
@@ -96,7 +99,10 @@ class PolicyModel:
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
         self.turn += 1
         self.send("request", {"messages": messages, "tools": tools, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS})
-        line = await self.lines.readline()
+        try:
+            line = await asyncio.wait_for(self.lines.readline(), self.timeout)
+        except TimeoutError:
+            raise EpisodeAborted(f"turn {self.turn}: the policy did not answer within {self.timeout:g} seconds") from None
         if not line:
             raise EpisodeAborted("the policy closed its input before the episode ended")
         return Completion(assistant_message(line, self.turn), Usage(), POLICY)
@@ -159,10 +165,13 @@ async def run_episode(
 ) -> RunResult | None:
     """Runs one episode over `reader`/`writer`; the result, or None when it ended in an
     error line (a malformed policy line, or a run the harness could not make)."""
-    policy = PolicyModel(reader, writer)
+    policy = PolicyModel(reader, writer, limits.wall_seconds)
     variant = Variant(operator, lessons, (POLICY,))
+    # The harness allows a model call wall_seconds before calling it an infrastructure
+    # fault; here the model is the policy, whose own clock (above) must run out first.
+    harness_limits = replace(limits, wall_seconds=limits.wall_seconds + POLICY_GRACE)
     try:
-        result = await run_task(task, variant, agent, lambda _spec: policy, limits, retries=0)
+        result = await run_task(task, variant, agent, lambda _spec: policy, harness_limits, retries=0)
     except EpisodeAborted as exc:
         _last_word(policy, "error", {"kind": "policy", "message": str(exc)})
         return None

@@ -106,3 +106,18 @@ def test_a_policy_that_goes_away_ends_with_a_clear_error() -> None:
     received, result = episode(lambda request: None)
     assert result is None
     assert received[-1]["error"]["message"] == "the policy closed its input before the episode ended"
+
+
+def test_a_policy_too_slow_on_a_turn_is_the_policys_doing_not_an_infrastructure_fault() -> None:
+    from improver.protocol import Limits
+
+    to_env_r, to_env_w = os.pipe()
+    to_policy_r, to_policy_w = os.pipe()
+    with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer, open(to_env_w, "wb"):
+        result = asyncio.run(
+            run_episode(paid_task("work-3"), OPERATOR, "", run_case, reader, writer, Limits(wall_seconds=0.3))
+        )
+    with open(to_policy_r, "rb") as sent:
+        lines = [json.loads(x) for x in sent.read().splitlines()]
+    assert result is None
+    assert lines[-1] == {"error": {"kind": "policy", "message": "turn 1: the policy did not answer within 0.3 seconds"}}
