@@ -42,14 +42,12 @@ import pstats
 import re
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 
@@ -57,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fakeservers import ModelServer, Received, Reply  # noqa: E402
+from loopback import loopback_server  # noqa: E402
 from timing import Stopwatch  # noqa: E402
 
 import agentd.live  # noqa: E402
@@ -157,18 +156,6 @@ def answer(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, dict[st
 
 
 # -- the loopback server, in a process of its own -------------------------------------
-
-
-@contextmanager
-def loopback_server(delay: float) -> Iterator[str]:
-    """Starts this file with --serve; yields the server's base URL."""
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def serve(delay: float) -> None:
@@ -548,7 +535,7 @@ def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # in step with the progress on stderr
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; a session: {TURNS} model turns "
           f"(answered after {delay * 1e3:.0f} ms by a loopback server in its own process) and 2 tool calls")  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp, loopback_server(delay) as base_url:
+    with tempfile.TemporaryDirectory() as tmp, loopback_server(__file__, delay) as base_url:
         os.environ["OPENAI_BASE_URL"] = base_url
         home = make_home(Path(tmp) / "home")
         profile = load_profile(home, PROFILE)

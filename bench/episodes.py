@@ -22,19 +22,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fakeservers import ModelServer  # noqa: E402
+from loopback import loopback_server  # noqa: E402
 
 from agentd.episodes import AGENT, model_factory  # noqa: E402
 from agentd.examples import install_example  # noqa: E402
@@ -129,7 +127,7 @@ def main() -> None:
 
         print(f"3. 640 episodes, 64 at once, each one model turn answered after {DELAY * 1e3:.0f} ms")
         one_turn = _answered_in_one_turn(task)
-        with loopback_server(DELAY) as base_url:
+        with loopback_server(__file__, DELAY) as base_url:
             os.environ["OPENAI_BASE_URL"] = base_url
             answers = Variant(variant.operator, "", ("openai:bench",))
             _latency_line("a loopback OpenAI-compatible server, through the openai: provider", one_turn, answers, model_factory(home))
@@ -158,19 +156,6 @@ class Waits:
     async def complete(self, messages, tools, max_tokens) -> Completion:
         await asyncio.sleep(DELAY)
         return Completion({"role": "assistant", "content": "Paid."}, Usage(10, 2), self.name)
-
-
-@contextmanager
-def loopback_server(delay: float) -> Iterator[str]:
-    """The loopback model server in a process of its own, so its threads do not share
-    this process's interpreter lock with the harness being measured."""
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def serve(delay: float) -> None:
