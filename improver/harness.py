@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,13 +80,6 @@ class Command:
     argv: tuple[str, ...]
     cwd: Path | None = None
     env: dict[str, str] | None = None  # None: only INHERITED, from the harness's environment
-
-    @classmethod
-    def parse(cls, text: str, cwd: Path | None = None) -> Command:
-        argv = tuple(shlex.split(text))
-        if not argv:
-            raise ImproverError("the candidate command is empty; give the program to run")
-        return cls(argv, cwd)
 
 
 Candidate = Union[Agent, Command]

@@ -30,13 +30,6 @@ class Variant:
     def id(self) -> str:
         return digest(self.to_json())[:ID_LENGTH]
 
-    @property
-    def model(self) -> str:
-        """The model the agent runs on: the first it may use."""
-        if not self.models:
-            raise ImproverError(f"variant {self.id} has no model to run on")
-        return self.models[0]
-
     def to_json(self) -> dict[str, Any]:
         return {"operator": self.operator, "lessons": self.lessons, "models": list(self.models)}
 
