@@ -14,7 +14,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # Stable exit codes, documented in the README.
 EXIT_ERROR = 1        # bad input or a failure the message explains
-EXIT_USAGE = 2        # click's own: a wrong option or argument
 EXIT_CHECK_FAILED = 3  # a check ran and found something wrong (verify, lineage --check)
 EXIT_INTERRUPTED = 130
 
@@ -64,8 +63,3 @@ class CheckFailed(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"agentd: check failed: {self.message}", err=True)
-
-
-def fail(message: str) -> click.ClickException:
-    """A one-line user error."""
-    return click.ClickException(message)
