@@ -1,57 +1,6 @@
-"""Fixtures every test suite shares: a fresh home and the CLI run in-process."""
+"""What every test suite may share: nothing of the project itself.
 
-from __future__ import annotations
-
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
-import pytest
-from click.testing import CliRunner
-
-from agentd.cli import invoke as run_cli
-from agentd.home import Home
-
-POSTGRES_URL = os.environ.get("AGENTD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
-    """A fresh, empty agentd home; AGENTD_HOME points at it for subprocesses too."""
-    root = tmp_path / "home"
-    monkeypatch.setenv("AGENTD_HOME", str(root))
-    for var in ("AGENTD_LEDGER_URL", "AGENTD_WALLET_PASSPHRASE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    return Home(root)
-
-
-@pytest.fixture
-def agentd(home: Home):
-    """Runs `agentd ARGS...` in-process against the test's home."""
-
-    def invoke(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None) -> Result:
-        runner = CliRunner()
-        with runner.isolation(input=input, env=env) as (out, err, _):
-            code = run_cli(["--home", str(home.root), *map(str, args)])
-        return Result(code, out.getvalue().decode(), err.getvalue().decode())
-
-    return invoke
-
-
-@pytest.fixture
-def agentd_process(home: Home):
-    """Runs the installed `agentd` as a real process (for signals, concurrency, stdio)."""
-
-    def spawn(*args: str, **kwargs) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "agentd", "--home", str(home.root), *map(str, args)], **kwargs)
-
-    return spawn
+The fixtures that run agentd (a fresh home, the CLI in-process and as a process) live in
+tests/homekit.py and are taken in by the conftest of the suites that test agentd, so the
+improver's and the ledger's tests run without importing agentd at all.
+"""

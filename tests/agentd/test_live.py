@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from fakeservers import ModelServer, Reply
+from tests.fakeservers import ModelServer, Reply
 
 from agentd.home import Home
 from agentd.live import LiveEpisode

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from fakeservers import ModelServer, Reply
+from tests.fakeservers import ModelServer, Reply
 
 from agentd.errors import AgentdError
 from agentd.home import Home

@@ -11,7 +11,7 @@ import stat
 import subprocess
 import sys
 
-from test_wallet_cli import one_error_line
+from tests.cli.test_wallet_cli import one_error_line
 
 from ledger import checkpoint as notes
 from ledger import merkle

@@ -1,4 +1,5 @@
-"""What the improver's tests share: the invoice tools, recorded sessions, a scripted model."""
+"""What the improver's tests share: the invoice tools, recorded sessions, a scripted model,
+and candidates of their own (the improver is tested without agentd's runtime)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from typing import Any, Callable
 
 from improver.harvest import Session, task_from
-from improver.protocol import Completion, ProviderError, Usage
+from improver.protocol import Case, Completion, Ending, Episode, LimitReached, ProviderError, Usage
 from improver.tasks import Task
 
 OPERATOR = "You pay our suppliers' invoices. Read the invoice first, then pay it."
@@ -127,3 +128,44 @@ def always_fails() -> Script:
         return ProviderError("HTTP 500 through every retry")
 
     return script
+
+
+async def follows_the_protocol(case: Case, episode: Episode) -> Ending:
+    """An in-process candidate: asks the model, runs every tool call it makes, and ends when
+    it answers in words (the smallest agent the harness can score)."""
+    prompt = "\n\n".join(part for part in (case.operator, case.lessons) if part)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}, {"role": "user", "content": case.task}]
+    try:
+        while True:
+            try:
+                message = (await episode.model(messages, case.tools, None)).message
+            except ProviderError as exc:
+                return Ending("errored", messages=messages, error=str(exc))
+            messages.append(message)
+            if not message.get("tool_calls"):
+                return Ending("done", answer=message.get("content") or "", messages=messages)
+            for c in message["tool_calls"]:
+                answer = await episode.tool(c["id"], c["function"]["name"], c["function"]["arguments"])
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": answer})
+    except LimitReached as exc:
+        return Ending("limit", messages=messages, error=str(exc))
+
+
+# The same candidate as a program speaking the JSON-lines protocol (see tests.improver.
+# test_harness.program, which writes it to a file after the lines that read the case).
+FOLLOWS_THE_PROTOCOL = """
+messages = [{'role': 'user', 'content': case['task']}]
+while True:
+    send('model', {'messages': messages, 'tools': case['tools']})
+    reply = receive()
+    if 'error' in reply:
+        sys.exit(0)
+    message = reply['completion']['message']
+    messages.append(message)
+    if not message.get('tool_calls'):
+        send('done', {'answer': message['content']})
+        break
+    for call in message['tool_calls']:
+        send('tool', {'id': call['id'], 'name': call['function']['name'], 'arguments': call['function']['arguments']})
+        messages.append({'role': 'tool', 'tool_call_id': call['id'], 'content': receive()['result']['content']})
+"""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from taskkit import TOOLS
-
 from improver.checks import describe, problem, score
 from improver.runs import Call, Run
 from improver.standins import StandIns
+from tests.improver.taskkit import TOOLS
 
 PAY = {"to": "acme-ltd", "amount": "7"}
 

@@ -8,10 +8,8 @@ import os
 import threading
 from typing import Any, Callable
 
-from taskkit import OPERATOR, calls, paid_task, says
-
-from agentd.runtime import run_case
 from improver.env import run_episode
+from tests.improver.taskkit import OPERATOR, calls, follows_the_protocol, paid_task, says
 
 Policy = Callable[[dict[str, Any]], bytes | None]  # a request -> the line to send (None: close)
 
@@ -39,7 +37,7 @@ def episode(policy: Policy, lessons: str = "") -> tuple[list[dict[str, Any]], An
     thread = threading.Thread(target=serve)
     thread.start()
     with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer:
-        result = asyncio.run(run_episode(paid_task("work-3"), OPERATOR, lessons, run_case, reader, writer))
+        result = asyncio.run(run_episode(paid_task("work-3"), OPERATOR, lessons, follows_the_protocol, reader, writer))
     thread.join(timeout=30)
     return received, result
 
@@ -115,7 +113,7 @@ def test_a_policy_too_slow_on_a_turn_is_the_policys_doing_not_an_infrastructure_
     to_policy_r, to_policy_w = os.pipe()
     with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer, open(to_env_w, "wb"):
         result = asyncio.run(
-            run_episode(paid_task("work-3"), OPERATOR, "", run_case, reader, writer, Limits(wall_seconds=0.3))
+            run_episode(paid_task("work-3"), OPERATOR, "", follows_the_protocol, reader, writer, Limits(wall_seconds=0.3))
         )
     with open(to_policy_r, "rb") as sent:
         lines = [json.loads(x) for x in sent.read().splitlines()]

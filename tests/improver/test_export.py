@@ -6,11 +6,11 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from taskkit import OPERATOR, paid_session, paid_task
 
 from improver.errors import ImproverError
 from improver.export import Transcript, export, read_exported, record_exported
 from improver.tasks import TaskSet
+from tests.improver.taskkit import OPERATOR, paid_session, paid_task
 
 
 def transcript(number: str, outcome: str = "good", **kw) -> Transcript:

@@ -12,19 +12,24 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakeservers import ModelServer
-from taskkit import OPERATOR, ScriptedModel, always_fails, calls, paid_task, pays_right, says
 
-from agentd.home import Home
-from agentd.providers import make_model
-from agentd.runtime import run_case
 from improver.harness import Command, RunResult, run_task
 from improver.protocol import Case, Ending, Episode, Limits
 from improver.seal import make_canary
 from improver.variant import Variant
+from tests.improver.taskkit import (
+    FOLLOWS_THE_PROTOCOL,
+    OPERATOR,
+    ScriptedModel,
+    always_fails,
+    calls,
+    follows_the_protocol,
+    paid_task,
+    pays_right,
+    says,
+)
 
 VARIANT = Variant(OPERATOR, "", ("script:test",))
-STDIO = Command((sys.executable, "-m", "agentd", "case", "--stdio"))
 
 
 def run(candidate, model: ScriptedModel | None = None, limits: Limits = Limits(), retries: int = 2, task=None) -> RunResult:
@@ -46,16 +51,16 @@ def program(tmp_path: Path, body: str) -> Command:
     return Command((sys.executable, str(path)))
 
 
-def test_the_runtime_in_process_passes_a_task_it_does_right() -> None:
+def test_a_candidate_in_process_passes_a_task_it_does_right() -> None:
     model = ScriptedModel(pays_right())
-    result = run(run_case, model)
+    result = run(follows_the_protocol, model)
     assert (result.outcome, result.reward, result.failures) == ("passed", 1.0, [])
     assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"]
     assert result.turns == 3 and result.usage.total > 0 and result.attempts == 1
 
 
-def test_the_runtime_over_stdio_passes_the_same_task() -> None:
-    result = run(STDIO)
+def test_a_program_over_stdio_passes_the_same_task(tmp_path: Path) -> None:
+    result = run(program(tmp_path, FOLLOWS_THE_PROTOCOL))
     assert (result.outcome, result.reward) == ("passed", 1.0)
     assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"]
     assert result.run.answer == "Paid." and result.usage.total > 0
@@ -63,7 +68,7 @@ def test_the_runtime_over_stdio_passes_the_same_task() -> None:
 
 def test_paying_the_wrong_payee_fails_and_says_what_went_wrong() -> None:
     model = ScriptedModel([calls(("pay", {"to": "mallory", "amount": "7"})), says("Paid.")])
-    result = run(run_case, model)
+    result = run(follows_the_protocol, model)
     assert result.outcome == "failed"
     assert result.failures == ['it calls pay with {"amount":"7","to":"acme-ltd"}', "it changes nothing else"]
     assert result.reward == pytest.approx(1 / 3)
@@ -85,32 +90,17 @@ def test_stand_ins_answer_what_was_recorded_and_errors_for_the_unrecorded() -> N
 
 def test_a_provider_that_fails_through_every_retry_is_errored_not_failed() -> None:
     model = ScriptedModel(always_fails())
-    result = run(run_case, model, retries=2)
+    result = run(follows_the_protocol, model, retries=2)
     assert result.outcome == "errored" and result.failures == [] and result.run.ended == "errored"
     assert result.attempts == 3 and model.asked == 3  # one model call failed on each try
     assert "HTTP 500" in result.reason
-
-
-def test_a_loopback_server_that_always_500s_makes_the_run_errored(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
-    home.root.mkdir(parents=True)
-    home.config_path.write_text("[providers]\nattempts = 2\nbackoff = 0.01\nbackoff_cap = 0.01\n")
-    with ModelServer("openai") as server:
-        server.answer_with(lambda request: server.error(500, "down"))
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        variant = Variant(OPERATOR, "", ("openai:m",))
-        factory = lambda spec: make_model(spec, home)  # noqa: E731
-        for candidate in (run_case, STDIO):
-            before = len(server.requests)
-            result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=1))
-            assert result.outcome == "errored" and result.attempts == 2
-            assert len(server.requests) - before == 4  # 2 tries of the run x 2 attempts per call
 
 
 def test_a_model_that_cannot_be_made_is_a_harness_fault() -> None:
     def factory(spec: str):
         raise RuntimeError("no key for openai")
 
-    result = asyncio.run(run_task(paid_task(), VARIANT, run_case, factory, Limits(), retries=0))
+    result = asyncio.run(run_task(paid_task(), VARIANT, follows_the_protocol, factory, Limits(), retries=0))
     assert result.outcome == "errored" and "no key for openai" in result.reason
 
 
@@ -190,9 +180,9 @@ def test_a_candidate_cannot_claim_it_errored() -> None:
     assert result.outcome == "failed" and "said it errored" in result.failures[0]
 
 
-def test_the_turn_limit_ends_the_run_as_a_limit() -> None:
+def test_the_turn_limit_ends_the_run_as_a_limit(tmp_path: Path) -> None:
     model = ScriptedModel(lambda messages: calls(("read_invoice", {"number": "23"})))
-    for candidate in (run_case, STDIO):
+    for candidate in (follows_the_protocol, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
         result = run(candidate, model, limits=Limits(max_turns=2))
         assert result.run.ended == "limit" and result.outcome == "failed" and result.turns == 2
         assert "limit of 2 turns" in result.reason
@@ -200,7 +190,7 @@ def test_the_turn_limit_ends_the_run_as_a_limit() -> None:
 
 def test_the_token_limit_ends_the_run_as_a_limit() -> None:
     model = ScriptedModel(lambda messages: calls(("read_invoice", {"number": "23"})))
-    result = run(run_case, model, limits=Limits(max_tokens=30))
+    result = run(follows_the_protocol, model, limits=Limits(max_tokens=30))
     assert result.run.ended == "limit" and "tokens" in result.reason
 
 
@@ -211,80 +201,6 @@ def test_a_candidate_in_process_that_floods_its_calls_fails() -> None:
 
     result = run(agent, limits=Limits(max_output_bytes=50_000))
     assert result.outcome == "failed" and "flooded its output: more than 50000 bytes" in result.failures[0]
-
-
-# The wall time is the candidate's own
-
-SLOW = 0.5  # seconds the loopback model takes over each answer
-WALL = Limits(wall_seconds=2.5 * SLOW)  # less than three answers take: the model's time must not count
-FOLLOWS_THE_PROTOCOL = """
-messages = [{'role': 'user', 'content': case['task']}]
-while True:
-    send('model', {'messages': messages, 'tools': case['tools']})
-    reply = receive()
-    if 'error' in reply:
-        sys.exit(0)
-    message = reply['completion']['message']
-    messages.append(message)
-    if not message.get('tool_calls'):
-        send('done', {'answer': message['content']})
-        break
-    for call in message['tool_calls']:
-        send('tool', {'id': call['id'], 'name': call['function']['name'], 'arguments': call['function']['arguments']})
-        messages.append({'role': 'tool', 'tool_call_id': call['id'], 'content': receive()['result']['content']})
-"""
-
-
-def loopback_run(home: Home, monkeypatch: pytest.MonkeyPatch, server: ModelServer, candidate, limits: Limits) -> RunResult:
-    """`candidate` on the paid task, on openai:m served by `server`."""
-    home.root.mkdir(parents=True, exist_ok=True)
-    home.config_path.write_text("[providers]\nattempts = 1\ntimeout = 30\n")
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    variant = Variant(OPERATOR, "", ("openai:m",))
-    return asyncio.run(run_task(paid_task(), variant, candidate, lambda spec: make_model(spec, home), limits, retries=0))
-
-
-def test_the_time_a_slow_model_takes_is_not_the_candidates(tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
-    with ModelServer("openai", delay=SLOW) as server:
-        for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
-            server.queue(
-                server.tool_calls(("read_invoice", {"number": "23"})),
-                server.tool_calls(("pay", {"to": "acme-ltd", "amount": "7"})),
-                server.text("Paid."),
-            )
-            result = loopback_run(home, monkeypatch, server, candidate, WALL)
-            assert (result.outcome, result.run.ended, result.failures) == ("passed", "done", [])
-            assert result.turns == 3
-
-
-def test_a_model_that_does_not_answer_within_the_wall_time_errors_the_run(
-    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with ModelServer("openai", delay=8 * SLOW) as server:
-        for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
-            result = loopback_run(home, monkeypatch, server, candidate, WALL)
-            assert (result.outcome, result.run.ended, result.failures) == ("errored", "errored", [])
-            assert result.reason == "openai:m: the model did not answer within 1.25 seconds"
-
-
-def test_a_scripted_model_without_a_rule_for_the_conversation_errors_the_run_without_retries(
-    tmp_path: Path, home: Home
-) -> None:
-    rules = tmp_path / "late.toml"
-    rules.write_text('[[rule]]\nturn = 5\ntext = "Too late."\n')
-    made: list[str] = []
-
-    def factory(spec: str):
-        made.append(spec)
-        return make_model(spec, home)
-
-    variant = Variant(OPERATOR, "", (f"script:{rules}",))
-    for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
-        made.clear()
-        result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=2))
-        assert (result.outcome, result.failures, result.attempts) == ("errored", [], 1)
-        assert result.reason.startswith(f"{rules}: no rule matches turn 1")
-        assert len(made) == 1  # tried once: another try would only fail the same way
 
 
 # What a candidate is told, and what it inherits

@@ -7,11 +7,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from taskkit import OPERATOR, TOOLS, paid_session, transcript
-
 from improver.harvest import harvest
 from improver.tasks import load_tasks
 from improver.validate import check_task, validate
+from tests.improver.taskkit import OPERATOR, TOOLS, paid_session, transcript
 
 
 def test_sessions_are_passed_over_and_counted_by_reason() -> None:

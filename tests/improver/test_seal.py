@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from taskkit import OPERATOR, paid_task
-
 from improver.export import ExportRecord
 from improver.seal import SealRequest, make_seal, split
 from improver.tasks import Task, TaskSet
 from improver.validate import validate
+from tests.improver.taskkit import OPERATOR, paid_task
 
 
 def twin(name: str, session: str) -> Task:

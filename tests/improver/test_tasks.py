@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from taskkit import OPERATOR, paid_task
 
 from improver.errors import ImproverError
 from improver.tasks import TaskSet, load_tasks
 from improver.variant import Variant
+from tests.improver.taskkit import OPERATOR, paid_task
 
 
 def saved(tmp_path: Path) -> Path:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from taskkit import OPERATOR, ScriptedModel, calls, paid_task, says
 
-from agentd.runtime import run_case
 from improver.protocol import ProviderError
 from improver.trials import run_trials
 from improver.variant import Variant
+from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, follows_the_protocol, paid_task, says
 
 
 def pays(messages: list[dict]) -> dict:
@@ -33,7 +32,7 @@ def test_per_task_counts_totals_tokens_and_errors_kept_apart() -> None:
     model = ScriptedModel(pays)
     seen = []
     result = asyncio.run(
-        run_trials(Variant(OPERATOR, "", ("script:x",)), tasks, run_case, lambda spec: model, runs=4, concurrency=3, retries=1, on_result=seen.append)
+        run_trials(Variant(OPERATOR, "", ("script:x",)), tasks, follows_the_protocol, lambda spec: model, runs=4, concurrency=3, retries=1, on_result=seen.append)
     )
     assert {name: (t.passed, t.failed, t.errored) for name, t in result.per_task.items()} == {
         "work-1": (4, 0, 0),
@@ -52,10 +51,10 @@ def test_per_task_counts_totals_tokens_and_errors_kept_apart() -> None:
 def test_no_more_runs_at_once_than_the_concurrency_allows() -> None:
     model = ScriptedModel(pays)
     tasks = [paid_task(f"work-{i}", number="23") for i in range(1, 11)]
-    asyncio.run(run_trials(Variant(OPERATOR, "", ("script:x",)), tasks, run_case, lambda spec: model, runs=3, concurrency=4))
+    asyncio.run(run_trials(Variant(OPERATOR, "", ("script:x",)), tasks, follows_the_protocol, lambda spec: model, runs=3, concurrency=4))
     assert 1 < model.most_in_flight <= 4
 
 
 def test_runs_must_be_at_least_one() -> None:
     with pytest.raises(ValueError):
-        asyncio.run(run_trials(Variant(OPERATOR, "", ("script:x",)), [paid_task()], run_case, lambda s: ScriptedModel(pays), runs=0))
+        asyncio.run(run_trials(Variant(OPERATOR, "", ("script:x",)), [paid_task()], follows_the_protocol, lambda s: ScriptedModel(pays), runs=0))

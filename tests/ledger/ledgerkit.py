@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-from conftest import POSTGRES_URL
+from tests.postgres import POSTGRES_URL
 
 from ledger import RuleSet, register_funds
 

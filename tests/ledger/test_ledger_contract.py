@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import rfc8785
-from ledgerkit import fetch, funds_rules, tamper, temporary_store
+from tests.ledger.ledgerkit import fetch, funds_rules, tamper, temporary_store
 
 from ledger import GENESIS, MINT, TRANSFER, Entry, EntryError, Ledger, LedgerError, RuleViolation, State, Wallet, merkle
 from ledger import snapshot as snapshots

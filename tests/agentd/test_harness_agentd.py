@@ -1,0 +1,108 @@
+"""The harness with agentd's own parts: its runtime in-process and as `agentd case
+--stdio`, on models made by its providers (a real loopback server, a scripted model).
+The harness's own behaviour is tested in tests/improver/test_harness.py."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentd.home import Home
+from agentd.providers import make_model
+from agentd.runtime import run_case
+from improver.harness import Command, RunResult, run_task
+from improver.protocol import Limits
+from improver.variant import Variant
+from tests.fakeservers import ModelServer
+from tests.improver.taskkit import FOLLOWS_THE_PROTOCOL, OPERATOR, ScriptedModel, paid_task, pays_right
+from tests.improver.test_harness import program
+
+STDIO = Command((sys.executable, "-m", "agentd", "case", "--stdio"))
+SLOW = 0.5  # seconds the loopback model takes over each answer
+WALL = Limits(wall_seconds=2.5 * SLOW)  # less than three answers take: the model's time must not count
+
+
+def test_the_runtime_in_process_and_over_stdio_passes_a_task_it_does_right() -> None:
+    for candidate in (run_case, STDIO):
+        model = ScriptedModel(pays_right())
+        result = asyncio.run(run_task(paid_task(), Variant(OPERATOR, "", ("script:test",)), candidate, lambda spec: model))
+        assert (result.outcome, result.reward, result.run.answer) == ("passed", 1.0, "Paid.")
+        assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"] and result.usage.total > 0
+
+
+def test_a_loopback_server_that_always_500s_makes_the_run_errored(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.root.mkdir(parents=True)
+    home.config_path.write_text("[providers]\nattempts = 2\nbackoff = 0.01\nbackoff_cap = 0.01\n")
+    with ModelServer("openai") as server:
+        server.answer_with(lambda request: server.error(500, "down"))
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        variant = Variant(OPERATOR, "", ("openai:m",))
+        factory = lambda spec: make_model(spec, home)  # noqa: E731
+        for candidate in (run_case, STDIO):
+            before = len(server.requests)
+            result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=1))
+            assert result.outcome == "errored" and result.attempts == 2
+            assert len(server.requests) - before == 4  # 2 tries of the run x 2 attempts per call
+
+
+
+
+SLOW = 0.5  # seconds the loopback model takes over each answer
+WALL = Limits(wall_seconds=2.5 * SLOW)  # less than three answers take: the model's time must not count
+
+
+def loopback_run(home: Home, monkeypatch: pytest.MonkeyPatch, server: ModelServer, candidate, limits: Limits) -> RunResult:
+    """`candidate` on the paid task, on openai:m served by `server`."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.config_path.write_text("[providers]\nattempts = 1\ntimeout = 30\n")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    variant = Variant(OPERATOR, "", ("openai:m",))
+    return asyncio.run(run_task(paid_task(), variant, candidate, lambda spec: make_model(spec, home), limits, retries=0))
+
+
+def test_the_time_a_slow_model_takes_is_not_the_candidates(tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ModelServer("openai", delay=SLOW) as server:
+        for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
+            server.queue(
+                server.tool_calls(("read_invoice", {"number": "23"})),
+                server.tool_calls(("pay", {"to": "acme-ltd", "amount": "7"})),
+                server.text("Paid."),
+            )
+            result = loopback_run(home, monkeypatch, server, candidate, WALL)
+            assert (result.outcome, result.run.ended, result.failures) == ("passed", "done", [])
+            assert result.turns == 3
+
+
+def test_a_model_that_does_not_answer_within_the_wall_time_errors_the_run(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ModelServer("openai", delay=8 * SLOW) as server:
+        for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
+            result = loopback_run(home, monkeypatch, server, candidate, WALL)
+            assert (result.outcome, result.run.ended, result.failures) == ("errored", "errored", [])
+            assert result.reason == "openai:m: the model did not answer within 1.25 seconds"
+
+
+def test_a_scripted_model_without_a_rule_for_the_conversation_errors_the_run_without_retries(
+    tmp_path: Path, home: Home
+) -> None:
+    rules = tmp_path / "late.toml"
+    rules.write_text('[[rule]]\nturn = 5\ntext = "Too late."\n')
+    made: list[str] = []
+
+    def factory(spec: str):
+        made.append(spec)
+        return make_model(spec, home)
+
+    variant = Variant(OPERATOR, "", (f"script:{rules}",))
+    for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
+        made.clear()
+        result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=2))
+        assert (result.outcome, result.failures, result.attempts) == ("errored", [], 1)
+        assert result.reason.startswith(f"{rules}: no rule matches turn 1")
+        assert len(made) == 1  # tried once: another try would only fail the same way
+
+

@@ -1,0 +1,1 @@
+from tests.homekit import agentd, agentd_process, home  # noqa: F401  (fixtures)
