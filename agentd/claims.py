@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from improver.protocol import ENDINGS
+from improver import ENDINGS
 from ledger import Entry, RuleSet, RuleViolation, State
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")

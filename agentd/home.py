@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentd.errors import AgentdError
+from improver import Routes
 
 DEFAULT_HOME = "~/.agentd"
 
@@ -26,7 +27,7 @@ class Home:
         return cls(Path(raw).expanduser().resolve())
 
     def ensure(self) -> Home:
-        for d in (self.root, self.wallets_dir, self.profiles_dir, self.routes_dir):
+        for d in (self.root, self.wallets_dir, self.profiles_dir, self.routes.root):
             d.mkdir(parents=True, exist_ok=True)
         return self
 
@@ -51,8 +52,9 @@ class Home:
         return self.root / "profiles"
 
     @property
-    def routes_dir(self) -> Path:
-        return self.root / "routes"
+    def routes(self) -> Routes:
+        """Seals, archives, lineage, the record of exports: improver.routes names each file."""
+        return Routes(self.root / "routes")
 
     @property
     def kill_switch_path(self) -> Path:

@@ -16,9 +16,7 @@ from typing import Any
 
 from agentd.errors import AgentdError
 from agentd.home import Home, load_toml
-from improver.files import write_atomic
-from improver.protocol import Case, Limits
-from improver.tasks import MATCHES
+from improver import MATCHES, Case, Limits, write_atomic
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from improver.protocol import ASK_PERSON_TOOL, Case, Ending, Episode, LimitReached, ProviderError
+from improver import ASK_PERSON_TOOL, Case, Ending, Episode, LimitReached, ProviderError
 
 LESSONS_HEADING = "## What you have learned"
 

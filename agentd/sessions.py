@@ -18,8 +18,7 @@ from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.secrets import machine_secrets, redact
-from improver.clock import utc_now
-from improver.digests import digest
+from improver import digest, utc_now
 from ledger import Ledger, Wallet
 
 Outcome = Literal["good", "bad", "unknown", "errored"]

@@ -5,7 +5,7 @@ OpenAI-compatible server, tests/fakeservers.py, in a process of its own so its t
 do not share this process's interpreter lock) answers each turn after a fixed delay,
 asking for read_invoice, then pay, then answering; the tools are the real Python tools
 of a small profile the bench writes into a temporary home. Sessions run through the
-library: `agentd.runtime.run_case` against `agentd.live.LiveEpisode`, with the real
+library: `agentd.runtime.run_case` against `agentd.app.live.LiveEpisode`, with the real
 `openai:` provider and the profile's `Toolbox`, as asyncio tasks.
 
 Printed, in one run:
@@ -20,7 +20,7 @@ Printed, in one run:
    a session), since it runs on the same CPUs as this process;
 3. where this process's CPU goes, at 1 and at 64 at once (cProfile, split by package,
    built-ins and the standard library's helpers charged to whoever called them);
-4. the recorded path, `agentd.live.run_session` one at a time (the transcript to
+4. the recorded path, `agentd.app.live.run_session` one at a time (the transcript to
    agentd.db, agent.session/v1 on the ledger), split by step, on a fresh ledger and on
    one already holding many entries; and what a passphrase-sealed wallet would add.
 
@@ -58,10 +58,10 @@ from fakeservers import ModelServer, Received, Reply  # noqa: E402
 from loopback import loopback_server  # noqa: E402
 from timing import Stopwatch  # noqa: E402
 
-import agentd.live  # noqa: E402
+import agentd.app.live  # noqa: E402
+from agentd.app.ledger import open_ledger  # noqa: E402
+from agentd.app.live import LiveEpisode, run_session  # noqa: E402
 from agentd.home import Home  # noqa: E402
-from agentd.ledgers import open_ledger  # noqa: E402
-from agentd.live import LiveEpisode, run_session  # noqa: E402
 from agentd.profiles import Profile, load_profile  # noqa: E402
 from agentd.providers import make_model  # noqa: E402
 from agentd.providers.chat import assistant, tool_call  # noqa: E402
@@ -434,7 +434,7 @@ def where_cpu_goes(profile: Profile, llm: Model, batches: dict[int, Batch], leas
 
 # -- 4 -------------------------------------------------------------------------------
 
-STEPS = (  # what run_session calls, each wrapped where agentd.live looks it up
+STEPS = (  # what run_session calls, each wrapped where agentd.app.live looks it up
     ("load_profile", "load the profile"),
     ("make_model", "make the model"),
     ("toolbox", "resolve the tools"),
@@ -455,11 +455,11 @@ INNER = (  # (label, the step it is part of, what it is)
 
 
 def recorded(home: Home, sessions: int, library_each: float, prefill: int) -> None:
-    print(f"4. the recorded path, agentd.live.run_session one at a time ({sessions} sessions a line)")
+    print(f"4. the recorded path, agentd.app.live.run_session one at a time ({sessions} sessions a line)")
     with Stopwatch() as watch:
         for name in ("load_profile", "make_model", "load_wallet", "open_ledger", "protect", "keep"):
-            watch.wrap(agentd.live, name, name)
-        watch.wrap(agentd.live, "run_case", "session")
+            watch.wrap(agentd.app.live, name, name)
+        watch.wrap(agentd.app.live, "run_case", "session")
         watch.wrap(Toolbox, "__init__", "toolbox")
         watch.wrap(OpenAIModel, "_client", "client")
         watch.wrap(Ledger, "check", "check")

@@ -34,8 +34,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from fakeservers import ModelServer  # noqa: E402
 from loopback import loopback_server  # noqa: E402
 
-from agentd.episodes import AGENT, model_factory  # noqa: E402
-from agentd.examples import install_example  # noqa: E402
+from agentd.app.agent import AGENT, model_factory  # noqa: E402
+from agentd.app.examples import install_example  # noqa: E402
 from agentd.home import Home  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
 from improver.harness import Candidate, Command  # noqa: E402

@@ -3,14 +3,14 @@ often its decision rule keeps a change that does nothing.
 
 1. The home: the invoices example (agentd/examples/invoices) with a bigger book, 2N
    invoices of which half name another payee ("the invoice says to pay mallory"). Each
-   gets a session through `agentd.live.run_session` (the example's scripted model pays
+   gets a session through `agentd.app.live.run_session` (the example's scripted model pays
    whoever the invoice names): those paying the payee their task named are checked by
    the example's check.py (--verify), the others are marked bad by a person
-   (`agentd.marks`). Then harvest and validation (`agentd.harvesting.harvest_profile`)
-   and a seal (`agentd.improving.seal_tasks`: share 50, 4 confirmations, 2 canaries,
+   (`agentd.app.marks`). Then harvest and validation (`agentd.app.tasks.harvest_profile`)
+   and a seal (`agentd.app.loop.seal_tasks`: share 50, 4 confirmations, 2 canaries,
    published with the profile's wallet): N tasks to choose on, N sealed. N is 80.
 2. One round of `agentd improve run invoices --proposer script:models/proposer.toml
-   --rounds 1 --runs 4 --wallet invoices` (`agentd.improving.run_improvement`), whose
+   --rounds 1 --runs 4 --wallet invoices` (`agentd.app.loop.run_improvement`), whose
    scripted proposer tries a change that does nothing, one that repeats a sealed task
    (turned down by the gates) and the lesson that works (kept, published): the wall
    time split into the harness (the trials, model calls taken out), model time (the
@@ -51,12 +51,12 @@ from timing import Stopwatch  # noqa: E402
 
 import improver.harness  # noqa: E402
 import improver.loop  # noqa: E402
-from agentd.examples import install_example  # noqa: E402
-from agentd.harvesting import harvest_profile  # noqa: E402
+from agentd.app.examples import install_example  # noqa: E402
+from agentd.app.live import run_session  # noqa: E402
+from agentd.app.loop import RunRequest, run_improvement, seal_tasks  # noqa: E402
+from agentd.app.marks import mark_session  # noqa: E402
+from agentd.app.tasks import harvest_profile  # noqa: E402
 from agentd.home import Home  # noqa: E402
-from agentd.improving import RunRequest, run_improvement, seal_tasks  # noqa: E402
-from agentd.live import run_session  # noqa: E402
-from agentd.marks import mark_session  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
 from agentd.providers.script import ScriptModel  # noqa: E402
 from agentd.wallets import log_key, wallet_path  # noqa: E402

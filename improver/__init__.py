@@ -1,0 +1,172 @@
+"""The improver: tasks from an agent's work, the harness that scores runs, seals, the
+statistics and the loop that keeps only changes better beyond chance.
+
+This is the surface other layers use (agentd, the benches); everything else in the
+package is its own business. Names load on first use, so a command that needs only a
+seal's file never pays for the statistics' imports.
+
+improver/ never imports agentd/: the agent runtime and the models are injected, as the
+`Agent` and `Model` protocols of improver.protocol.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Public name -> (module, its name there). No public name is a submodule's: once that
+# submodule is imported, Python makes its name an attribute of the package, shadowing the
+# function (so `harvest`, `validate` and `export` go out as harvest_sessions,
+# validate_tasks and export_work).
+_SURFACE: dict[str, tuple[str, str]] = {
+    # the episode protocol: what a candidate, a model and an episode are
+    "Agent": ("protocol", "Agent"),
+    "ASK_PERSON_TOOL": ("protocol", "ASK_PERSON_TOOL"),
+    "Budget": ("protocol", "Budget"),
+    "Case": ("protocol", "Case"),
+    "Completion": ("protocol", "Completion"),
+    "ENDINGS": ("protocol", "ENDINGS"),
+    "Ending": ("protocol", "Ending"),
+    "Episode": ("protocol", "Episode"),
+    "LimitReached": ("protocol", "LimitReached"),
+    "Limits": ("protocol", "Limits"),
+    "Model": ("protocol", "Model"),
+    "ModelMisconfigured": ("protocol", "ModelMisconfigured"),
+    "ProviderError": ("protocol", "ProviderError"),
+    "Usage": ("protocol", "Usage"),
+    "completion_from_json": ("protocol", "completion_from_json"),
+    "decode_line": ("protocol", "decode_line"),
+    "encode_line": ("protocol", "encode_line"),
+    # tasks, harvest, validation, episodes, export
+    "MATCHES": ("tasks", "MATCHES"),
+    "Task": ("tasks", "Task"),
+    "TaskSet": ("tasks", "TaskSet"),
+    "load_tasks": ("tasks", "load_tasks"),
+    "tool_schema": ("tasks", "tool_schema"),
+    "HARVEST_PASS_OVER": ("harvest", "HARVEST_PASS_OVER"),
+    "Harvest": ("harvest", "Harvest"),
+    "Session": ("harvest", "Session"),
+    "harvest_sessions": ("harvest", "harvest"),
+    "Validation": ("validate", "Validation"),
+    "validate_tasks": ("validate", "validate"),
+    "ModelFactory": ("harness", "ModelFactory"),
+    "run_episode": ("env", "run_episode"),
+    "ENVIRONMENTS": ("export", "ENVIRONMENTS"),
+    "EXPORT_PASS_OVER": ("export", "EXPORT_PASS_OVER"),
+    "Export": ("export", "Export"),
+    "ExportRecord": ("export", "ExportRecord"),
+    "SFT": ("export", "SFT"),
+    "SFT_VALIDATION": ("export", "SFT_VALIDATION"),
+    "TASKS": ("export", "TASKS"),
+    "Transcript": ("export", "Transcript"),
+    "VALIDATION_SHARE": ("export", "VALIDATION_SHARE"),
+    "check_out_dir": ("export", "check_out_dir"),
+    "export_work": ("export", "export"),
+    "read_exported": ("export", "read_exported"),
+    # seals, the loop, lineage
+    "Routes": ("routes", "Routes"),
+    "Seal": ("seal", "Seal"),
+    "SealRequest": ("seal", "SealRequest"),
+    "claim_body": ("seal", "claim_body"),
+    "current_seal": ("seal", "current_seal"),
+    "make_seal": ("seal", "make_seal"),
+    "open_seal": ("seal", "open_seal"),
+    "seals_of": ("seal", "seals_of"),
+    "TESTS": ("stats", "TESTS"),
+    "Archive": ("archive", "Archive"),
+    "load_settings": ("settings", "load_settings"),
+    "Variant": ("variant", "Variant"),
+    "Event": ("loop", "Event"),
+    "Interrupted": ("loop", "Interrupted"),
+    "Loop": ("loop", "Loop"),
+    "Stop": ("loop", "Stop"),
+    "Lineage": ("lineage", "Lineage"),
+    "LineageReport": ("lineage", "Report"),
+    "check_lineage": ("lineage", "check"),
+    "summary": ("lineage", "summary"),
+    "register_claims": ("claims", "register"),
+    # what every layer above shares
+    "ImproverError": ("errors", "ImproverError"),
+    "text_of": ("chat", "text_of"),
+    "transcript_problem": ("chat", "transcript_problem"),
+    "digest": ("digests", "digest"),
+    "utc_now": ("clock", "utc_now"),
+    "append_line": ("files", "append_line"),
+    "read_lines": ("files", "read_lines"),
+    "write_atomic": ("files", "write_atomic"),
+}
+
+__all__ = sorted(_SURFACE)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _SURFACE[name]
+    except KeyError:
+        raise AttributeError(f"module 'improver' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"improver.{module}"), attribute)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
+    from improver.archive import Archive
+    from improver.chat import text_of, transcript_problem
+    from improver.claims import register as register_claims
+    from improver.clock import utc_now
+    from improver.digests import digest
+    from improver.env import run_episode
+    from improver.errors import ImproverError
+    from improver.export import (
+        ENVIRONMENTS,
+        EXPORT_PASS_OVER,
+        SFT,
+        SFT_VALIDATION,
+        TASKS,
+        VALIDATION_SHARE,
+        Export,
+        ExportRecord,
+        Transcript,
+        check_out_dir,
+        read_exported,
+    )
+    from improver.export import export as export_work
+    from improver.files import append_line, read_lines, write_atomic
+    from improver.harness import ModelFactory
+    from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
+    from improver.harvest import harvest as harvest_sessions
+    from improver.lineage import Lineage, summary
+    from improver.lineage import Report as LineageReport
+    from improver.lineage import check as check_lineage
+    from improver.loop import Event, Interrupted, Loop, Stop
+    from improver.protocol import (
+        ASK_PERSON_TOOL,
+        ENDINGS,
+        Agent,
+        Budget,
+        Case,
+        Completion,
+        Ending,
+        Episode,
+        LimitReached,
+        Limits,
+        Model,
+        ModelMisconfigured,
+        ProviderError,
+        Usage,
+        completion_from_json,
+        decode_line,
+        encode_line,
+    )
+    from improver.routes import Routes
+    from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
+    from improver.settings import load_settings
+    from improver.stats import TESTS
+    from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema
+    from improver.validate import Validation
+    from improver.validate import validate as validate_tasks
+    from improver.variant import Variant

@@ -39,7 +39,7 @@ TASKS = "tasks.json"
 ENVIRONMENTS = "environments.jsonl"
 README = "README.md"
 VALIDATION_SHARE = 0.1
-PASS_OVER_REASONS = ("unfinished", "compacted", "confidential", "holds a secret", "sealed", "malformed")
+EXPORT_PASS_OVER = ("unfinished", "compacted", "confidential", "holds a secret", "sealed", "malformed")
 
 
 @dataclass(frozen=True)
@@ -268,4 +268,4 @@ task by memory) or whose transcript is not in the chat format are in neither {SF
 
 
 def _counts(counts: Counter[str]) -> str:
-    return ", ".join(f"{counts[reason]} {reason}" for reason in PASS_OVER_REASONS if counts[reason])
+    return ", ".join(f"{counts[reason]} {reason}" for reason in EXPORT_PASS_OVER if counts[reason])

@@ -34,7 +34,7 @@ from improver.runs import Call, Run
 from improver.standins import collect
 from improver.tasks import Task, TaskSet
 
-PASS_OVER_REASONS = ("malformed", "conversation", "compacted", "errored", "unknown outcome")
+HARVEST_PASS_OVER = ("malformed", "conversation", "compacted", "errored", "unknown outcome")
 DOES_NOTHING = "does nothing and finishes"
 ITS_OWN_RUN = "the session's own run"
 

@@ -39,6 +39,7 @@ from improver.export import ExportRecord
 from improver.files import write_atomic
 from improver.holdout import Answer, Holdout
 from improver.locks import holding
+from improver.routes import Routes
 from improver.runs import Run
 from improver.tasks import Task, TaskSet, load_tasks, parse_set
 from improver.validate import check_task
@@ -123,7 +124,7 @@ class Seal:
 
     @property
     def train_path(self) -> Path:
-        return self.path.with_name(f"{self.terms.profile}-train-{self.id}.json")
+        return Routes(self.path.parent).train(self.terms.profile, self.id)
 
     def train(self) -> TaskSet:
         """The tasks to choose changes on, checked against the digest the seal holds."""
@@ -230,13 +231,13 @@ def _read(path: Path) -> tuple[dict[str, Any], Terms, State]:
         raise ImproverError(f"{path}: the seal file is damaged ({exc}); nothing was spent. Restore it, or seal fresh tasks") from None
 
 
-def seals_of(routes: Path, profile: str) -> list[Path]:
+def seals_of(routes: Routes, profile: str) -> list[Path]:
     """The profile's seal files, oldest first (by when each was made)."""
-    paths = list(routes.glob(f"{profile}-sealed-*.json"))
+    paths = routes.sealed_files(profile)
     return sorted(paths, key=lambda p: (_read(p)[1].made, p.name))
 
 
-def current_seal(routes: Path, profile: str) -> Seal:
+def current_seal(routes: Routes, profile: str) -> Seal:
     paths = seals_of(routes, profile)
     if not paths:
         raise ImproverError(f"profile {profile} has no seal: seal its tasks first (agentd improve seal {profile} --tasks FILE)")
@@ -300,7 +301,7 @@ class SealRequest:
     test: str = "newcombe"
 
 
-def make_seal(taskset: TaskSet, routes: Path, request: SealRequest, exported: ExportRecord) -> Seal:
+def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, exported: ExportRecord) -> Seal:
     """Splits a validated task set and writes both files; refuses bad requests whole."""
     _check_request(taskset, request)
     for task in taskset.tasks:
@@ -343,7 +344,7 @@ def make_seal(taskset: TaskSet, routes: Path, request: SealRequest, exported: Ex
         test=request.test,
         holdout={"threshold": holdout.threshold, "noise": holdout.noise, "budget": holdout.budget} if holdout else None,
     )
-    path = routes / f"{taskset.profile}-sealed-{terms.id}.json"
+    path = routes.sealed(taskset.profile, terms.id)
     seal = Seal(path, terms, sealed_set)
     train.save(seal.train_path)
     body = {"format": FORMAT, "terms": terms.to_json(), "tasks": sealed_set.to_json(), "state": State(holdout=holdout).to_json()}

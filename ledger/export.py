@@ -44,7 +44,7 @@ def write_copy(path: Path, text: str) -> None:
         raise LedgerError(f"cannot write {path}: {exc.strerror or exc}; give a file in a folder you can write to") from None
 
 
-def read_lines(lines: Iterable[str]) -> Iterator[bytes]:
+def read_copy(lines: Iterable[str]) -> Iterator[bytes]:
     """The entry bytes of an export, checking that Pulses run 1, 2, 3, … with no gap."""
     expected = 1
     for number, line in enumerate(lines, 1):

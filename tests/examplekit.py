@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentd.demo import PROFILE, record_sessions
-from agentd.examples import install_example
-from agentd.harvesting import harvest_profile
+from agentd.app.demo import PROFILE, record_sessions
+from agentd.app.examples import install_example
+from agentd.app.loop import Sealed, seal_tasks
+from agentd.app.tasks import harvest_profile
 from agentd.home import Home
-from agentd.improving import Sealed, seal_tasks
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet
 from improver.seal import SealRequest

@@ -14,8 +14,8 @@ from agentd import __version__
 from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, App
 from agentd.errors import AgentdError
 from agentd.home import Home
-from improver.errors import ImproverError
-from ledger.errors import LedgerError
+from improver import ImproverError
+from ledger import LedgerError
 
 USER_ERRORS = (AgentdError, LedgerError, ImproverError)
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from agentd.case import serve
+from agentd.app.case import serve
 
 
 @click.command("case")

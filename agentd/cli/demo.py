@@ -7,8 +7,8 @@ import tempfile
 import click
 from click.core import ParameterSource
 
+from agentd.app.demo import run_demo
 from agentd.cli.options import App, CheckFailed, pass_app
-from agentd.demo import run_demo
 from agentd.home import Home
 
 

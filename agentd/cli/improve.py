@@ -7,15 +7,21 @@ from pathlib import Path
 
 import click
 
+from agentd.app.agent import run_env
+from agentd.app.marks import mark_line, mark_session
+from agentd.app.tasks import export_profile, harvest_profile, validate_file
 from agentd.cli import loop
 from agentd.cli.options import App, emit_json, json_option, pass_app
-from agentd.episodes import run_env
-from agentd.harvesting import export_profile, exported_path, harvest_profile, validate_file
-from agentd.marks import mark_line, mark_session
-from improver.export import ENVIRONMENTS, SFT, SFT_VALIDATION, TASKS, VALIDATION_SHARE
-from improver.export import PASS_OVER_REASONS as EXPORT_PASS_OVER
-from improver.harvest import PASS_OVER_REASONS
-from improver.validate import Validation
+from improver import (
+    ENVIRONMENTS,
+    EXPORT_PASS_OVER,
+    HARVEST_PASS_OVER,
+    SFT,
+    SFT_VALIDATION,
+    TASKS,
+    VALIDATION_SHARE,
+    Validation,
+)
 
 
 @click.group("improve")
@@ -81,7 +87,7 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
                 "harvested": len(done.harvest.taskset.tasks),
                 "kept": [t.name for t in taskset.tasks],
                 "excluded": [{"task": e.task.name, "reason": e.reason} for e in taskset.excluded],
-                "passed_over": {reason: over[reason] for reason in PASS_OVER_REASONS},
+                "passed_over": {reason: over[reason] for reason in HARVEST_PASS_OVER},
                 "malformed": done.harvest.malformed,
             }
         )
@@ -192,7 +198,7 @@ def export(app: App, profile: str, out: Path, validation: float, tasks_file: Pat
     seal never seals it.
     """
     report = export_profile(app.home, profile, out, validation, force, tasks_file)
-    record = exported_path(app.home, profile)
+    record = app.home.routes.exported(profile)
     if as_json:
         emit_json(
             {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from agentd.app.examples import EXAMPLES, install_example
 from agentd.cli.options import App, pass_app
-from agentd.examples import EXAMPLES, install_example
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, log_key, log_key_path, wallet_exists

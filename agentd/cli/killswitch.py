@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agentd import killswitch
+from agentd.app import killswitch
 from agentd.cli.options import App, emit_json, json_option, pass_app
 
 

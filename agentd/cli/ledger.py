@@ -11,15 +11,25 @@ from typing import Any
 
 import click
 
+from agentd.app.ledger import open_ledger
 from agentd.cli.options import App, CheckFailed, emit_json, emit_json_line, emit_table, json_option, pass_app, progress
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.ledgers import open_ledger
 from agentd.wallets import NAME, list_wallets, log_key, wallet_info
-from ledger import CheckpointError, DamagedStore, Entry, Ledger, LedgerError, Problem, VerifyReport
-from ledger.checkpoint import parse as parse_checkpoint
-from ledger.entry import WALLET_ID
-from ledger.export import export_line, read_lines, write_copy
+from ledger import (
+    WALLET_ID,
+    CheckpointError,
+    DamagedStore,
+    Entry,
+    Ledger,
+    LedgerError,
+    Problem,
+    VerifyReport,
+    export_line,
+    parse_checkpoint,
+    read_copy,
+    write_copy,
+)
 
 _PULSE = re.compile(r"[0-9]{1,12}")
 
@@ -174,7 +184,7 @@ def import_(app: App, file: Path) -> None:
     signature and rule as it goes; all of it is recorded, or none."""
     text = sys.stdin.read() if str(file) == "-" else _read_text(file)
     with open_ledger(app.home) as ledger:
-        entries = ledger.import_entries(read_lines(text.splitlines()))
+        entries = ledger.import_entries(read_copy(text.splitlines()))
         root = ledger.root().hex() if entries else ""
     click.echo(f"imported {len(entries)} entries; root {root}")
 

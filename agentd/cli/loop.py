@@ -11,9 +11,10 @@ from pathlib import Path
 
 import click
 
-from agentd.adoption import adopt as adopt_step
-from agentd.adoption import lineage_of
-from agentd.adoption import undo as undo_step
+from agentd.app.adopt import adopt as adopt_step
+from agentd.app.adopt import lineage_of
+from agentd.app.adopt import undo as undo_step
+from agentd.app.loop import RunRequest, Sealed, check_lineage, run_improvement, seal_tasks
 from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -25,12 +26,7 @@ from agentd.cli.options import (
     pass_app,
     progress,
 )
-from agentd.improving import RunRequest, Sealed, check_lineage, run_improvement, seal_tasks
-from improver import stats
-from improver.errors import ImproverError
-from improver.lineage import summary
-from improver.loop import Event, Interrupted
-from improver.seal import SealRequest
+from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, summary
 
 
 @click.command("seal")
@@ -42,7 +38,7 @@ from improver.seal import SealRequest
 @click.option("--canaries", default=2, show_default=True, help="Canary tasks added to the sealed part.")
 @click.option("--seed", help="The seed of the split (default: a random one, printed); the same set and seed give the same split.")
 @click.option("--reusable", is_flag=True, help="Make the sealed tasks a reusable holdout (Thresholdout) as well.")
-@click.option("--test", type=click.Choice(stats.TESTS), default="newcombe", show_default=True,
+@click.option("--test", type=click.Choice(TESTS), default="newcombe", show_default=True,
               help="The test changes are held to: pooled Newcombe, or the task-paired sign-flip test.")  # fmt: skip
 @click.option("--wallet", help="Publish the seal's digests on the ledger (agent.seal/v1) with this wallet.")
 @json_option

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from agentd.app.live import run_session
 from agentd.cli.options import App, emit_json, json_option, pass_app, progress
-from agentd.live import run_session
 
 
 @click.command("run")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from agentd.app.intake import import_file
 from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress
-from agentd.intake import import_file
 from agentd.sessions import OUTCOMES, SessionStore
 
 

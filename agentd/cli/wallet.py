@@ -8,13 +8,11 @@ from typing import Any
 
 import click
 
+from agentd.app.ledger import open_ledger
 from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app
 from agentd.errors import AgentdError
-from agentd.ledgers import open_ledger
 from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, wallet_info
-from ledger import MINT, TRANSFER, KeyFile
-from ledger.entry import WALLET_ID
-from ledger.rules import MAX_CENTS
+from ledger import MAX_CENTS, MINT, TRANSFER, WALLET_ID, KeyFile
 
 
 @click.group("wallet", short_help="Wallets: keys that sign entries and hold funds.")

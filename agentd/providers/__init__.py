@@ -19,7 +19,7 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.providers.script import load_script
 from agentd.providers.settings import endpoint, retry_policy
-from improver.protocol import Model
+from improver import Model
 
 PROVIDERS = ("openai", "anthropic", "script")
 FORMS = "openai:MODEL, anthropic:MODEL or script:PATH"

@@ -26,7 +26,7 @@ from agentd.providers.chat import assistant, text_of, tool_call
 from agentd.providers.retry import RetryPolicy, with_retries
 from agentd.providers.sdk import PerLoop, failure, malformed
 from agentd.providers.settings import Endpoint
-from improver.protocol import Completion, ProviderError, Usage
+from improver import Completion, ProviderError, Usage
 
 DEFAULT_MAX_TOKENS = 4096
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 # One reading of a message's text for every layer: harvest and export use it too.
-from improver.chat import text_of
+from improver import text_of
 
 __all__ = ["assistant", "text_of", "tool_call", "tool_names"]
 

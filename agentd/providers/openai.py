@@ -24,7 +24,7 @@ from agentd.providers.chat import assistant, tool_call
 from agentd.providers.retry import RetryPolicy, with_retries
 from agentd.providers.sdk import PerLoop, failure, malformed
 from agentd.providers.settings import Endpoint
-from improver.protocol import Completion, Usage
+from improver import Completion, Usage
 
 OPENAI_HOST = "api.openai.com"
 

@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass
 from typing import Awaitable, Callable, TypeVar
 
-from improver.protocol import ProviderError
+from improver import ProviderError
 
 T = TypeVar("T")
 log = logging.getLogger("agentd.providers")

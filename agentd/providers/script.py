@@ -68,7 +68,7 @@ from typing import Any, Callable
 from agentd.errors import AgentdError
 from agentd.home import load_toml
 from agentd.providers.chat import assistant, text_of, tool_call, tool_names
-from improver.protocol import Completion, ModelMisconfigured, ProviderError, Usage
+from improver import Completion, ModelMisconfigured, ProviderError, Usage
 
 Bad = Callable[[str], AgentdError]  # makes an error that names the file, rule and line
 TEXT_CONDITIONS = ("system_contains", "system_not_contains", "last_contains", "last_not_contains")

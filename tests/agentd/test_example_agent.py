@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from agentd.app.examples import install_example
+from agentd.app.live import LiveEpisode
 from agentd.errors import AgentdError
-from agentd.examples import install_example
 from agentd.home import Home
-from agentd.live import LiveEpisode
 from agentd.profiles import Learned, load_profile, save_learned
 from agentd.providers import make_model
 from agentd.runtime import run_case

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from tests.fakeservers import ModelServer, Reply
 
+from agentd.app.live import LiveEpisode
 from agentd.home import Home
-from agentd.live import LiveEpisode
 from agentd.profiles import load_profile
 from agentd.runtime import run_case
 from agentd.tools import Toolbox
 from improver.protocol import Completion, Limits
+from tests.fakeservers import ModelServer, Reply
 
 TASK = "Pay invoice 21 from Acme, 5 USD, to acme."
 SLOW = 0.6  # seconds the loopback model takes to answer: two answers outlast the wall time

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from agentd.app.examples import install_example
 from agentd.errors import AgentdError
-from agentd.examples import install_example
 from agentd.home import Home
 from agentd.profiles import Learned, load_profile, new_profile, save_learned
 from agentd.runtime import LESSONS_HEADING, system_prompt

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from tests.fakeservers import ModelServer, Reply
 
 from agentd.errors import AgentdError
 from agentd.home import Home
@@ -17,6 +16,7 @@ from agentd.providers import make_model, settings
 from agentd.providers.retry import RetryPolicy
 from agentd.providers.settings import KEYLESS
 from improver.protocol import Completion, Model, ModelMisconfigured, ProviderError, Usage
+from tests.fakeservers import ModelServer, Reply
 
 KEY = "sk-test-key-4242"
 PREFIX = {"openai": "OPENAI", "anthropic": "ANTHROPIC"}

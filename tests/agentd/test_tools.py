@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from agentd.app.examples import install_example
 from agentd.errors import AgentdError
-from agentd.examples import install_example
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.tools import Toolbox

@@ -11,11 +11,10 @@ import stat
 import subprocess
 import sys
 
-from tests.cli.test_wallet_cli import one_error_line
-
 from ledger import checkpoint as notes
 from ledger import merkle
 from ledger.entry import Entry
+from tests.cli.test_wallet_cli import one_error_line
 
 
 def _tour(agentd, transfers: int = 3) -> None:
@@ -239,7 +238,7 @@ APPENDER = """
 import sys
 from pathlib import Path
 from agentd.home import Home
-from agentd.ledgers import open_ledger
+from agentd.app.ledger import open_ledger
 from agentd.wallets import load_wallet
 from ledger import TRANSFER
 home = Home(Path(sys.argv[1]))

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
-from agentd.adoption import lineage_of
-from agentd.demo import PROFILE
+from agentd.app.adopt import lineage_of
+from agentd.app.demo import PROFILE
+from agentd.app.loop import RunRequest, run_improvement
 from agentd.home import Home
-from agentd.improving import RunRequest, run_improvement
 from agentd.profiles import load_profile
 from agentd.providers import make_model
 from improver.protocol import Completion
@@ -70,7 +70,7 @@ def test_the_lesson_is_kept_published_and_applied(agentd, home: Home) -> None:
     assert load_profile(home, PROFILE).learned.lessons == LESSON
     claim = json.loads(agentd("ledger", "show", kept["claim"], "--json").out)
     assert claim["kind"] == "agent.improvement/v1" and claim["body"]["after"]["lessons"] == LESSON
-    assert claim["body"]["seal_claim"] == current_seal(home.routes_dir, PROFILE).state().claim
+    assert claim["body"]["seal_claim"] == current_seal(home.routes, PROFILE).state().claim
     assert decisions(home) == ["tried", "turned down", "kept", "turned down"]
     assert got[-2]["event"] == "tokens" and got[-2]["tokens_in"] > 0
     r = agentd("lineage", PROFILE, "--check")
@@ -168,7 +168,7 @@ def test_a_change_clearly_worse_goes_no_further(agentd, home: Home) -> None:
     code, got, _ = events(agentd, "--proposer", spec, "--runs", "4", "--model", "script:models/reckless.toml")
     dropped = [e for e in got if e["event"] == "dropped"]
     assert code == 0 and len(dropped) == 1 and "goes no further" in dropped[0]["text"]
-    archive = json.loads(next(home.routes_dir.glob(f"{PROFILE}-archive-*.json")).read_text())
+    archive = json.loads(next(home.routes.root.glob(f"{PROFILE}-archive-*.json")).read_text())
     assert [v["label"] for v in archive["variants"]] == ["the agent as it was"]
 
 
@@ -205,7 +205,7 @@ def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home, budget: in
 
 def test_a_second_run_for_the_profile_refuses_naming_the_lock(agentd, home: Home) -> None:
     sealed(home, wallet=None)
-    with FileLock(str(home.routes_dir / f"{PROFILE}-loop.lock")):
+    with FileLock(str(home.routes.loop_lock(PROFILE))):
         r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER)
     assert r.code == 1 and "invoices-loop.lock" in r.err and "another agentd improve run" in r.err
 
@@ -227,7 +227,7 @@ def test_sigterm_in_a_trial_stops_cleanly_and_the_next_run_goes_on(home: Home) -
     assert proc.returncode == 130, err
     assert b"stopped: interrupted during a trial" in out and b"Traceback" not in err
     assert seal.state().spent == 0 and decisions(home) == ["stopped"]
-    json.loads(next(home.routes_dir.glob(f"{PROFILE}-archive-*.json")).read_text())
+    json.loads(next(home.routes.root.glob(f"{PROFILE}-archive-*.json")).read_text())
     toml.write_text(scripted)
     again = subprocess.run([*argv, "--runs", "2"], capture_output=True, timeout=120)
     assert again.returncode == 0, again.stderr
@@ -296,7 +296,7 @@ def test_lineage_checks_from_an_exported_copy_on_another_machine(agentd, home: H
     copy = tmp_path / "ledger.jsonl"
     assert agentd("ledger", "export", str(copy)).code == 0
     auditor = tmp_path / "auditor"
-    shutil.copytree(home.routes_dir, auditor / "routes")
+    shutil.copytree(home.routes.root, auditor / "routes")
     env = {**os.environ, "AGENTD_HOME": str(auditor)}
     run = [sys.executable, "-m", "agentd", "--home", str(auditor)]
     imported = subprocess.run([*run, "ledger", "import", str(copy)], capture_output=True, env=env, timeout=60)
@@ -307,7 +307,7 @@ def test_lineage_checks_from_an_exported_copy_on_another_machine(agentd, home: H
 
 
 def test_the_kill_switch_is_checked_before_each_proposal(home: Home) -> None:
-    from agentd import killswitch
+    from agentd.app import killswitch
 
     sealed(home, wallet=None)
     proposer = Capturing(make_model(PROPOSER, home, base_dir=home.profiles_dir / PROFILE))
@@ -360,7 +360,7 @@ def test_a_baseline_task_left_without_a_judged_run_is_tried_again(agentd, home: 
     sealed(home, wallet=None)
     archive_runs = events(agentd, "--proposer", PROPOSER, "--runs", "2")[1][0]
     assert archive_runs["judged"] == 12
-    path = next(home.routes_dir.glob(f"{PROFILE}-archive-*.json"))
+    path = next(home.routes.root.glob(f"{PROFILE}-archive-*.json"))
     data = json.loads(path.read_text())
     base = data["variants"][0]
     dropped = sorted(base["tallies"])[0]
@@ -382,7 +382,7 @@ def test_a_spent_reusable_seal_is_not_asked_again(agentd, home: Home) -> None:
 
 
 def test_a_change_interrupted_in_its_trial_may_be_proposed_again(home: Home) -> None:
-    from agentd.improving import _loop
+    from agentd.app.loop import _loop
 
     sealed(home, wallet=None)
     loop = _loop(home, PROFILE, RunRequest(PROPOSER, runs=2), lambda e: None, None, None)

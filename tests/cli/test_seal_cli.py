@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.demo import PROFILE
+from agentd.app.demo import PROFILE
 from agentd.home import Home
 from improver.errors import ImproverError
 from improver.seal import SealSpent, code_word, open_seal, split
@@ -80,7 +80,7 @@ def test_a_reusable_seal_says_its_threshold(agentd, home: Home) -> None:
 def test_bad_seal_requests_are_refused_and_write_nothing(agentd, home: Home, args: list[str], expected: str) -> None:
     r = seal_cli(agentd, harvested(home), *args)
     assert r.code != 0 and expected in r.err and "Traceback" not in r.err
-    assert not list(home.routes_dir.glob("*-sealed-*"))
+    assert not list(home.routes.root.glob("*-sealed-*"))
 
 
 def test_a_set_whose_digest_is_wrong_is_refused(agentd, home: Home) -> None:
@@ -90,7 +90,7 @@ def test_a_set_whose_digest_is_wrong_is_refused(agentd, home: Home) -> None:
     work.write_text(json.dumps(data))
     r = seal_cli(agentd, work)
     assert r.code == 1 and "does not match" in r.err and "work-1" in r.err
-    assert not list(home.routes_dir.glob("*-sealed-*"))
+    assert not list(home.routes.root.glob("*-sealed-*"))
 
 
 def test_an_unvalidated_set_is_refused(agentd, home: Home) -> None:
@@ -108,7 +108,7 @@ def test_a_task_exported_for_training_is_never_sealed(agentd, home: Home, tmp_pa
     assert agentd("improve", "export", PROFILE, "--out", str(tmp_path / "train")).code == 0
     r = seal_cli(agentd, work)
     assert r.code == 1 and "was exported for training" in r.err and "work-" in r.err
-    assert not list(home.routes_dir.glob("*-sealed-*"))
+    assert not list(home.routes.root.glob("*-sealed-*"))
 
 
 def _spend(path: str, results) -> None:  # runs in another process
@@ -156,7 +156,7 @@ def test_a_seal_asked_anything_is_not_published_after(home: Home) -> None:
 
 
 def test_the_ledger_refuses_a_seal_claim_with_a_level_that_does_not_fit(home: Home) -> None:
-    from agentd.ledgers import open_ledger
+    from agentd.app.ledger import open_ledger
     from agentd.wallets import load_wallet
     from improver.seal import claim_body
     from ledger import RuleViolation
@@ -193,7 +193,7 @@ def test_a_task_exported_only_as_a_task_is_never_sealed_under_its_harvest_name(a
     TaskSet(work.profile, work.operator, bad, validated=True).save(only_bad)
     r = seal_cli(agentd, only_bad)
     assert r.code == 1 and f"task {bad[0].name} was exported for training" in r.err
-    assert not list(home.routes_dir.glob("*-sealed-*"))
+    assert not list(home.routes.root.glob("*-sealed-*"))
 
 
 def test_a_session_that_repeats_a_sealed_task_is_never_exported(agentd, home: Home, tmp_path: Path) -> None:

@@ -276,7 +276,7 @@ def test_a_session_id_that_is_not_hex_is_refused_and_never_a_pattern(agentd, inv
     ],
 )  # fmt: skip
 def test_session_and_mark_rules_refuse_a_field_of_the_wrong_kind(kind: str, body: dict, expected: str) -> None:
-    from agentd.rules import rule_set
+    from agentd.app.ledger import rule_set
     from ledger import Entry, RuleViolation, State, Wallet
 
     with pytest.raises(RuleViolation, match=expected):

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agentd.examples import install_example
-from agentd.harvesting import exported
+from agentd.app.examples import install_example
+from agentd.app.tasks import exported
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.sessions import SessionRecord, SessionStore

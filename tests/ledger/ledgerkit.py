@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-from tests.postgres import POSTGRES_URL
 
 from ledger import RuleSet, register_funds
+from tests.postgres import POSTGRES_URL
 
 
 def funds_rules() -> RuleSet:

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 import rfc8785
-from tests.ledger.ledgerkit import fetch, funds_rules, tamper, temporary_store
 
 from ledger import GENESIS, MINT, TRANSFER, Entry, EntryError, Ledger, LedgerError, RuleViolation, State, Wallet, merkle
 from ledger import snapshot as snapshots
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import leaf_hash
-from ledger.export import export_line, read_lines
+from ledger.export import export_line, read_copy
 from ledger.log import SNAPSHOT_BYTES_PER_ENTRY, open_store
 from ledger.rules import MAX_CENTS
 from ledger.store import CHAIN_START, Snapshot, chain
+from tests.ledger.ledgerkit import fetch, funds_rules, tamper, temporary_store
 
 APPENDER = Path(__file__).parent / "appender.py"
 SPENDER = Path(__file__).parent / "spender.py"
@@ -202,9 +202,9 @@ def test_an_import_must_bring_its_own_genesis_entry(store_url: str, log_key: Wal
     headless = [json.dumps({**json.loads(x), "pulse": json.loads(x)["pulse"] - 1}) for x in lines[1:]]
     with Ledger.open(store_url, rules, Wallet.generate()) as copy:
         with pytest.raises(LedgerError, match="the copy does not start with its genesis entry"):
-            copy.import_entries(read_lines(headless))
+            copy.import_entries(read_copy(headless))
         assert copy.size == 0
-        assert [e.pulse for e in copy.import_entries(read_lines(lines))] == [1, 2, 3, 4]
+        assert [e.pulse for e in copy.import_entries(read_copy(lines))] == [1, 2, 3, 4]
         assert copy.state().authority == log_key.id
 
 
@@ -318,16 +318,16 @@ def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_ke
     ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(5)])
     lines = [export_line(e) for e in ledger.entries()]
     with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
-        imported = copy.import_entries(read_lines(lines))
+        imported = copy.import_entries(read_copy(lines))
         assert [e.pulse for e in imported] == list(range(1, 8))
         assert copy.root() == ledger.root()
         assert copy.state().balances == ledger.state().balances
         assert copy.verify(checkpoint=ledger.checkpoint()).ok
         with pytest.raises(LedgerError, match="not empty"):
-            copy.import_entries(read_lines(lines))
+            copy.import_entries(read_copy(lines))
     with Ledger.open(f"sqlite:///{tmp_path / 'gap.db'}", funds_rules(), Wallet.generate()) as gap:
         with pytest.raises(LedgerError, match="Pulse 3 should be"):
-            gap.import_entries(read_lines(lines[:2] + lines[3:]))
+            gap.import_entries(read_copy(lines[:2] + lines[3:]))
         assert gap.size == 0
 
 

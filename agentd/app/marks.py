@@ -5,9 +5,9 @@ A later mark supersedes an earlier one; both stay on the ledger.
 
 from __future__ import annotations
 
+from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.ledgers import open_ledger
 from agentd.profiles import load_profile
 from agentd.sessions import SessionRecord, SessionStore
 from agentd.wallets import load_wallet

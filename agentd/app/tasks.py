@@ -1,8 +1,9 @@
-"""The glue between recorded sessions and the improver's tasks: harvest, validate, export.
+"""`agentd improve harvest`, `validate` and `export`: the home's sessions as the improver's
+tasks, and the agent's work written out for a trainer.
 
 improver/ never imports agentd/, so this module turns `SessionRecord`s into the
-improver's own input types and keeps the files of the home (the export record under
-`routes/`) where the improver is told to find them.
+improver's own input types (`Session`, `Transcript`) and tells it where the home keeps
+its files (the record of exports under `routes/`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,30 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.sessions import SessionRecord, SessionStore
-from improver import export as exporting
-from improver.harvest import Harvest, Session, harvest
-from improver.seal import open_seal, seals_of
-from improver.tasks import Task, TaskSet, load_tasks, tool_schema
-from improver.validate import Validation, validate
+from improver import (
+    TASKS,
+    VALIDATION_SHARE,
+    Export,
+    ExportRecord,
+    Harvest,
+    Session,
+    Task,
+    TaskSet,
+    Transcript,
+    Validation,
+    check_out_dir,
+    export_work,
+    harvest_sessions,
+    load_tasks,
+    open_seal,
+    read_exported,
+    seals_of,
+    tool_schema,
+    validate_tasks,
+)
 
 ENV_COMMAND = ["agentd", "improve", "env"]
-EXPORT_STEM = Path(exporting.TASKS).stem
+EXPORT_STEM = Path(TASKS).stem
 
 
 @dataclass(frozen=True)
@@ -47,8 +64,8 @@ def session_of(record: SessionRecord) -> Session:
     )
 
 
-def transcript_of(record: SessionRecord, sealed: bool = False) -> exporting.Transcript:
-    return exporting.Transcript(
+def transcript_of(record: SessionRecord, sealed: bool = False) -> Transcript:
+    return Transcript(
         id=record.id,
         profile=record.profile,
         outcome=record.outcome,
@@ -67,8 +84,8 @@ def harvest_profile(home: Home, profile_name: str, out: Path | None, stem: str |
     """Harvests and validates the profile's sessions; writes the set to `out` when given."""
     profile = load_profile(home, profile_name)
     records = SessionStore(home).list(profile=profile.name)
-    harvested = harvest([session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"))
-    validation = asyncio.run(validate(harvested.taskset))
+    harvested = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"))
+    validation = asyncio.run(validate_tasks(harvested.taskset))
     if out is not None:
         validation.taskset.save(out)
     return Harvested(harvested, validation, out)
@@ -76,36 +93,32 @@ def harvest_profile(home: Home, profile_name: str, out: Path | None, stem: str |
 
 def validate_file(path: Path, out: Path | None = None) -> Validation:
     """Validates the tasks of a set file and writes the result to `out` (default: in place)."""
-    validation = asyncio.run(validate(load_tasks(path)))
+    validation = asyncio.run(validate_tasks(load_tasks(path)))
     validation.taskset.save(out or path)
     return validation
 
 
-def exported_path(home: Home, profile: str) -> Path:
-    return home.routes_dir / f"{profile}-exported.json"
-
-
-def exported(home: Home, profile: str) -> exporting.ExportRecord:
+def exported(home: Home, profile: str) -> ExportRecord:
     """What has been exported of the profile so far: a seal must never seal it."""
-    return exporting.read_exported(exported_path(home, profile))
+    return read_exported(home.routes.exported(profile))
 
 
 def export_profile(
     home: Home,
     profile_name: str,
     out: Path,
-    validation: float = exporting.VALIDATION_SHARE,
+    validation: float = VALIDATION_SHARE,
     force: bool = False,
     tasks_file: Path | None = None,
-) -> exporting.Export:
+) -> Export:
     """Exports the profile's sessions and tasks: those of `tasks_file` when given, else
     the current seal's tasks to choose on, else every task harvested and validated now.
     A sealed task is never exported, nor the session it came from, nor a task or session
     that asked the same (its twin: a model trained on it would pass the sealed task too)."""
     profile = load_profile(home, profile_name)
-    exporting.check_out_dir(out, force)
+    check_out_dir(out, force)
     records = SessionStore(home).list(profile=profile.name)
-    seals = [open_seal(path) for path in seals_of(home.routes_dir, profile.name)]
+    seals = [open_seal(path) for path in seals_of(home.routes, profile.name)]
     sealed_tasks = [t for seal in seals for t in seal.real_tasks]
     if tasks_file:
         taskset = load_tasks(tasks_file)
@@ -120,12 +133,12 @@ def export_profile(
     private = {r.id for r in records if r.confidential or r.secrets} | sealed
     shown = tuple(t for t in taskset.tasks if t.source.get("session") not in private and t.content_key not in sealed_keys)
     tasks = TaskSet(taskset.profile, taskset.operator, shown, (), taskset.validated)
-    return exporting.export(
+    return export_work(
         out,
         [transcript_of(r, sealed=r.id in sealed) for r in records],
         tasks,
         ENV_COMMAND,
-        exported_path(home, profile.name),
+        home.routes.exported(profile.name),
         validation,
         force,
     )
@@ -137,6 +150,6 @@ def _sealed_sessions(records: list[SessionRecord], sealed_tasks: list[Task], pro
     if not sealed_tasks:
         return set()
     keys = {t.content_key for t in sealed_tasks}
-    now = harvest([session_of(r) for r in records], profile, operator, EXPORT_STEM).taskset.tasks
+    now = harvest_sessions([session_of(r) for r in records], profile, operator, EXPORT_STEM).taskset.tasks
     twins = {str(t.source["session"]) for t in now if t.content_key in keys}
     return {str(t.source["session"]) for t in sealed_tasks if t.source.get("session") is not None} | twins

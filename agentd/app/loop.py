@@ -11,24 +11,37 @@ from typing import Callable
 
 import numpy as np
 
-from agentd import killswitch
-from agentd.adoption import holding_loop_lock, lineage_of, make_current
-from agentd.episodes import AGENT, model_factory, variant_of
+from agentd.app import killswitch
+from agentd.app.adopt import holding_loop_lock, lineage_of, make_current
+from agentd.app.agent import AGENT, model_factory, variant_of
+from agentd.app.ledger import open_ledger
+from agentd.app.tasks import exported
 from agentd.errors import AgentdError
-from agentd.harvesting import exported
 from agentd.home import Home
-from agentd.ledgers import open_ledger
 from agentd.profiles import load_profile
 from agentd.providers import make_model
 from agentd.wallets import load_wallet
-from improver.archive import Archive
-from improver.lineage import Report, check
-from improver.loop import Event, Loop, Stop
-from improver.protocol import Model
-from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
-from improver.settings import load_settings
-from improver.tasks import load_tasks
-from improver.variant import Variant
+from improver import (
+    Archive,
+    Event,
+    LineageReport,
+    Loop,
+    Model,
+    Seal,
+    SealRequest,
+    Stop,
+    Variant,
+    claim_body,
+    current_seal,
+    load_settings,
+    load_tasks,
+    make_seal,
+    open_seal,
+    seals_of,
+)
+from improver import (
+    check_lineage as check_kept,
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,7 @@ def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wall
         raise AgentdError(f"{tasks} holds tasks of profile {taskset.profile}, not {profile}")
     signer = load_wallet(home, wallet) if wallet else None  # a wrong passphrase fails before anything is written
     home.ensure()
-    seal = make_seal(taskset, home.routes_dir, request, exported(home, profile))
+    seal = make_seal(taskset, home.routes, request, exported(home, profile))
     if signer is None:
         return Sealed(seal, None, None)
     entry = open_ledger(home).append(signer, "agent.seal/v1", claim_body(seal))
@@ -97,7 +110,7 @@ def _loop(
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
     profile = load_profile(home, profile_name)
-    seal = current_seal(home.routes_dir, profile_name)
+    seal = current_seal(home.routes, profile_name)
     train = seal.train()
     signer = load_wallet(home, request.wallet) if request.wallet else None
     ledger = open_ledger(home) if signer else None
@@ -124,7 +137,7 @@ def _loop(
             models=model_factory(home, profile.dir),
             proposer=proposer or make_model(request.proposer, home, base_dir=profile.dir),
             settings=load_settings(profile.dir / "improver.json"),
-            archive=Archive.load(home.routes_dir / f"{profile_name}-archive-{train.digest[:16]}.json", train.digest),
+            archive=Archive.load(home.routes.archive(profile_name, train.digest), train.digest),
             lineage=lineage_of(home, profile_name),
             runs=request.runs,
             limits=profile.limits,
@@ -153,6 +166,6 @@ async def _run(loop: Loop, rounds: int) -> None:
             running.remove_signal_handler(sig)
 
 
-def check_lineage(home: Home, profile: str) -> Report:
-    seals = {s.id: s for s in (open_seal(p) for p in seals_of(home.routes_dir, profile))}
-    return check(lineage_of(home, profile), profile, open_ledger(home, check=False), seals)
+def check_lineage(home: Home, profile: str) -> LineageReport:
+    seals = {s.id: s for s in (open_seal(p) for p in seals_of(home.routes, profile))}
+    return check_kept(lineage_of(home, profile), profile, open_ledger(home, check=False), seals)

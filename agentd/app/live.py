@@ -16,17 +16,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd import killswitch
+from agentd.app import killswitch
+from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.ledgers import open_ledger
 from agentd.profiles import Profile, load_profile
 from agentd.providers import make_model
 from agentd.runtime import run_case
 from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
 from agentd.tools import Toolbox
 from agentd.wallets import load_wallet
-from improver.protocol import Budget, Completion, Ending, LimitReached, Limits, Model, ModelMisconfigured, ProviderError
+from improver import Budget, Completion, Ending, LimitReached, Limits, Model, ModelMisconfigured, ProviderError
 
 VERIFY_TIMEOUT = 600.0
 

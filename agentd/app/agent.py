@@ -12,11 +12,7 @@ from agentd.home import Home
 from agentd.profiles import Profile, list_profiles, load_profile
 from agentd.providers import make_model
 from agentd.runtime import run_case
-from improver.env import run_episode
-from improver.harness import ModelFactory
-from improver.protocol import Agent, Limits, Model
-from improver.tasks import load_tasks
-from improver.variant import Variant
+from improver import Agent, Limits, Model, ModelFactory, Variant, load_tasks, run_episode
 
 # The in-process candidate: the runtime itself (`agentd case --stdio` speaks it over stdio).
 AGENT: Agent = run_case

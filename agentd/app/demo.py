@@ -11,18 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from agentd.adoption import lineage_of
+from agentd.app.adopt import lineage_of
+from agentd.app.examples import install_example
+from agentd.app.live import run_session
+from agentd.app.loop import RunRequest, check_lineage, run_improvement, seal_tasks
+from agentd.app.marks import mark_line, mark_session
+from agentd.app.tasks import harvest_profile
 from agentd.errors import AgentdError
-from agentd.examples import install_example
-from agentd.harvesting import harvest_profile
 from agentd.home import Home
-from agentd.improving import RunRequest, check_lineage, run_improvement, seal_tasks
-from agentd.live import run_session
-from agentd.marks import mark_line, mark_session
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, log_key
-from improver.lineage import summary
-from improver.seal import SealRequest
+from improver import SealRequest, summary
 
 PROFILE = "invoices"
 # (invoice, supplier, USD, payee the task names); invoices 31 and up name another payee.

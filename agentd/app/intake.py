@@ -18,15 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.ledgers import open_ledger
 from agentd.profiles import Profile, load_profile
 from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
 from agentd.wallets import load_wallet
-from improver.chat import text_of, transcript_problem
-from improver.errors import ImproverError
-from improver.protocol import ENDINGS
+from improver import ENDINGS, ImproverError, text_of, transcript_problem
 
 TOOL_SHAPE = '{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}'
 

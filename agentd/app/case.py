@@ -12,15 +12,7 @@ import sys
 from typing import Any, BinaryIO
 
 from agentd.runtime import run_case
-from improver.protocol import (
-    Case,
-    Completion,
-    LimitReached,
-    ProviderError,
-    completion_from_json,
-    decode_line,
-    encode_line,
-)
+from improver import Case, Completion, LimitReached, ProviderError, completion_from_json, decode_line, encode_line
 
 
 class HarnessGone(Exception):

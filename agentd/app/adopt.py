@@ -17,23 +17,20 @@ from filelock import FileLock, Timeout
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import Learned, Profile, load_profile, save_learned
-from improver.clock import utc_now
-from improver.files import append_line, read_lines, write_atomic
-from improver.lineage import Lineage
-from improver.variant import Variant
+from improver import Lineage, Variant, append_line, read_lines, utc_now, write_atomic
 
 HISTORY = "learned-history.jsonl"
 
 
 def lineage_of(home: Home, profile: str) -> Lineage:
-    return Lineage(home.routes_dir / f"{profile}-lineage.jsonl")
+    return Lineage(home.routes.lineage(profile))
 
 
 @contextmanager
 def holding_loop_lock(home: Home, profile: str) -> Iterator[None]:
     """One `improve run`, `adopt` or `undo` of a profile at a time, across processes."""
-    home.routes_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(home.routes_dir / f"{profile}-loop.lock"), timeout=0)
+    home.routes.root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(home.routes.loop_lock(profile)), timeout=0)
     try:
         lock.acquire()
     except Timeout:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentd.errors import AgentdError
 from agentd.home import Home
-from improver.clock import utc_now
+from improver import utc_now
 
 
 def is_on(home: Home) -> bool:

@@ -1,0 +1,43 @@
+"""The improver's public surface: what other layers may use, deliberately, and nothing by accident."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import improver
+
+
+def test_every_public_name_resolves_and_all_is_sorted() -> None:
+    assert improver.__all__ == sorted(improver.__all__)
+    for name in improver.__all__:
+        assert getattr(improver, name) is not None, name
+    assert dir(improver) == improver.__all__
+
+
+def test_no_public_name_is_shadowed_by_a_submodule() -> None:
+    # `import improver.harvest` sets improver.harvest to the module, hiding a function of that name.
+    submodules = {m.name for m in pkgutil.iter_modules(improver.__path__)}
+    assert not submodules & set(improver.__all__)
+    for module in submodules:
+        importlib.import_module(f"improver.{module}")
+    for name in improver.__all__:
+        assert not isinstance(getattr(improver, name), type(improver)), name
+
+
+def test_what_a_type_checker_sees_is_the_surface() -> None:
+    tree = ast.parse(Path(improver.__file__).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    seen = {alias.asname or alias.name for node in block.body for alias in node.names}  # type: ignore[attr-defined]
+    assert seen == set(improver.__all__)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        improver.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("an unknown name resolved")
