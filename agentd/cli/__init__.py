@@ -1,12 +1,16 @@
-"""The `agentd` command line: a thin layer over library calls.
+"""The `agentd` command line: a thin layer over library calls (agentd/app/).
 
-Each command group lives in its own module and is registered here. Errors that the user
-can act on become one line on stderr (`agentd: error: ...`) and a non-zero exit.
+Each command group lives in its own module, exporting `command`, and is loaded only when
+it runs: `agentd --help` and a quick command never pay for what other commands import.
+Errors that the user can act on become one line on stderr (`agentd: error: ...`) and a
+non-zero exit.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -14,13 +18,49 @@ from agentd import __version__
 from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, App
 from agentd.errors import AgentdError
 from agentd.home import Home
-from improver import ImproverError
-from ledger import LedgerError
-
-USER_ERRORS = (AgentdError, LedgerError, ImproverError)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@dataclass(frozen=True)
+class Entry:
+    module: str
+    help: str  # the short help `agentd --help` shows without loading the module
+    attribute: str = "command"
+
+
+# Every command, in the order `agentd --help` lists them.
+COMMANDS: dict[str, Entry] = {
+    "init": Entry("agentd.cli.init", "Create the home and the log's own key."),
+    "demo": Entry("agentd.cli.demo", "Run the invoices example end to end in a fresh home."),
+    "wallet": Entry("agentd.cli.wallet", "Wallets: keys that sign entries and hold funds."),
+    "ledger": Entry("agentd.cli.ledger", "The signed append-only log: read, prove, verify, export."),
+    "profile": Entry("agentd.cli.profile", "Profiles: the operator's words, models and tools."),
+    "run": Entry("agentd.cli.run", "Run one live session of a profile and record it."),
+    "sessions": Entry("agentd.cli.sessions", "Recorded sessions: list, show, import."),
+    "improve": Entry("agentd.cli.improve", "Improve the agent from its own work: tasks, seals, the loop."),
+    "lineage": Entry("agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"),
+    "kill-switch": Entry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
+    "case": Entry("agentd.cli.case", "Run the agent runtime as a candidate over JSON lines."),
+}
+
+
+class Commands(click.Group):
+    """A group whose commands load on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        entry = COMMANDS.get(name)
+        if entry is None:
+            return None
+        return getattr(importlib.import_module(entry.module), entry.attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, entry.help) for name, entry in COMMANDS.items()])
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--home",
     type=click.Path(file_okay=False),
@@ -50,24 +90,25 @@ def invoke(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except USER_ERRORS as exc:
-        click.echo(f"agentd: error: {exc}", err=True)
-        return EXIT_ERROR
     except (click.Abort, KeyboardInterrupt):
         click.echo("agentd: interrupted", err=True)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        if not _for_the_user(exc):
+            raise
+        click.echo(f"agentd: error: {exc}", err=True)
+        return EXIT_ERROR
+
+
+def _for_the_user(exc: Exception) -> bool:
+    """AgentdError, LedgerError and ImproverError say what is wrong and what to do. The
+    last two are looked up only if their package was loaded: otherwise none was raised."""
+    kinds: list[type[Exception]] = [AgentdError]
+    for module, name in (("ledger.errors", "LedgerError"), ("improver.errors", "ImproverError")):
+        if module in sys.modules:
+            kinds.append(getattr(sys.modules[module], name))
+    return isinstance(exc, tuple(kinds))
 
 
 def main() -> None:
     sys.exit(invoke())
-
-
-def _register() -> None:
-    # Imported here so each group module can import `cli` helpers without a cycle.
-    from agentd.cli import commands
-
-    for command in commands.ALL:
-        cli.add_command(command)
-
-
-_register()

@@ -10,7 +10,7 @@ import click
 from agentd.app.case import serve
 
 
-@click.command("case")
+@click.command("case", short_help="Run the agent runtime as a candidate over JSON lines.")
 @click.option("--stdio", is_flag=True, required=True, help="Speak the candidate protocol on stdin/stdout.")
 def command(stdio: bool) -> int:
     """Run the agent runtime as a candidate: the case arrives as the first line on stdin,

@@ -12,7 +12,7 @@ from agentd.cli.options import App, CheckFailed, pass_app
 from agentd.home import Home
 
 
-@click.command("demo")
+@click.command("demo", short_help="Run the invoices example end to end in a fresh home.")
 @pass_app
 @click.pass_context
 def command(ctx: click.Context, app: App) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from agentd.app.examples import EXAMPLES, install_example
+from agentd.app.init import initialise
 from agentd.cli.options import App, pass_app
-from agentd.home import Home
 from agentd.profiles import load_profile
-from agentd.wallets import create_wallet, log_key, log_key_path, wallet_exists
+from agentd.wallets import create_wallet, wallet_exists
 
 
 @click.command("init", short_help="Create the home and the log's own key.")
@@ -25,16 +25,3 @@ def command(app: App, example: str | None) -> None:
         if not wallet_exists(app.home, profile.wallet):
             create_wallet(app.home, profile.wallet)
         click.echo(f"profile {example}: {folder} (wallet {profile.wallet})")
-
-
-def initialise(home: Home) -> list[str]:
-    """Sets up `home`; returns what it did, one line each."""
-    fresh = not home.root.exists()
-    home.ensure()
-    had_key = log_key_path(home).exists()
-    key = log_key(home)
-    return [
-        f"home: {home.root} ({'created' if fresh else 'already there'})",
-        f"log key: {log_key_path(home)} (id {key.id}, {'already there' if had_key else 'created'})",
-        f"ledger: {home.ledger_url}",
-    ]

@@ -8,7 +8,7 @@ from agentd.app import killswitch
 from agentd.cli.options import App, emit_json, json_option, pass_app
 
 
-@click.command("kill-switch")
+@click.command("kill-switch", short_help="Stop every session, proposal and trial from starting.")
 @click.argument("state", type=click.Choice(["on", "off", "status"]), default="status")
 @click.option("--reason", default="", help="Why it was turned on (kept beside it).")
 @json_option

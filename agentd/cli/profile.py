@@ -10,12 +10,12 @@ from agentd.runtime import system_prompt
 from agentd.wallets import create_wallet, wallet_exists
 
 
-@click.group("profile")
-def group() -> None:
+@click.group("profile", short_help="Profiles: the operator's words, models and tools.")
+def command() -> None:
     """Profiles: what the operator tells the agent, its models, tools and lessons."""
 
 
-@group.command("new")
+@command.command("new")
 @click.argument("name")
 @click.option("--operator", default="You are a careful assistant.", help="The operator's words, first in the prompt.")
 @click.option("--model", "models", multiple=True, help="A model it may run on, provider:model (repeat; first is the default).")
@@ -30,7 +30,7 @@ def new(app: App, name: str, operator: str, models: tuple[str, ...], wallet: str
     click.echo(f"profile {name} created: {folder / 'profile.toml'}")
 
 
-@group.command("list")
+@command.command("list")
 @json_option
 @pass_app
 def list_(app: App, as_json: bool) -> None:
@@ -43,7 +43,7 @@ def list_(app: App, as_json: bool) -> None:
             click.echo(n)
 
 
-@group.command("show")
+@command.command("show")
 @click.argument("name")
 @json_option
 @pass_app

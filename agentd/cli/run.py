@@ -8,7 +8,7 @@ from agentd.app.live import run_session
 from agentd.cli.options import App, emit_json, json_option, pass_app, progress
 
 
-@click.command("run")
+@click.command("run", short_help="Run one live session of a profile and record it.")
 @click.argument("profile")
 @click.argument("task")
 @click.option("--model", help="Run on this model (one the profile may run on) instead of its default.")

@@ -12,12 +12,12 @@ from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app
 from agentd.sessions import OUTCOMES, SessionStore
 
 
-@click.group("sessions")
-def group() -> None:
+@click.group("sessions", short_help="Recorded sessions: list, show, import.")
+def command() -> None:
     """The agent's recorded sessions."""
 
 
-@group.command("list")
+@command.command("list")
 @click.option("--profile", help="Only this profile's sessions.")
 @click.option("--outcome", type=click.Choice(OUTCOMES), help="Only sessions with this outcome.")
 @json_option
@@ -34,7 +34,7 @@ def list_(app: App, profile: str | None, outcome: str | None, as_json: bool) -> 
     )
 
 
-@group.command("show")
+@command.command("show")
 @click.argument("session")
 @json_option
 @pass_app
@@ -60,7 +60,7 @@ def show(app: App, session: str, as_json: bool) -> None:
         click.echo(f"  [{m.get('role')}] {_message_text(m)}")
 
 
-@group.command("import")
+@command.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--profile", required=True, help="The profile the sessions belong to.")
 @json_option

@@ -1,4 +1,4 @@
-"""`agentd improve`: marks and tasks; the seal and the loop commands come from agentd/cli/loop.py."""
+"""`agentd improve mark|harvest|validate|env|export`: marks, and the agent's work as tasks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import click
 from agentd.app.agent import run_env
 from agentd.app.marks import mark_line, mark_session
 from agentd.app.tasks import export_profile, harvest_profile, validate_file
-from agentd.cli import loop
 from agentd.cli.options import App, emit_json, json_option, pass_app
 from improver import (
     ENVIRONMENTS,
@@ -24,16 +23,7 @@ from improver import (
 )
 
 
-@click.group("improve")
-def group() -> None:
-    """Improve the agent from its own work: mark sessions, harvest tasks, seal, run the loop."""
-
-
-for _command in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage):
-    group.add_command(_command)
-
-
-@group.command("mark")
+@click.command("mark")
 @click.argument("session")
 @click.option("--good/--bad", required=True, help="How the session went.")
 @click.option("--note", default="", help="What went well or badly, for the record.")
@@ -52,7 +42,7 @@ def mark(app: App, session: str, good: bool, note: str, wallet: str | None, as_j
         click.echo(mark_line(record))
 
 
-@group.command("harvest")
+@click.command("harvest")
 @click.argument("profile")
 @click.option(
     "--out",
@@ -104,7 +94,7 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
     click.echo(f"wrote {out} (set digest {taskset.digest[:16]})")
 
 
-@group.command("validate")
+@click.command("validate")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--out",
@@ -148,7 +138,7 @@ def _validation_lines(result: Validation) -> None:
         click.echo(f"excluded {exclusion.task.name}: {exclusion.reason}")
 
 
-@group.command("env")
+@click.command("env")
 @click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The task set file.")
 @click.option("--case", "case", required=True, help="The name of the task to run as an episode.")
 @pass_app
@@ -167,7 +157,7 @@ def env(app: App, tasks_file: Path, case: str) -> int:
     return run_env(app.home, tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
 
 
-@group.command("export")
+@click.command("export")
 @click.argument("profile")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="The directory to write (new or empty).")
 @click.option(

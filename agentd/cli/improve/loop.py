@@ -1,8 +1,4 @@
-"""`agentd improve seal|run|adopt|undo|lineage` and `agentd lineage`: the seal and the loop.
-
-The `improve` group (agentd/cli/improve.py) adds these commands; the tasks commands
-live there.
-"""
+"""`agentd improve seal|run|adopt|undo|lineage` (and `agentd lineage`): the seal and the loop."""
 
 from __future__ import annotations
 
@@ -160,7 +156,7 @@ def undo(app: App, profile: str) -> None:
     click.echo(f"took back step {step}: profile {profile} has {now} again")
 
 
-@click.command("lineage")
+@click.command("lineage", short_help="A profile's kept changes with their evidence; --check proves them.")
 @click.argument("profile")
 @click.option("--check", "check_", is_flag=True, help="Hold each kept change to its claim and its seal on the ledger.")
 @json_option

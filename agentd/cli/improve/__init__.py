@@ -1,0 +1,21 @@
+"""`agentd improve`: the agent improving itself from its own work. The commands on tasks
+are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py."""
+
+from __future__ import annotations
+
+import click
+
+from agentd.cli.improve import loop, tasks
+
+
+@click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
+def command() -> None:
+    """Improve the agent from its own work: mark sessions, harvest tasks, seal, run the loop."""
+
+
+for _each in (tasks.mark, tasks.harvest, tasks.validate, tasks.env, tasks.export):
+    command.add_command(_each)
+for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage):
+    command.add_command(_each)
+
+lineage = loop.lineage  # also `agentd lineage`
