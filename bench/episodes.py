@@ -9,9 +9,11 @@ Three figures:
 3. 640 episodes, 64 at once, each one model turn answered after 50 ms, so the ideal
    wall time is 640 x 50 ms / 64 = 0.5 s (goal: within 10%): through the real `openai:`
    provider against a loopback OpenAI-compatible server (tests/fakeservers.py, run in a
-   process of its own), and against a model that only waits 50 ms, which shows what the
-   harness costs by itself. This process's CPU time is printed beside each: when it
-   approaches the ideal wall time, the client, not the harness, is what is slow.
+   process of its own), beside 640 bare httpx requests to the same server, 64 at once
+   (what the server, sharing this machine's CPUs, allows any client), and against a
+   model that only waits 50 ms, which shows what the harness costs by itself. This
+   process's CPU time is printed beside each: when it approaches the ideal wall time,
+   the client, not the harness, is what is slow.
 
     python bench/episodes.py            # the full bench, well under a minute
     python bench/episodes.py --quick    # fewer episodes, for a look
@@ -27,6 +29,8 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -131,6 +135,7 @@ def main() -> None:
             os.environ["OPENAI_BASE_URL"] = base_url
             answers = Variant(variant.operator, "", ("openai:bench",))
             _latency_line("a loopback OpenAI-compatible server, through the openai: provider", one_turn, answers, model_factory(home))
+            _bare_line(base_url, variant.operator)
         waits = Variant(variant.operator, "", ("waits",))
         _latency_line("a model that only waits (asyncio.sleep), the harness alone", one_turn, waits, lambda spec: Waits())
 
@@ -146,6 +151,40 @@ def _latency_line(what: str, task: Task, variant: Variant, factory) -> None:
     print(f"   {what}:")
     print(f"     wall {seconds:.3f} s against the ideal {ideal:.3f} s: {seconds / ideal:.2f}x ({verdict} 10%); "
           f"this process's CPU {cpu:.3f} s ({cpu * 1e3 / episodes:.2f} ms an episode); {result.usage.total} tokens counted")
+
+
+def _bare_line(base_url: str, operator: str) -> None:
+    """The same 640 calls as bare httpx requests, 64 at once, each worker with a client
+    of its own: the floor under any client of this server."""
+    requests, concurrency = 640, 64
+    ideal = requests * DELAY / concurrency
+    body = {"model": "bench", "messages": [{"role": "system", "content": operator}, {"role": "user", "content": TASK}]}
+
+    async def all_of(clients: list[httpx.AsyncClient], n: int) -> None:
+        left = iter(range(n))
+
+        async def worker(client: httpx.AsyncClient) -> None:
+            for _ in left:
+                response = await client.post(f"{base_url}/chat/completions", json=body)
+                response.raise_for_status()
+                response.json()
+
+        await asyncio.gather(*(worker(client) for client in clients))
+
+    async def measured() -> tuple[float, float]:
+        clients = [httpx.AsyncClient(timeout=60) for _ in range(concurrency)]
+        try:
+            await all_of(clients, concurrency)  # warm up: connections
+            cpu, started = time.process_time(), time.perf_counter()
+            await all_of(clients, requests)
+            return time.perf_counter() - started, time.process_time() - cpu
+        finally:
+            await asyncio.gather(*(client.aclose() for client in clients))
+
+    seconds, cpu = asyncio.run(measured())
+    print("   the same server, bare httpx requests (no harness, no provider):")
+    print(f"     wall {seconds:.3f} s against the ideal {ideal:.3f} s: {seconds / ideal:.2f}x; "
+          f"this process's CPU {cpu:.3f} s ({cpu * 1e3 / requests:.2f} ms a request)")  # fmt: skip
 
 
 class Waits:

@@ -4,7 +4,9 @@ A `ModelServer` listens on 127.0.0.1 at a random port in a background thread and
 either OpenAI Chat Completions (`POST /v1/chat/completions`) or Anthropic Messages
 (`POST /v1/messages`), so the real SDK clients talk to it over real HTTP. Answers come
 from a queue of `Reply`s (served in order, one per request), then from a responder
-function, then a default text answer. Every request is kept in `requests`.
+function, then a default text answer. Every request is kept in `requests`, with the
+connection it came on (the client's port), and the server counts the connections
+clients open and close, so a test can see keep-alive connections reused and closed.
 
     with ModelServer("openai", delay=0.05) as server:
         server.queue(server.error(429), server.tool_calls(("pay", {"invoice": 23})))
@@ -49,6 +51,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    connection: int = 0  # the client's port: requests kept alive on one connection share it
 
 
 Responder = Callable[[Received], Reply]
@@ -64,6 +67,9 @@ class ModelServer:
         self._responder = responder
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self._closed = threading.Condition(self._lock)
+        self.connections_made = 0
+        self.connections_open = 0
         self._stopping = threading.Event()
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
@@ -143,6 +149,22 @@ class ModelServer:
             body = {"type": "error", "error": {"type": "api_error", "message": message}}
         return Reply(status=status, body=body, headers=headers or {})
 
+    def wait_for_no_connections(self, seconds: float = 10.0) -> bool:
+        """Waits until every client connection is closed; False if one is still open after
+        `seconds` (a bound for a broken client, not a measure of speed)."""
+        with self._closed:
+            return self._closed.wait_for(lambda: self.connections_open == 0, seconds)
+
+    def _opened(self) -> None:
+        with self._lock:
+            self.connections_made += 1
+            self.connections_open += 1
+
+    def _ended(self) -> None:
+        with self._closed:
+            self.connections_open -= 1
+            self._closed.notify_all()
+
     def _wait(self, seconds: float) -> bool:
         """Sleeps; False when the server stopped meanwhile."""
         return not (seconds > 0 and self._stopping.wait(seconds))
@@ -197,6 +219,16 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
         # waits for the client's delayed ACK (~40 ms) and every answer looks slow.
         disable_nagle_algorithm = True
 
+        def setup(self) -> None:
+            super().setup()
+            server._opened()
+
+        def finish(self) -> None:
+            try:
+                super().finish()
+            finally:
+                server._ended()
+
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             path = self.path.split("?", 1)[0]
@@ -207,7 +239,7 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw) if raw else None
             except json.JSONDecodeError:
                 body = raw
-            request = Received(path, {k.lower(): v for k, v in self.headers.items()}, body)
+            request = Received(path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[1])
             reply = server.next_reply(request)
             if not server._wait(server.delay + reply.delay):
                 self.close_connection = True

@@ -37,7 +37,7 @@ def make_model(spec: str, home: Home, *, base_dir: Path | None = None) -> Model:
     if provider == "script":
         path = Path(model).expanduser()
         return load_script(spec, path if path.is_absolute() else (base_dir or Path.cwd()) / path)
-    # The SDKs are imported only when a model needs them: together they cost a second.
+    # httpx is imported only when a model needs it: commands that make none skip it.
     if provider == "openai":
         from agentd.providers.openai import OpenAIModel
 

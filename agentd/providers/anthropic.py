@@ -5,8 +5,10 @@ the `system` text; a user message becomes text blocks; an assistant message its 
 `tool_use` blocks; tool messages `tool_result` blocks in the user turn that follows
 (consecutive turns of one role are merged, as the API wants turns to alternate). The
 answer comes back as an OpenAI-format assistant message with `tool_calls`. The key
-comes from ANTHROPIC_API_KEY or `[anthropic] api_key`, the endpoint from
-ANTHROPIC_BASE_URL or `[anthropic] base_url` (see `agentd.providers.settings`).
+comes from ANTHROPIC_API_KEY or `[anthropic] api_key` and goes out as `x-api-key`, the
+endpoint from ANTHROPIC_BASE_URL or `[anthropic] base_url` (see
+`agentd.providers.settings`); calls are POSTed to `BASE_URL/v1/messages`, naming the API
+version they are written for (`anthropic-version`).
 
 Only text travels: a message part of another kind (an image) fails the call rather than
 being dropped unseen. The API requires a length limit: DEFAULT_MAX_TOKENS when the
@@ -18,16 +20,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anthropic
-from anthropic.types import Message
-from anthropic.types import Usage as AnthropicUsage
+import httpx
 
 from agentd.providers.chat import assistant, text_of, tool_call
+from agentd.providers.client import encode, is_count, malformed, post_json
 from agentd.providers.retry import RetryPolicy, with_retries
-from agentd.providers.sdk import PerLoop, failure, malformed
 from agentd.providers.settings import Endpoint
 from improver import Completion, ProviderError, Usage
 
+ANTHROPIC_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -38,17 +40,9 @@ class AnthropicModel:
         self.model = model
         self.endpoint = endpoint
         self.policy = policy
-        self._clients = PerLoop(self._client)
-
-    def _client(self) -> anthropic.AsyncAnthropic:
-        # max_retries=0: our policy (agentd.providers.retry) is the only one. The key is
-        # passed explicitly so the SDK consults no credential files of its own.
-        return anthropic.AsyncAnthropic(
-            api_key=self.endpoint.api_key,
-            base_url=self.endpoint.base_url,
-            max_retries=0,
-            timeout=self.policy.timeout,
-        )
+        self._url = httpx.URL(f"{(endpoint.base_url or ANTHROPIC_URL).rstrip('/')}/v1/messages")
+        self._headers = {"x-api-key": endpoint.api_key, "anthropic-version": API_VERSION, "Content-Type": "application/json"}
+        self._timeout = httpx.Timeout(policy.timeout)
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
@@ -62,17 +56,12 @@ class AnthropicModel:
             params["system"] = system
         if tools:
             params["tools"] = [_tool(t) for t in tools]
-        return await with_retries(self.name, self.policy, lambda: self._once(params))
+        request = encode(self.name, params)
+        return await with_retries(self.name, self.policy, lambda: self._once(request))
 
-    async def _once(self, params: dict[str, Any]) -> Completion:
-        try:
-            result = await (await self._clients.get()).messages.create(**params)
-        except Exception as exc:
-            mapped = failure(exc, anthropic, self.endpoint.key_hint)
-            if mapped is None:
-                raise
-            raise mapped from exc
-        return _completion(result, self.model)
+    async def _once(self, request: bytes) -> Completion:
+        body = await post_json(self._url, self._headers, request, self._timeout, self.endpoint.key_hint)
+        return _completion(body, self.model)
 
 
 def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -137,34 +126,36 @@ def _tool(tool: dict[str, Any]) -> dict[str, Any]:
     return converted
 
 
-def _completion(result: object, requested: str) -> Completion:
-    """The answer in our terms; anything missing is a malformed body (the SDK, lenient,
-    builds objects from whatever JSON came back)."""
-    if not isinstance(result, Message) or not isinstance(result.content, list):
+def _completion(body: Any, requested: str) -> Completion:
+    """The answer in our terms; anything missing is a malformed body."""
+    content = body.get("content") if isinstance(body, dict) else None
+    if not isinstance(content, list):
         raise malformed("no content")
-    usage = result.usage
-    if not isinstance(usage, AnthropicUsage) or not all(
-        isinstance(n, int) for n in (usage.input_tokens, usage.output_tokens)
-    ):
+    usage = body.get("usage")
+    counts = (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(usage, dict) else ()
+    if len(counts) != 2 or not all(is_count(n) for n in counts):
         raise malformed("no token counts (usage)")
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
-    for block in result.content:
-        kind = getattr(block, "type", None)
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
-            texts.append(str(getattr(block, "text", "")))
+            texts.append(str(block.get("text", "")))
         elif kind == "tool_use":
             calls.append(_call(block))
         # Other blocks (thinking, server tools) have no place in the chat format.
     # Cache reads and writes are input the model read too: they count against budgets.
-    cached = sum(n for n in (usage.cache_creation_input_tokens, usage.cache_read_input_tokens) if isinstance(n, int))
-    model = result.model if isinstance(result.model, str) and result.model else requested
+    cached = sum(usage.get(k) for k in ("cache_creation_input_tokens", "cache_read_input_tokens") if is_count(usage.get(k)))
+    model = body.get("model")
     text = "".join(texts) or None
-    return Completion(assistant(text, calls), Usage(usage.input_tokens + cached, usage.output_tokens), model)
+    tokens_in, tokens_out = counts
+    return Completion(
+        assistant(text, calls), Usage(tokens_in + cached, tokens_out), model if isinstance(model, str) and model else requested
+    )
 
 
-def _call(block: Any) -> dict[str, Any]:
-    call_id, name, arguments = (getattr(block, k, None) for k in ("id", "name", "input"))
+def _call(block: dict[str, Any]) -> dict[str, Any]:
+    call_id, name, arguments = (block.get(k) for k in ("id", "name", "input"))
     if not (isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, dict)):
         raise malformed("a tool_use block without an id, a name or an input object")
     return tool_call(call_id, name, json.dumps(arguments, ensure_ascii=False))

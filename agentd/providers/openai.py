@@ -2,8 +2,9 @@
 
 The same wire format is served by OpenAI and by vLLM, Ollama, llama.cpp and others, so
 `[openai] base_url` (or OPENAI_BASE_URL) points it at any of them; the key comes from
-OPENAI_API_KEY or `[openai] api_key` (see `agentd.providers.settings`). Transcripts are
-already in this format, so messages and tools go out as they are.
+OPENAI_API_KEY or `[openai] api_key` (see `agentd.providers.settings`) and goes out as
+`Authorization: Bearer KEY`. Transcripts are already in this format, so messages and
+tools go out as they are, POSTed to `BASE_URL/chat/completions`.
 
 The answer's length limit is sent as `max_completion_tokens` to OpenAI itself (its
 newer models refuse `max_tokens`) and as `max_tokens` to any other server, the name
@@ -16,16 +17,15 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-import openai
-from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletion, ChatCompletionMessage
+import httpx
 
 from agentd.providers.chat import assistant, tool_call
+from agentd.providers.client import encode, is_count, malformed, post_json
 from agentd.providers.retry import RetryPolicy, with_retries
-from agentd.providers.sdk import PerLoop, failure, malformed
 from agentd.providers.settings import Endpoint
 from improver import Completion, Usage
 
+OPENAI_URL = "https://api.openai.com/v1"
 OPENAI_HOST = "api.openai.com"
 
 
@@ -35,18 +35,11 @@ class OpenAIModel:
         self.model = model
         self.endpoint = endpoint
         self.policy = policy
-        self._clients = PerLoop(self._client)
-        official = endpoint.base_url is None or urlsplit(endpoint.base_url).hostname == OPENAI_HOST
-        self._limit_param = "max_completion_tokens" if official else "max_tokens"
-
-    def _client(self) -> openai.AsyncOpenAI:
-        # max_retries=0: our policy (agentd.providers.retry) is the only one.
-        return openai.AsyncOpenAI(
-            api_key=self.endpoint.api_key,
-            base_url=self.endpoint.base_url,
-            max_retries=0,
-            timeout=self.policy.timeout,
-        )
+        base = (endpoint.base_url or OPENAI_URL).rstrip("/")
+        self._url = httpx.URL(f"{base}/chat/completions")
+        self._headers = {"Authorization": f"Bearer {endpoint.api_key}", "Content-Type": "application/json"}
+        self._timeout = httpx.Timeout(policy.timeout)
+        self._limit_param = "max_completion_tokens" if urlsplit(base).hostname == OPENAI_HOST else "max_tokens"
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
@@ -57,43 +50,41 @@ class OpenAIModel:
             params["tools"] = tools
         if max_tokens is not None:
             params[self._limit_param] = max_tokens
-        return await with_retries(self.name, self.policy, lambda: self._once(params))
+        request = encode(self.name, params)
+        return await with_retries(self.name, self.policy, lambda: self._once(request))
 
-    async def _once(self, params: dict[str, Any]) -> Completion:
-        try:
-            result = await (await self._clients.get()).chat.completions.create(**params)
-        except Exception as exc:
-            mapped = failure(exc, openai, self.endpoint.key_hint)
-            if mapped is None:
-                raise
-            raise mapped from exc
-        return _completion(result, self.model)
+    async def _once(self, request: bytes) -> Completion:
+        body = await post_json(self._url, self._headers, request, self._timeout, self.endpoint.key_hint)
+        return _completion(body, self.model)
 
 
-def _completion(result: object, requested: str) -> Completion:
-    """The answer in our terms; anything missing is a malformed body (the SDK, lenient,
-    builds objects from whatever JSON came back)."""
-    if not isinstance(result, ChatCompletion) or not isinstance(result.choices, list) or not result.choices:
+def _completion(body: Any, requested: str) -> Completion:
+    """The answer in our terms; anything missing is a malformed body."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices:
         raise malformed("no choices")
-    message = getattr(result.choices[0], "message", None)
-    if not isinstance(message, ChatCompletionMessage):
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
         raise malformed("the choice has no message")
-    usage = result.usage
-    if not isinstance(usage, CompletionUsage) or not all(
-        isinstance(n, int) for n in (usage.prompt_tokens, usage.completion_tokens)
-    ):
+    usage = body.get("usage")
+    counts = (usage.get("prompt_tokens"), usage.get("completion_tokens")) if isinstance(usage, dict) else ()
+    if len(counts) != 2 or not all(is_count(n) for n in counts):
         raise malformed("no token counts (usage)")
-    content = message.content if isinstance(message.content, str) else None
-    calls = [_call(c) for c in message.tool_calls or []]
-    model = result.model if isinstance(result.model, str) and result.model else requested
-    return Completion(assistant(content, calls), Usage(usage.prompt_tokens, usage.completion_tokens), model)
+    content = message.get("content")
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise malformed("tool_calls is not a list")
+    calls = [_call(c) for c in raw_calls]
+    model = body.get("model")
+    text = content if isinstance(content, str) else None
+    return Completion(assistant(text, calls), Usage(*counts), model if isinstance(model, str) and model else requested)
 
 
 def _call(call: Any) -> dict[str, Any]:
-    call_id = getattr(call, "id", None)
-    function = getattr(call, "function", None)
-    name = getattr(function, "name", None)
-    arguments = getattr(function, "arguments", None)
+    function = call.get("function") if isinstance(call, dict) else None
+    call_id = call.get("id") if isinstance(call, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    arguments = function.get("arguments") if isinstance(function, dict) else None
     if isinstance(arguments, dict):
         # Some compatible servers send the arguments as an object, not as JSON text.
         arguments = json.dumps(arguments, ensure_ascii=False)

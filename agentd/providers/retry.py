@@ -13,8 +13,9 @@ must have) is retried: from a real server it is almost always a proxy or load ba
 hiccup, gone on the next try; a server that only ever sends malformed bodies still
 fails, after the last attempt.
 
-The SDKs' own retries are switched off (see `agentd.providers.sdk`) so this is the only
-policy, and it is the same for every provider.
+Providers make one HTTP request a try (`agentd.providers.client`, which retries nothing
+itself), so this is the only policy, and it is the same for every provider. A keep-alive
+connection the server closed just as a call reused it is a dropped connection too.
 """
 
 from __future__ import annotations

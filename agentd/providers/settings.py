@@ -11,14 +11,15 @@ config.toml.
     backoff_cap = 8.0       # the longest wait between two tries
     timeout = 120.0         # seconds a try may wait to connect, or for the next bytes
 
-A base URL must be an http:// or https:// URL with a host; one that is not is refused
-when the model is made, naming the variable or setting it came from.
+A base URL must be an http:// or https:// URL with a host, and a key printable ASCII
+without spaces (it goes in a header; a pasted newline is the usual slip); either is
+refused when the model is made, naming the variable or setting it came from.
 
 A key is required unless a base URL is set: the official endpoints always want one,
-while a local server (Ollama, vLLM, llama.cpp) usually wants none. Since both SDKs
-refuse to start without a key, a key-less endpoint is sent the placeholder key
-`agentd-no-key` (`KEYLESS`), which such servers ignore; one that does check keys answers
-401, and the call fails with a message that names the variable to set.
+while a local server (Ollama, vLLM, llama.cpp) usually wants none. A key-less endpoint
+is sent the placeholder key `agentd-no-key` (`KEYLESS`), which such servers ignore; one
+that does check keys answers 401, and the call fails with a message that names the
+variable to set.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def endpoint(home: Home, spec: str, section: str, prefix: str) -> Endpoint:
     api_key = _text_setting(home, section, "api_key", key_var)
     base_url = _text_setting(home, section, "base_url", url_var)
     if base_url:
-        url_from = url_var if os.environ.get(url_var) else f"base_url under [{section}] in {home.config_path}"
-        _check_url(base_url, url_from)
+        _check_url(base_url, _origin(home, section, "base_url", url_var))
+    if api_key:
+        _check_key(api_key, _origin(home, section, "api_key", key_var))
     where = f"{key_var} (or api_key under [{section}] in {home.config_path})"
     if not api_key and not base_url:
         raise AgentdError(f"{spec} needs an API key: set {where}")
@@ -58,8 +60,21 @@ def endpoint(home: Home, spec: str, section: str, prefix: str) -> Endpoint:
     return Endpoint(api_key, base_url, f"check {where}")
 
 
+def _origin(home: Home, section: str, key: str, env: str) -> str:
+    """Where a setting's value came from, in the words an error uses."""
+    return env if os.environ.get(env) else f"{key} under [{section}] in {home.config_path}"
+
+
+def _check_key(key: str, where: str) -> None:
+    """Refuses a key that cannot go in an HTTP header (a pasted newline, a quote mark):
+    the request could not be sent, and retrying would not mend it."""
+    bad = next((c for c in key if not c.isascii() or not c.isprintable() or c.isspace()), None)
+    if bad is not None:
+        raise AgentdError(f"{where} holds {bad!r}, which an API key never does; set it to the key alone")
+
+
 def _check_url(url: str, where: str) -> None:
-    """Refuses a base URL the SDKs would choke on, or retry as a failed connection."""
+    """Refuses a base URL the HTTP client would choke on, or retry as a failed connection."""
     example = "like http://127.0.0.1:8000"
     try:
         parts = urlsplit(url)

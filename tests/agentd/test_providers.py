@@ -12,7 +12,7 @@ import pytest
 
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.providers import make_model, settings
+from agentd.providers import connections, make_model, settings
 from agentd.providers.retry import RetryPolicy
 from agentd.providers.settings import KEYLESS
 from improver.protocol import Completion, Model, ModelMisconfigured, ProviderError, Usage
@@ -148,6 +148,7 @@ def test_anthropic_gets_the_conversation_as_alternating_turns_of_blocks(
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         asyncio.run(make_model("anthropic:m", fast_home).complete(CONVERSATION, [PAY_TOOL], 300))
     body = s.requests[-1].body
+    assert s.requests[-1].headers["anthropic-version"] == "2023-06-01"
     assert body["system"] == "You pay invoices."
     assert body["max_tokens"] == 300
     assert body["messages"] == [
@@ -197,6 +198,70 @@ def test_one_model_serves_several_event_loops(server: ModelServer, fast_home: Ho
     assert ask(model).message["content"] == "ok"
     assert ask(model).message["content"] == "ok"
     assert len(server.requests) == 2
+
+
+# Keep-alive connections
+
+
+def test_calls_on_one_loop_reuse_one_connection_closed_with_the_loop(server: ModelServer, fast_home: Home) -> None:
+    first, second = model_for(server, fast_home), make_model(f"{server.wire}:other-model", fast_home)
+
+    async def turns() -> None:
+        for model in (first, first, second):
+            await model.complete(CHAT, [PAY_TOOL], None)
+
+    asyncio.run(turns())
+    assert [r.body["model"] for r in server.requests] == ["test-model", "test-model", "other-model"]
+    assert len({r.connection for r in server.requests}) == 1
+    assert server.connections_made == 1
+    assert server.wait_for_no_connections()  # asyncio.run closed it as the loop ended
+
+
+def test_calls_at_once_take_a_connection_each_and_give_it_back(server: ModelServer, fast_home: Home) -> None:
+    server.delay = 0.05  # long enough that the eight calls of a round overlap
+    model = model_for(server, fast_home)
+
+    async def rounds() -> None:
+        for _ in range(2):
+            await asyncio.gather(*(model.complete(CHAT, [], None) for _ in range(8)))
+
+    asyncio.run(rounds())
+    assert len(server.requests) == 16
+    assert server.connections_made == 8  # the second round found all eight idle
+    assert server.wait_for_no_connections()
+
+
+def test_idle_connections_beyond_the_limit_are_closed(
+    server: ModelServer, fast_home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connections, "MAX_IDLE", 2)
+    server.delay = 0.05
+    model = model_for(server, fast_home)
+
+    async def rounds() -> None:
+        for _ in range(2):
+            await asyncio.gather(*(model.complete(CHAT, [], None) for _ in range(4)))
+
+    asyncio.run(rounds())
+    # Two of the first round's four were closed when given back: the second reused two
+    # and opened two.
+    assert server.connections_made == 6
+    assert server.wait_for_no_connections()
+
+
+def test_a_kept_alive_connection_the_server_drops_is_retried_on_a_new_one(server: ModelServer, fast_home: Home) -> None:
+    model = model_for(server, fast_home)
+
+    async def turns() -> list[Completion]:
+        answered = await model.complete(CHAT, [], None)
+        server.queue(Reply(drop=True), server.text("Paid on a new connection."))
+        return [answered, await model.complete(CHAT, [], None)]
+
+    first, second = asyncio.run(turns())
+    assert (first.message["content"], second.message["content"]) == ("ok", "Paid on a new connection.")
+    kept, dropped, retried = (r.connection for r in server.requests)
+    assert dropped == kept and retried != kept
+    assert server.connections_made == 2
 
 
 # Retries
@@ -261,6 +326,41 @@ def test_a_refused_key_fails_at_once_naming_the_variable(server: ModelServer, fa
     assert "HTTP 401 Unauthorized: invalid x-api-key" in str(caught.value)
     assert f"{PREFIX[server.wire]}_API_KEY" in str(caught.value)
     assert len(server.requests) == 1
+
+
+def test_a_body_that_is_not_json_says_what_it_was(server: ModelServer, fast_home: Home) -> None:
+    server.answer_with(lambda request: Reply(body=b"<html>bad gateway</html>", headers={"Content-Type": "text/html"}))
+    with pytest.raises(ProviderError) as caught:
+        ask(model_for(server, fast_home))
+    assert str(caught.value) == f"{server.wire}:test-model: malformed body: not JSON (text/html) (gave up after {ATTEMPTS} attempts)"
+
+
+def test_the_servers_retry_after_sets_the_wait(
+    server: ModelServer, fast_home: Home, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The policy's own back-off here is at most 0.01 s; the hint asks for 0.04 s.
+    server.queue(server.error(429, headers={"Retry-After": "0.04"}))
+    with caplog.at_level("WARNING", logger="agentd.providers"):
+        assert ask(model_for(server, fast_home)).message["content"] == "ok"
+    assert "HTTP 429 Too Many Requests; trying again in 0.04s (attempt 2 of 3)" in caplog.text
+
+
+def test_what_orjson_refuses_still_travels(fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tool's output read with surrogateescape holds lone surrogates; some servers
+    # send one escaped, half an emoji. The standard library's json carries both.
+    answer = b'{"choices": [{"message": {"role": "assistant", "content": "half \\ud83d"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+    with ModelServer("openai") as s:
+        monkeypatch.setenv("OPENAI_BASE_URL", s.base_url)
+        s.queue(Reply(body=answer))
+        completion = ask(make_model("openai:m", fast_home), [{"role": "user", "content": "caf\udce9"}])
+    assert completion.message["content"] == "half \ud83d"
+    assert s.requests[-1].body["messages"] == [{"role": "user", "content": "caf\udce9"}]
+
+
+def test_a_request_that_cannot_be_json_fails_at_once(server: ModelServer, fast_home: Home) -> None:
+    with pytest.raises(ProviderError, match=f"^{server.wire}:test-model: cannot send the request: it does not encode as JSON"):
+        ask(model_for(server, fast_home), tools=[{"type": "function", "function": {"name": "pay", "parameters": {"x": object()}}}])
+    assert server.requests == []
 
 
 def test_a_bad_request_is_not_retried(server: ModelServer, fast_home: Home) -> None:
@@ -345,6 +445,16 @@ def test_a_bad_base_url_is_refused_naming_the_variable(
         make_model(f"{provider}:m", fast_home)
     assert str(caught.value).startswith(complaint)
     assert str(caught.value).endswith("; give one like http://127.0.0.1:8000")
+
+
+@pytest.mark.parametrize(("key", "shown"), [("sk-abc\n", "'\\n'"), ("sk-abc def", "' '"), ("sk-\u2013abc", "'\u2013'")])
+def test_a_key_that_cannot_go_in_a_header_is_refused_naming_the_variable(
+    fast_home: Home, monkeypatch: pytest.MonkeyPatch, key: str, shown: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with pytest.raises(AgentdError) as caught:
+        make_model("openai:m", fast_home)
+    assert str(caught.value) == f"OPENAI_API_KEY holds {shown}, which an API key never does; set it to the key alone"
 
 
 def test_a_bad_base_url_in_config_toml_names_the_setting(home: Home) -> None:
