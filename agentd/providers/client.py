@@ -20,7 +20,7 @@ import orjson
 
 from agentd.providers.connections import connection
 from agentd.providers.retry import Permanent, Transient
-from improver.protocol import ProviderError
+from improver import ProviderError
 
 # Statuses a later try may not see again: time-out, conflict, rate limit, server faults.
 RETRYABLE = frozenset({408, 409, 429})
