@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 from functools import cached_property

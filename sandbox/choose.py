@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from sandbox.bubblewrap import BubblewrapRunner
 from sandbox.container import DockerRunner
-from sandbox.runner import MiB, Limits, Runner, SandboxUnavailable
+from sandbox.runner import Limits, MiB, Runner, SandboxUnavailable
 
 RUNNERS = {"bwrap": BubblewrapRunner, "docker": DockerRunner}
 IN_MB = {"memory_mb": "memory_bytes", "file_mb": "file_bytes", "output_mb": "output_bytes", "scratch_mb": "scratch_bytes"}

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from sandbox.python import python_request
-from sandbox.runner import MiB, Limits, Result, Runner, run
+from sandbox.runner import Limits, MiB, Result, Runner, run
 
 LIMITS = Limits(
     wall_seconds=60.0,
