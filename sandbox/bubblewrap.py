@@ -33,7 +33,7 @@ from pathlib import Path
 
 from sandbox import seccomp
 from sandbox.runner import SCRATCH, Limits, Request, SandboxError, SandboxUnavailable, Usage, Why, preflight
-from sandbox.running import Started
+from sandbox.running import Output, Started
 
 BWRAP = "/usr/bin/bwrap"
 PRLIMIT = "/usr/bin/prlimit"
@@ -121,7 +121,7 @@ class BubblewrapRunner:
         preflight(request)
         uid = sandbox_uid()
         if request.writable:
-            _give(request.writable, uid)
+            hand_over(request.writable, uid)
         read, write = os.pipe()
         try:
             os.write(write, seccomp.bpf(seccomp.rules(request.loopback)))
@@ -148,7 +148,7 @@ class BubblewrapRunner:
         return process
 
 
-def _give(directory: Path, uid: int) -> None:
+def hand_over(directory: Path, uid: int) -> None:
     """Makes `directory` the run's to write: every entry in it becomes `uid`'s, links
     themselves rather than what they point to."""
     os.chown(directory, uid, uid, follow_symlinks=False)
@@ -158,7 +158,7 @@ def _give(directory: Path, uid: int) -> None:
 
 
 class _Feed(asyncio.Protocol):
-    def __init__(self, output) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, output: Output) -> None:
         self.output = output
 
     def data_received(self, data: bytes) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sandbox import seccomp
-from sandbox.bubblewrap import sandbox_uid
+from sandbox.bubblewrap import hand_over, sandbox_uid
 from sandbox.image import ensure_image
 from sandbox.runner import SCRATCH, Limits, Request, SandboxError, SandboxUnavailable, Usage, Why, preflight
 from sandbox.running import Started
@@ -112,7 +112,7 @@ class DockerRunner:
         loop = asyncio.get_running_loop()
         uid = sandbox_uid()
         if request.writable:
-            os.chown(request.writable, uid, uid)
+            hand_over(request.writable, uid)
         try:
             options = await loop.run_in_executor(self.pool, self.create_options, request, uid)
             container = await loop.run_in_executor(self.pool, lambda: self.client.containers.create(**options))

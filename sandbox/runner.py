@@ -135,10 +135,10 @@ class Result:
         """One line: how the run ended."""
         if self.why != "exited":
             return WHY[self.why]
-        sig = self.signal
-        if sig is not None and sig in signals.Signals._value2member_map_:
-            return f"it was killed by {signals.Signals(sig).name}"
-        return f"it exited with status {self.status}"
+        try:
+            return f"it was killed by {signals.Signals(self.signal or 0).name}"
+        except ValueError:  # no signal, or a status above 128 that names none
+            return f"it exited with status {self.status}"
 
 
 class Process(Protocol):
