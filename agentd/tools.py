@@ -3,6 +3,10 @@
 A tool that fails answers with its error as text, so the session goes on and the
 transcript shows what went wrong; only a tool that cannot be found at all stops a
 session before it starts.
+
+A command tool (and a session's `--verify` check) gets only `ALLOWED_ENV` from agentd's
+environment: what finding programs, text, time and temporary files need, never a
+provider key or the wallet's passphrase.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -20,6 +25,8 @@ from agentd.errors import AgentdError
 from agentd.profiles import Profile, ToolSpec
 
 MAX_ANSWER_BYTES = 200_000
+# Everything a command tool or a check inherits from agentd's environment.
+ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "TMPDIR")
 
 PythonTool = Callable[[dict[str, Any], Path], Any]
 
@@ -102,7 +109,12 @@ async def _call_command(folder: Path, spec: ToolSpec, args: dict[str, Any]) -> s
     program = spec.command[0]
     argv = [str(folder / program) if (folder / program).is_file() else program, *spec.command[1:]]
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=folder, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        *argv,
+        cwd=folder,
+        env=allowed_environment(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(json.dumps(args).encode()), spec.timeout)
@@ -114,6 +126,11 @@ async def _call_command(folder: Path, spec: ToolSpec, args: dict[str, Any]) -> s
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
         return f"error: the tool exited with status {proc.returncode}: {tail[0]}"
     return _as_text(out.decode(errors="replace").rstrip("\n"))
+
+
+def allowed_environment(**extra: str) -> dict[str, str]:
+    """The ALLOWED_ENV part of agentd's environment, with `extra` added."""
+    return {**{name: os.environ[name] for name in ALLOWED_ENV if name in os.environ}, **extra}
 
 
 def _as_text(result: Any) -> str:

@@ -5,7 +5,8 @@ Three figures:
    scripted model (the `script:` provider, rules below) answering at once; three model
    turns and two tool calls an episode. Run one at a time, then 64 at once.
 2. Episodes/s through the stdio candidate protocol: `python -m agentd case --stdio`,
-   a process each (so mostly the cost of starting Python and importing agentd).
+   a process each in the bubblewrap sandbox (so mostly the cost of starting Python and
+   importing agentd; bench/sandbox.py compares the runners).
 3. 640 episodes, 64 at once, each one model turn answered after 50 ms, so the ideal
    wall time is 640 x 50 ms / 64 = 0.5 s (goal: within 10%): through the real `openai:`
    provider against a loopback OpenAI-compatible server (tests/fakeservers.py, run in a
@@ -48,6 +49,8 @@ from improver.protocol import Completion, Usage  # noqa: E402
 from improver.tasks import Task  # noqa: E402
 from improver.trials import TrialResult, run_trials  # noqa: E402
 from improver.variant import Variant  # noqa: E402
+from sandbox.choose import make_runner  # noqa: E402
+from sandbox.python import python_request  # noqa: E402
 
 TASK = "Pay invoice 23 from Acme, 7 USD, to acme-ltd."
 DELAY = 0.05
@@ -123,8 +126,9 @@ def main() -> None:
             print(f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.0f} episodes/s ({seconds * 1e3 / n:.2f} ms each)")
 
         n = 8 if quick else 32
-        stdio = Command((sys.executable, "-m", "agentd", "case", "--stdio"), cwd=ROOT)
-        print("2. stdio candidate protocol, a process each (python -m agentd case --stdio)")
+        runtime = python_request(("-m", "agentd", "case", "--stdio"), packages=("agentd", "improver", "ledger", "sandbox"))
+        stdio = Command(make_runner("bwrap"), runtime)
+        print("2. stdio candidate protocol, a process each in bwrap (python -m agentd case --stdio)")
         for concurrency in (1, os.cpu_count() or 1):
             seconds, _ = trial(task, variant, stdio, scripted, n, concurrency)
             print(f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.1f} episodes/s ({seconds * 1e3 / n:.0f} ms each)")

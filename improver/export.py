@@ -44,7 +44,7 @@ EXPORT_PASS_OVER = ("unfinished", "compacted", "confidential", "holds a secret",
 
 @dataclass(frozen=True)
 class Transcript:
-    """A recorded session as export sees it (agentd.harvesting makes these)."""
+    """A recorded session as export sees it (agentd.app.tasks makes these)."""
 
     id: str
     profile: str

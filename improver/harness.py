@@ -26,19 +26,19 @@ model is not counted against it (see `improver.protocol.Budget`).
 
 The case a candidate is sent is named opaquely, by the start of the task's digest: a
 name like `canary-0` would tell a candidate that games its scoring which tasks are
-traps. Results keep the task's own name. A program started without an environment of
-its own gets only `INHERITED` from the harness's, never its keys or the wallet's
-passphrase.
+traps. Results keep the task's own name.
+
+A candidate program runs only in a sandbox (`sandbox.Runner`, injected with the
+`Command`): its own uid, namespaces, limits and environment, nothing of the home, the
+checkout or the task files; the case and the harness's answers on stdin are all it
+sees of the task. What the sandbox ends it for (a limit, its output past the cap) is
+its own doing, and its run fails; a sandbox that cannot be made is the harness's fault.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Union
 
 from improver.checks import score
@@ -61,25 +61,23 @@ from improver.protocol import (
 from improver.runs import Call, Run
 from improver.tasks import Task
 from improver.variant import Variant
+from sandbox import OutputLimit, Process, Request, Result, Runner, SandboxError
 
 ModelFactory = Callable[[str], Model]
 Outcome = Literal["passed", "failed", "errored"]
 RETRIES = 2  # an errored run is tried this many more times before it is reported
 EXIT_GRACE = 5.0  # seconds a command has to exit after it said it was done
-STDERR_TAIL = 2000
 CASE_NAME_HEX = 16  # how much of the task's digest names the case a candidate is sent
-# What a program started without an environment of its own inherits from the harness:
-# enough to find programs, read text and write temporary files.
-INHERITED = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "PYTHONPATH")
 
 
 @dataclass(frozen=True)
 class Command:
-    """A candidate program: started once per run, the case its first line on stdin."""
+    """A candidate program: started once per run in `runner`'s sandbox as `request`
+    says (its argv, read-only paths, environment and limits), the case its first line
+    on stdin. The harness sets the output cap and the wall time from the run's limits."""
 
-    argv: tuple[str, ...]
-    cwd: Path | None = None
-    env: dict[str, str] | None = None  # None: only INHERITED, from the harness's environment
+    runner: Runner
+    request: Request
 
 
 Candidate = Union[Agent, Command]
@@ -295,49 +293,45 @@ async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Ended:
 
 async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> Ended:
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *command.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=command.cwd,
-            env=_inherited() if command.env is None else command.env,
-            start_new_session=True,  # its own process group, so a kill takes its children too
-            limit=case.limits.max_output_bytes + 1,
-        )
-    except OSError as exc:
-        episode.error = f"cannot start the candidate {command.argv[0]!r}: {exc.strerror or exc}"
+        process = await command.runner.start(_bounded(command, case.limits))
+    except SandboxError as exc:
+        episode.error = f"cannot start the candidate {command.request.argv[0]!r}: {exc}"
         return Ended("errored")
-    stderr = asyncio.create_task(_tail(proc.stderr))
     wall = case.limits.wall_seconds
     ended = Ended("broken")
-    try:
-        async with asyncio.timeout(wall) as timer:
-            episode.budget.enforce(timer)
-            ended = await _converse(proc, case, episode, stderr)
-    except TimeoutError:
-        episode.fault = episode.fault or f"did not finish within {wall:g} seconds"
-    finally:
-        await _stop(proc, clean=ended.how in ("done", "asked"))
-        stderr.cancel()
+    async with process:
+        try:
+            async with asyncio.timeout(wall) as timer:
+                episode.budget.enforce(timer)
+                ended = await _converse(process, case, episode)
+        except TimeoutError:
+            episode.fault = episode.fault or f"did not finish within {wall:g} seconds"
+        finally:
+            process.close_input()
+            # A candidate that ended cleanly gets a moment to exit; any other is killed now.
+            await (process.finish(EXIT_GRACE) if ended.how in ("done", "asked") else process.kill())
     return ended
 
 
-def _inherited() -> dict[str, str]:
-    return {name: os.environ[name] for name in INHERITED if name in os.environ}
+def _bounded(command: Command, limits: Limits) -> Request:
+    """The request with the run's output cap, and a wall time that only backs up the
+    harness's own: the candidate's time excludes the model's, which may take as long
+    again on every turn."""
+    sandboxed = command.request.limits or command.runner.limits
+    backstop = limits.wall_seconds * (limits.max_turns + 2) + EXIT_GRACE
+    return replace(command.request, limits=replace(sandboxed, output_bytes=limits.max_output_bytes, wall_seconds=backstop))
 
 
-async def _converse(proc: asyncio.subprocess.Process, case: Case, episode: TaskEpisode, stderr: asyncio.Task[bytes]) -> Ended:
-    assert proc.stdin and proc.stdout
-    await _send(proc, "case", case.to_json())
+async def _converse(process: Process, case: Case, episode: TaskEpisode) -> Ended:
+    await process.send(encode_line("case", case.to_json()))
     while True:
         try:
-            line = await proc.stdout.readline()
-        except ValueError:  # one line longer than the whole output allowed
-            episode.fault = f"flooded its output: a line of more than {case.limits.max_output_bytes} bytes"
+            line = await process.readline()
+        except OutputLimit:
+            episode.fault = f"flooded its output: more than {case.limits.max_output_bytes} bytes"
             return Ended("broken")
         if not line:
-            return await _gone(proc, episode, stderr)
+            return await _gone(process, episode)
         try:
             episode.count_output(len(line))
         except LimitReached:
@@ -360,7 +354,7 @@ async def _converse(proc: asyncio.subprocess.Process, case: Case, episode: TaskE
             return Ended("broken")
         if reply is None:
             return Ended("broken")
-        await _send(proc, *reply)
+        await process.send(encode_line(*reply))
 
 
 async def _answer_model(payload: dict[str, Any], episode: TaskEpisode) -> tuple[str, dict[str, Any]] | None:
@@ -391,50 +385,21 @@ async def _answer_tool(payload: dict[str, Any], episode: TaskEpisode) -> tuple[s
     return "result", {"content": answer}
 
 
-async def _gone(proc: asyncio.subprocess.Process, episode: TaskEpisode, stderr: asyncio.Task[bytes]) -> Ended:
+async def _gone(process: Process, episode: TaskEpisode) -> Ended:
     """The candidate closed its output. After an error reply it may: that is how it ends."""
-    status = await proc.wait()
+    result = await process.finish(EXIT_GRACE)
     if episode.error or episode.limit:
         return Ended("limit", reason=episode.limit)
-    tail = (await stderr).decode(errors="replace").strip().splitlines()[-1:]
-    said = f": {tail[0][:300]}" if tail else ""
-    episode.fault = f"exited before it said it was done or asked a person (exit status {status}{said})"
+    episode.fault = f"exited before it said it was done or asked a person ({_how(result)})"
     return Ended("broken")
 
 
-async def _send(proc: asyncio.subprocess.Process, kind: str, payload: dict[str, Any]) -> None:
-    assert proc.stdin
-    try:
-        proc.stdin.write(encode_line(kind, payload))
-        await proc.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # it has gone; reading its output says how it ended
-
-
-async def _tail(stream: asyncio.StreamReader | None) -> bytes:
-    """Drains the candidate's stderr (so it never blocks on a full pipe), keeping the end."""
-    kept = b""
-    while stream is not None and (chunk := await stream.read(65536)):
-        kept = (kept + chunk)[-STDERR_TAIL:]
-    return kept
-
-
-async def _stop(proc: asyncio.subprocess.Process, clean: bool) -> None:
-    """A candidate that ended cleanly gets a moment to exit; any other is killed now."""
-    assert proc.stdin and proc.stdout
-    proc.stdin.close()
-    if clean and proc.returncode is None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), EXIT_GRACE)
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    # wait() returns only once every pipe has closed, and a pipe closes only once read to
-    # its end: a flood left stdout paused, so it is drained first, or the wait never ends.
-    with contextlib.suppress(TimeoutError, OSError):
-        await asyncio.wait_for(proc.stdout.read(), EXIT_GRACE)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(proc.wait(), EXIT_GRACE)
+def _how(result: Result) -> str:
+    if result.why != "exited":
+        return result.describe()
+    tail = result.stderr.decode(errors="replace").strip().splitlines()[-1:]
+    said = f": {tail[0][:300]}" if tail else ""
+    return f"exit status {result.status}{said}"
 
 
 def _quote(line: bytes) -> str:

@@ -41,7 +41,7 @@ ITS_OWN_RUN = "the session's own run"
 
 @dataclass(frozen=True)
 class Session:
-    """A recorded session as harvest sees it (agentd.harvesting makes these)."""
+    """A recorded session as harvest sees it (agentd.app.tasks makes these)."""
 
     id: str
     task: str

@@ -24,7 +24,7 @@ from agentd.profiles import Profile, load_profile
 from agentd.providers import make_model
 from agentd.runtime import run_case
 from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
-from agentd.tools import Toolbox
+from agentd.tools import Toolbox, allowed_environment
 from agentd.wallets import load_wallet
 from improver import Budget, Completion, Ending, LimitReached, Limits, Model, ModelMisconfigured, ProviderError
 
@@ -144,11 +144,13 @@ def _record(profile: Profile, task: str, spec: str, ending: Ending, episode: Liv
 
 
 def run_check(command: str, record: SessionRecord) -> bool:
-    """Runs the operator's check; exit 0 means the session passed it."""
+    """Runs the operator's check; exit 0 means the session passed it. It gets the
+    allowed part of agentd's environment (agentd.tools.ALLOWED_ENV), the session's id
+    and its transcript's path, and no key or passphrase."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(record.transcript, f, ensure_ascii=False)
         path = f.name
-    env = {**os.environ, "AGENTD_SESSION_ID": record.id, "AGENTD_TRANSCRIPT": path}
+    env = allowed_environment(AGENTD_SESSION_ID=record.id, AGENTD_TRANSCRIPT=path)
     try:
         done = subprocess.run(command, shell=True, env=env, timeout=VERIFY_TIMEOUT, capture_output=True)
     except subprocess.TimeoutExpired:

@@ -39,6 +39,7 @@ COMMANDS: dict[str, Entry] = {
     "improve": Entry("agentd.cli.improve", "Improve the agent from its own work: tasks, seals, the loop."),
     "lineage": Entry("agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"),
     "kill-switch": Entry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
+    "sandbox": Entry("agentd.cli.sandbox", "The sandbox: check that nothing run in it gets out."),
     "case": Entry("agentd.cli.case", "Run the agent runtime as a candidate over JSON lines."),
 }
 

@@ -5,7 +5,7 @@ The harness's own behaviour is tested in tests/improver/test_harness.py."""
 from __future__ import annotations
 
 import asyncio
-import sys
+import os
 from pathlib import Path
 
 import pytest
@@ -16,11 +16,14 @@ from agentd.runtime import run_case
 from improver.harness import Command, RunResult, run_task
 from improver.protocol import Limits
 from improver.variant import Variant
+from sandbox import SandboxUnavailable, make_runner, python_request
 from tests.fakeservers import ModelServer
+from tests.improver.candidatekit import program, runner
 from tests.improver.taskkit import FOLLOWS_THE_PROTOCOL, OPERATOR, ScriptedModel, paid_task, pays_right
-from tests.improver.test_harness import program
 
-STDIO = Command((sys.executable, "-m", "agentd", "case", "--stdio"))
+# What `python -m agentd case --stdio` imports; mounted read-only, nothing else of the checkout.
+PACKAGES = ("agentd", "improver", "ledger", "sandbox")
+STDIO = Command(runner(), python_request(("-m", "agentd", "case", "--stdio"), packages=PACKAGES))
 SLOW = 0.5  # seconds the loopback model takes over each answer
 WALL = Limits(wall_seconds=2.5 * SLOW)  # less than three answers take: the model's time must not count
 
@@ -104,5 +107,19 @@ def test_a_scripted_model_without_a_rule_for_the_conversation_errors_the_run_wit
         assert (result.outcome, result.failures, result.attempts) == ("errored", [], 1)
         assert result.reason.startswith(f"{rules}: no rule matches turn 1")
         assert len(made) == 1  # tried once: another try would only fail the same way
+
+
+@pytest.mark.parametrize("name", ["bwrap", "docker"])
+def test_the_runtime_passes_through_either_runner(name: str) -> None:
+    try:
+        runner = make_runner(name)
+    except SandboxUnavailable:
+        if name == "docker" and os.environ.get("AGENTD_REQUIRE_DOCKER") != "1":
+            pytest.skip("no Docker engine here")
+        raise
+    stdio = Command(runner, python_request(("-m", "agentd", "case", "--stdio"), packages=PACKAGES))
+    model = ScriptedModel(pays_right())
+    result = asyncio.run(run_task(paid_task(), Variant(OPERATOR, "", ("script:test",)), stdio, lambda spec: model))
+    assert (result.outcome, result.run.answer) == ("passed", "Paid.")
 
 

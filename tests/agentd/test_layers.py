@@ -9,8 +9,9 @@ from pathlib import Path
 import agentd
 import improver
 import ledger
+import sandbox
 
-BELOW = {"improver": improver, "ledger": ledger}
+BELOW = {"improver": improver, "ledger": ledger, "sandbox": sandbox}
 
 
 def imports_below(path: Path) -> list[tuple[int, str, str]]:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from agentd.app.live import LiveEpisode
+from agentd.app.live import LiveEpisode, run_check
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.runtime import run_case
+from agentd.sessions import SessionRecord
 from agentd.tools import Toolbox
 from improver.protocol import Completion, Limits
 from tests.fakeservers import ModelServer, Reply
@@ -116,3 +118,17 @@ def test_any_other_fault_of_the_model_ends_the_session_errored(invoices: Path, h
     profile = load_profile(home, "invoices")
     ending = asyncio.run(run_case(profile.case(TASK), LiveEpisode(Broken(), Toolbox(profile), Limits())))
     assert (ending.ended, ending.error) == ("errored", "broken:model failed: KeyError: 'choices'")
+
+
+def test_a_check_gets_the_session_but_no_key_or_passphrase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTD_WALLET_PASSPHRASE"):
+        monkeypatch.setenv(name, "secret")
+    seen = tmp_path / "seen.json"
+    record = SessionRecord(id="s-1", profile="p", task="t", started_at="", ended_at="", ended="done", transcript=[])
+    script = tmp_path / "check.py"
+    script.write_text(f"import json, os\njson.dump(dict(os.environ), open({str(seen)!r}, 'w'))\n")
+    command = f"{sys.executable} {script}"
+    assert run_check(command, record)
+    env = json.loads(seen.read_text())
+    assert env["AGENTD_SESSION_ID"] == "s-1" and "AGENTD_TRANSCRIPT" in env
+    assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTD_WALLET_PASSPHRASE"} & set(env)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 import pytest
@@ -12,7 +13,7 @@ from agentd.app.examples import install_example
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
-from agentd.tools import Toolbox
+from agentd.tools import ALLOWED_ENV, Toolbox
 
 
 def profile_with(home: Home, tools_toml: str, module: str = "") -> None:
@@ -86,3 +87,17 @@ def test_unknown_tool_implementation_is_refused_before_the_session(home: Home, t
     profile_with(home, tools_toml, "def other(args, folder):\n    return 1\n")
     with pytest.raises(AgentdError, match=expected):
         Toolbox(load_profile(home, "p"))
+
+
+def test_a_command_tool_gets_only_the_allowed_environment(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTD_WALLET_PASSPHRASE"):
+        monkeypatch.setenv(name, "secret")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    script = "import json, os; print(json.dumps(dict(os.environ)))"
+    profile_with(
+        home,
+        f'[[tools]]\nname = "env"\nchanges = false\ncommand = [{json.dumps(sys.executable)}, "-c", {json.dumps(script)}]\n',
+    )
+    seen = json.loads(call(Toolbox(load_profile(home, "p")), "env", {}))
+    assert set(seen) - {"LC_CTYPE"} <= set(ALLOWED_ENV)  # the interpreter may set LC_CTYPE itself
+    assert seen["LANG"] == "C.UTF-8" and seen["PATH"] == os.environ["PATH"]

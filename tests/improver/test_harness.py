@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +14,7 @@ from improver.harness import Command, RunResult, run_task
 from improver.protocol import Case, Ending, Episode, Limits
 from improver.seal import make_canary
 from improver.variant import Variant
+from tests.improver.candidatekit import program
 from tests.improver.taskkit import (
     FOLLOWS_THE_PROTOCOL,
     OPERATOR,
@@ -35,20 +33,6 @@ VARIANT = Variant(OPERATOR, "", ("script:test",))
 def run(candidate, model: ScriptedModel | None = None, limits: Limits = Limits(), retries: int = 2, task=None) -> RunResult:
     model = model or ScriptedModel(pays_right())
     return asyncio.run(run_task(task or paid_task(), VARIANT, candidate, lambda spec: model, limits, retries))
-
-
-def program(tmp_path: Path, body: str) -> Command:
-    """A candidate program: `body` runs after the case line was read into `case`."""
-    path = tmp_path / "candidate.py"
-    path.write_text(
-        "import json, sys, time\n"
-        "case = json.loads(sys.stdin.readline())['case']\n"
-        "def send(kind, payload):\n"
-        "    sys.stdout.write(json.dumps({kind: payload}) + '\\n'); sys.stdout.flush()\n"
-        "def receive():\n"
-        "    return json.loads(sys.stdin.readline())\n" + textwrap.dedent(body)
-    )
-    return Command((sys.executable, str(path)))
 
 
 def test_a_candidate_in_process_passes_a_task_it_does_right() -> None:
@@ -105,7 +89,9 @@ def test_a_model_that_cannot_be_made_is_a_harness_fault() -> None:
 
 
 def test_a_command_that_cannot_be_started_is_errored_after_retries(tmp_path: Path) -> None:
-    result = run(Command((str(tmp_path / "no-such-candidate"),)), retries=1)
+    candidate = program(tmp_path, "")
+    missing = replace(candidate.request, argv=(str(tmp_path / "no-such-candidate"),))
+    result = run(Command(candidate.runner, missing), retries=1)
     assert result.outcome == "errored" and result.attempts == 2
     assert "cannot start the candidate" in result.reason
 
@@ -222,11 +208,11 @@ def test_a_program_inherits_no_keys_from_the_harness(tmp_path: Path, monkeypatch
     secrets = {"OPENAI_API_KEY": "sk-harness", "ANTHROPIC_API_KEY": "sk-ant-harness", "AGENTD_WALLET_PASSPHRASE": "hunter2"}
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("LANG", "C.UTF-8")
     tells = program(tmp_path, "import os\nsend('done', {'answer': json.dumps(dict(os.environ))})\n")
     seen = json.loads(run(tells).run.answer)
     assert not set(secrets) & set(seen)
-    assert seen["PATH"] == os.environ["PATH"] and seen["LANG"] == "C.UTF-8"
-    # An environment given explicitly is the program's whole environment.
-    given = json.loads(run(replace(tells, env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": "sk-given"})).run.answer)
-    assert given["OPENAI_API_KEY"] == "sk-given" and "ANTHROPIC_API_KEY" not in given
+    assert seen["LANG"] == "C.UTF-8" and seen["HOME"] == "/tmp"
+    # The request's environment is the program's whole environment.
+    given = replace(tells.request, env={**tells.request.env, "OPENAI_API_KEY": "sk-given"})
+    seen = json.loads(run(replace(tells, request=given)).run.answer)
+    assert seen["OPENAI_API_KEY"] == "sk-given" and "ANTHROPIC_API_KEY" not in seen
