@@ -1,20 +1,27 @@
-"""The signed append-only ledger: entries, stores, Merkle proofs, checkpoints and rules.
+"""The signed append-only ledger: entries, stores, Merkle proofs, checkpoints, witnesses
+and rules. What other packages may use is `__all__`; the modules behind it are private.
 
 Imports nothing of the rest of the project.
 """
 
-from ledger.audit import Problem, VerifyReport
-from ledger.checkpoint import Checkpoint, CheckpointError
+from ledger.audit import Problem, VerifyReport, Witnessing
+from ledger.checkpoint import Checkpoint, CheckpointError, parse_vkey, vkey
 from ledger.checkpoint import parse as parse_checkpoint
+from ledger.checkpoint import verify as verify_checkpoint
+from ledger.cosignature import Cosignature
+from ledger.cosignature import claimed as claimed_cosignatures
+from ledger.cosignature import parse_vkey as parse_witness_vkey
 from ledger.entry import WALLET_ID, Entry, EntryError
 from ledger.errors import DamagedStore, LedgerError, RuleViolation
 from ledger.export import export_line, read_copy, write_copy
 from ledger.keys import KeyFile, KeyFileExists, Wallet, open_key_file, read_key_file, wallet_id, write_key_file
-from ledger.log import Ledger, open_store, origin_of
+from ledger.log import Imported, Ledger
 from ledger.merkle import ProofError
 from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.receipts import CheckpointPolicy, Promise, Receipt
 from ledger.rules import GENESIS, MAX_CENTS, MINT, TRANSFER, Rule, RuleSet, State, register_funds
-from ledger.store import Head, Recorder, Row, Snapshot, Transaction
+from ledger.store import Head, Recorder, Row, Snapshot, StoredCheckpoint, Transaction
+from ledger.stores import open_store
 
 __all__ = [
     "GENESIS",
@@ -24,18 +31,23 @@ __all__ = [
     "WALLET_ID",
     "Checkpoint",
     "CheckpointError",
+    "CheckpointPolicy",
     "ConsistencyProof",
+    "Cosignature",
     "DamagedStore",
     "Entry",
     "EntryError",
     "Head",
+    "Imported",
     "InclusionProof",
     "KeyFile",
     "KeyFileExists",
     "Ledger",
     "LedgerError",
     "Problem",
+    "Promise",
     "ProofError",
+    "Receipt",
     "Recorder",
     "Row",
     "Rule",
@@ -43,17 +55,23 @@ __all__ = [
     "RuleViolation",
     "Snapshot",
     "State",
+    "StoredCheckpoint",
     "Transaction",
     "VerifyReport",
     "Wallet",
+    "Witnessing",
+    "claimed_cosignatures",
     "export_line",
     "open_key_file",
     "open_store",
-    "origin_of",
     "parse_checkpoint",
+    "parse_vkey",
+    "parse_witness_vkey",
     "read_copy",
     "read_key_file",
     "register_funds",
+    "verify_checkpoint",
+    "vkey",
     "wallet_id",
     "write_copy",
     "write_key_file",

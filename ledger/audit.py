@@ -1,11 +1,16 @@
 """Verifying a whole log from its store, as an auditor would: trust nothing stored.
 
+The rows are streamed in Pulse order, so memory stays flat however long the log.
 Every entry's bytes are rehashed, reparsed in canonical form and their signature
-checked (in worker processes when asked), the rules are replayed in Pulse order, the
-tree is rebuilt and held against the head, the log's own checkpoints and any checkpoint
-the auditor brings, and the store's snapshot is held against the fold at its size
-(appends start from it; a snapshot that disagrees means the store is corrupt). The
-report names the first bad Pulse and why.
+checked (in worker processes when asked), the ledger's rules and each kind's are
+replayed (an entry for another log, a sequence number reused, skipped or out of order,
+the same entry twice), and the tree is rebuilt: each leaf and upper node is held
+against the tiles proofs are served from, the root against the head, and each
+checkpoint the log signed, and any the auditor brings, as the replay reaches its size.
+Rows beyond the head are found, and the store's snapshot is held against the fold at
+its size (appends start from it; a snapshot that disagrees means the store is corrupt).
+Asked for witnesses, the audit also requires a checkpoint carrying enough valid
+cosignatures. The report names the first bad Pulse and why.
 """
 
 from __future__ import annotations
@@ -17,18 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import checkpoint as notes
-from ledger import merkle
+from ledger import cosignature, merkle, tiles
 from ledger import snapshot as snapshots
 from ledger.entry import Entry, leaf_hash
 from ledger.errors import LedgerError
+from ledger.fold import fold
 from ledger.rules import RuleSet, State
-from ledger.store import CHAIN_START, Head, Recorder, Row, Snapshot, chain, pages
+from ledger.store import CHAIN_START, Head, Recorder, Row, Snapshot, chain, pages, tile_pages
 
 CHUNK = 1000
 PROGRESS_EVERY = 10_000
 
-# An entry's kind, author, at and body: what a worker sends back for each good entry.
-Fields = tuple[str, str, str, dict[str, Any]]
+# An entry's kind, author, at, log, seq and body: what a worker sends back for each good entry.
+Fields = tuple[str, str, str, str, int, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -43,11 +49,21 @@ class Problem:
         return f"Pulse {self.pulse}: {self.reason}" if self.pulse else self.reason
 
 
+@dataclass(frozen=True)
+class Witnessing:
+    """The witnesses an auditor trusts, as (name, Ed25519 public key), and how many of
+    them must have cosigned a checkpoint of the log."""
+
+    keys: list[tuple[str, bytes]]
+    quorum: int
+
+
 @dataclass
 class VerifyReport:
     """What an audit found: `size` entries checked good (all of them when `ok`), the
-    root they hash to, the sizes of the checkpoints the log was shown to extend, and the
-    size of the store's snapshot when it was found to agree with the replay."""
+    root they hash to, the sizes of the checkpoints the log was shown to extend, the
+    size of the store's snapshot when it was found to agree with the replay, and the
+    largest checkpoint cosigned by the witnesses asked for."""
 
     size: int = 0
     root: bytes = merkle.EMPTY_ROOT
@@ -55,6 +71,8 @@ class VerifyReport:
     checkpoints: list[int] = field(default_factory=list)
     problem: Problem | None = None
     snapshot: int | None = None
+    witnessed: int | None = None
+    cosigners: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -68,6 +86,8 @@ class VerifyReport:
             "signatures": self.signatures,
             "checkpoints": self.checkpoints,
             "snapshot": self.snapshot,
+            "witnessed": self.witnessed,
+            "cosigners": self.cosigners,
             "first_bad_pulse": self.problem.pulse if self.problem else None,
             "problem": self.problem.reason if self.problem else None,
         }
@@ -80,14 +100,15 @@ def audit(
     jobs: int = 1,
     checkpoint: str | None = None,
     progress: Callable[[int], None] | None = None,
+    witnesses: Witnessing | None = None,
 ) -> VerifyReport:
     """Recomputes everything about the log in `store`; see the module docstring."""
     # Checkpoints and the snapshot first, then the head: on a live log, each then covers
     # no more than the head, and rows appended after it are left for the next audit.
-    signed = store.checkpoints()
+    signed = [c.note for c in store.checkpoints()]
     snapshot = store.snapshot()
     head = store.head()
-    replay = _Replay(rules, snapshot)
+    replay = _Replay(rules, snapshot, [*signed, checkpoint] if checkpoint else signed, tiles_of(store))
     with _Checker(jobs) as check:
         for row, checked in check(_upto(pages(store), head.size)):
             if not replay.step(row, checked):
@@ -96,8 +117,12 @@ def audit(
                 progress(row.pulse)
     size = replay.state.size
     report = VerifyReport(size, replay.frontier.root(), size)
-    notes_to_check = [*signed, checkpoint] if checkpoint else signed
-    report.problem = replay.problem or _tree(replay, head, notes_to_check, report) or _snapshot(replay, report)
+    report.problem = (
+        replay.problem
+        or _tree(replay, head, store, report)
+        or _snapshot(replay, report)
+        or (_witnessed(replay, witnesses, report) if witnesses else None)
+    )
     return report
 
 
@@ -108,17 +133,43 @@ def _upto(rows: Iterable[Row], size: int) -> Iterator[Row]:
         yield row
 
 
+def tiles_of(store: Recorder) -> Callable[[int, int], bytes | None]:
+    """The stored hash of each tree node of a tile level, read in order, a page at a time."""
+    streams: dict[int, Iterator[tiles.Tile]] = {}
+    current: dict[int, tiles.Tile] = {}
+
+    def stored(level: int, index: int) -> bytes | None:
+        number, offset = divmod(index, tiles.WIDTH)
+        tile = current.get(level)
+        while tile is None or tile.index < number:
+            tile = next(streams.setdefault(level, tile_pages(store, level)), None)
+            if tile is None:
+                return None
+            current[level] = tile
+        if tile.index != number:
+            return None
+        return tile.hashes[offset * tiles.HASH : (offset + 1) * tiles.HASH] or None
+
+    return stored
+
+
 class _Replay:
     """Folds checked entries in Pulse order, keeping what the tree checks need."""
 
-    def __init__(self, rules: RuleSet, snapshot: Snapshot | None) -> None:
+    def __init__(
+        self, rules: RuleSet, snapshot: Snapshot | None, checkpoints: list[str], stored: Callable[[int, int], bytes | None]
+    ) -> None:
         self.rules = rules
         self.state = State()
         self.frontier = merkle.Frontier()
+        self.completed = self.frontier.keep(tiles.HEIGHT)
         self.chain = CHAIN_START
-        self.leaves: list[bytes] = []
+        self.stored = stored
         self.public_key: bytes | None = None
         self.problem: Problem | None = None
+        # Checkpoints by size, each checked as the replay reaches it; those checked good.
+        self.pending = sorted(((notes.parse(n).size, n) for n in checkpoints), reverse=True)
+        self.held: list[tuple[int, str]] = []
         # An intact snapshot of another rule set is left alone: no ledger with these rules uses it.
         foreign = snapshot is not None and snapshot.rules != rules.fingerprint and snapshots.intact(snapshot)
         self.snapshot = None if foreign else snapshot
@@ -143,34 +194,86 @@ class _Replay:
             return self._fail(row.pulse, "the store's kind and author columns disagree with the entry's bytes")
         checked.pulse = row.pulse
         try:
-            self.rules.apply(self.state, checked)
+            fold(self.rules, self.state, checked)
         except LedgerError as exc:
             return self._fail(row.pulse, f"breaks a rule: {exc}")
+        if self.stored(0, row.pulse - 1) != row.leaf:
+            return self._fail(
+                row.pulse,
+                "out of place: the log's stored tree holds another entry at this Pulse (entries were swapped, "
+                "inserted or removed here, and the running digests recomputed)",
+            )
         if row.pulse == 1:
             self.public_key = checked.public_key
         self.frontier.append(row.leaf)
-        self.leaves.append(row.leaf)
-        if self.snapshot is not None and row.pulse == self.snapshot.size:
+        return self._tree_holds(row.pulse) and self._checkpoints_hold()
+
+    def _tree_holds(self, pulse: int) -> bool:
+        for height, index, digest in self.completed:
+            if self.stored(height // tiles.HEIGHT, index) != digest:
+                first = (index << height) + 1
+                return self._fail(
+                    first, f"the log's stored tree disagrees with the entries from here to Pulse {pulse}: proofs served "
+                    "from it are wrong"
+                )  # fmt: skip
+        self.completed.clear()
+        if self.snapshot is not None and pulse == self.snapshot.size:
             self.snapshot_differs = snapshots.disagreement(self.snapshot, self.state, self.frontier, self.chain)
             self.snapshot_compared = True
         return True
+
+    def _checkpoints_hold(self) -> bool:
+        size = self.state.size
+        while self.pending and self.pending[-1][0] == size:
+            _, note = self.pending.pop()
+            problem = self._consistent(note)
+            if problem:
+                self.problem = problem
+                return False
+            self.held.append((size, note))
+        return True
+
+    def _consistent(self, note: str) -> Problem | None:
+        """Whether the log as replayed so far is the tree `note` signs, by its own key."""
+        problem = self.signed(note)
+        if problem is None and notes.parse(note).root != self.frontier.root():
+            size = self.state.size
+            return Problem(None, f"not consistent with the checkpoint at size {size}: entries up to Pulse {size} were rewritten")
+        return problem
+
+    def signed(self, note: str) -> Problem | None:
+        """Whether the log's own key signed `note`, a checkpoint of this log."""
+        if self.public_key is None or self.state.origin is None:
+            return Problem(1, "missing: the log has no genesis entry, so no key of its own to check a checkpoint by")
+        try:
+            notes.verify(note, self.public_key, self.state.origin)
+        except LedgerError as exc:
+            return Problem(None, f"checkpoint refused: {exc}")
+        return None
 
     def _fail(self, pulse: int, reason: str) -> bool:
         self.problem = Problem(pulse, reason)
         return False
 
 
-def _tree(replay: _Replay, head: Head, checkpoints: list[str], report: VerifyReport) -> Problem | None:
+def _tree(replay: _Replay, head: Head, store: Recorder, report: VerifyReport) -> Problem | None:
     size, root = replay.state.size, replay.frontier.root()
     if size < head.size:
         return Problem(size + 1, f"missing: the head records {head.size} entries but the store holds {size} (truncated)")
+    last = store.last_pulse()
+    if last > head.size:
+        return Problem(
+            head.size + 1,
+            f"beyond the head: the store holds rows up to Pulse {last} but its head records {head.size} entries "
+            "(rows were added without an append; appends refuse to go on)",
+        )
     if root != head.root:
         return Problem(None, "the entries do not hash to the root the head records: the head was altered")
-    for note in checkpoints:
-        problem = _consistent(replay, note, size, root)
-        if problem:
-            return problem
-        report.checkpoints.append(notes.parse(note).size)
+    for pending_size, note in replay.pending:
+        return replay.signed(note) or Problem(
+            size + 1, f"missing: a checkpoint of this log covers {pending_size} entries, the log holds {size} (truncated)"
+        )
+    report.checkpoints = sorted(s for s, _ in replay.held)
     return None
 
 
@@ -192,22 +295,21 @@ def _snapshot(replay: _Replay, report: VerifyReport) -> Problem | None:
     return None
 
 
-def _consistent(replay: _Replay, note: str, size: int, root: bytes) -> Problem | None:
-    """Whether the log extends the checkpoint `note`, which its own key must have signed."""
-    state = replay.state
-    if replay.public_key is None or state.origin is None:
-        return Problem(1, "missing: the log has no genesis entry, so no key of its own to check a checkpoint by")
-    try:
-        cp = notes.verify(note, replay.public_key, state.origin)
-    except LedgerError as exc:
-        return Problem(None, f"checkpoint refused: {exc}")
-    if cp.size > size:
-        return Problem(size + 1, f"missing: a checkpoint of this log covers {cp.size} entries, the log holds {size} (truncated)")
-    try:
-        proof = merkle.consistency_proof(replay.leaves, cp.size) if cp.size < size else []
-        merkle.verify_consistency(cp.size, size, proof, cp.root, root)
-    except LedgerError:
-        return Problem(None, f"not consistent with the checkpoint at size {cp.size}: entries up to Pulse {cp.size} were rewritten")
+def _witnessed(replay: _Replay, witnessing: Witnessing, report: VerifyReport) -> Problem | None:
+    """The largest checkpoint the log was shown to extend that enough witnesses cosigned."""
+    best: tuple[int, int, list[str]] = (0, 0, [])
+    for size, note in replay.held:
+        names = [name for name, key in witnessing.keys if cosignature.cosigned_by(note, name, key)]
+        best = max(best, (len(set(names)), size, sorted(set(names))))
+        if len(set(names)) >= witnessing.quorum and (report.witnessed or 0) < size:
+            report.witnessed, report.cosigners = size, sorted(set(names))
+    if report.witnessed is None:
+        most = f"the most: {best[0]}, on the checkpoint at size {best[1]}" if best[1] else "none carries any"
+        return Problem(
+            None,
+            f"no checkpoint of the log carries {witnessing.quorum} valid cosignatures of the "
+            f"{len(witnessing.keys)} witnesses given ({most})",
+        )
     return None
 
 
@@ -255,7 +357,7 @@ def check_row(raw: bytes, leaf: bytes) -> Entry | str:
 def check_rows(rows: list[tuple[bytes, bytes]]) -> list[Fields | str]:
     """A worker's share: the entries' fields without their bytes, which the caller has."""
     checked = (check_row(raw, leaf) for raw, leaf in rows)
-    return [c if isinstance(c, str) else (c.kind, c.author, c.at, c.body) for c in checked]
+    return [c if isinstance(c, str) else (c.kind, c.author, c.at, c.log, c.seq, c.body) for c in checked]
 
 
 def _rebuilt(rows: list[Row], checked: list[Fields | str]) -> Iterator[tuple[Row, Entry | str]]:

@@ -1,7 +1,10 @@
 """Ledger entries: DSSE envelopes over JCS payloads, signed with Ed25519.
 
-The payload is the RFC 8785 form of `{"v":1,"kind":…,"author":…,"at":…,"body":{…}}`;
-the envelope (`payload`, `payloadType`, and one signature whose `keyid` is the signer's
+The payload is the RFC 8785 form of
+`{"v":2,"kind":…,"author":…,"at":…,"log":…,"seq":…,"body":{…}}`: `log` is the origin of
+the one log the entry is meant for (its genesis entry fixes it) and `seq` the author's
+sequence number on that log, 1, 2, 3, … with no gap, so that a signed entry can be
+recorded once, on one log, and never replayed. The envelope (`payload`, `payloadType`, and one signature whose `keyid` is the signer's
 raw public key in hex) is stored as its own JCS bytes, and those exact bytes are what a
 leaf hashes and an auditor checks. The author field names the wallet id of that key,
 so an entry proves who wrote it without any outside key directory.
@@ -18,7 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -26,18 +29,28 @@ from ledger import canonical
 from ledger.errors import LedgerError
 from ledger.keys import Wallet, signature_holds, wallet_id
 
-PAYLOAD_TYPE = "application/vnd.agentd.entry.v1+json"
-VERSION = 1
+if TYPE_CHECKING:
+    from ledger.receipts import Receipt
+
+PAYLOAD_TYPE = "application/vnd.agentd.entry.v2+json"
+VERSION = 2
+# Version 1 payloads named no log and no sequence number: a signed v1 entry could be
+# recorded again later, or on another log. They are refused by name.
+OLD_PAYLOAD_TYPE = b"application/vnd.agentd.entry.v1+json"
+MAX_SEQ = 2**53 - 1
 
 KIND = re.compile(r"[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+/v[1-9][0-9]*")
 WALLET_ID = re.compile(r"[0-9a-f]{32}")
+# A log's origin is also the key name of its checkpoints, which signed notes allow to hold
+# no space and no "+".
+ORIGIN = re.compile(r"[!-*,-~]{1,200}")
 AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 _HEX64 = re.compile(rb"[0-9a-f]{64}")
 # Every envelope value is base64 or hex, so the JCS form of the envelope is this template.
 _ENVELOPE = re.compile(
     rb'\{"payload":"([^"]*)","payloadType":"([^"]*)","signatures":\[\{"keyid":"([^"]*)","sig":"([^"]*)"\}\]\}'
 )
-_PAYLOAD_KEYS = {"at", "author", "body", "kind", "v"}
+_PAYLOAD_KEYS = {"at", "author", "body", "kind", "log", "seq", "v"}
 
 
 class EntryError(LedgerError):
@@ -53,9 +66,14 @@ class Entry:
     kind: str
     author: str
     at: str
+    log: str
+    seq: int
     body: dict[str, Any]
     leaf_hash: bytes
     pulse: int | None = None
+    # What the log signed when it recorded the entry (see ledger.receipts); None until then,
+    # and on entries read back from the store.
+    receipt: Receipt | None = None
 
     @property
     def claim_id(self) -> str:
@@ -76,18 +94,26 @@ class Entry:
         return match.group(group)
 
     @classmethod
-    def create(cls, wallet: Wallet, kind: str, body: dict[str, Any], at: str | None = None) -> Entry:
-        """Signs a new entry as `wallet`; the log assigns its Pulse when it records it."""
+    def create(
+        cls, wallet: Wallet, kind: str, body: dict[str, Any], *, log: str, seq: int, at: str | None = None
+    ) -> Entry:
+        """Signs a new entry as `wallet` for the log named `log`, as the author's `seq`-th
+        entry on it; the log assigns its Pulse when it records it."""
         if not isinstance(kind, str) or not KIND.fullmatch(kind):
             raise EntryError(f"bad kind {kind!r}: expected a name like funds.transfer/v1")
         if not isinstance(body, dict):
             raise EntryError(f"the body of a {kind} entry must be a JSON object, not {type(body).__name__}")
+        if not isinstance(log, str) or not ORIGIN.fullmatch(log):
+            raise EntryError(f"bad log {log!r}: an entry names its log's origin (printable ASCII, no space or '+')")
+        if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
+            raise EntryError(f"bad sequence number {seq!r}: an author's entries on a log count 1, 2, 3, …")
         at = at or now()
-        payload = canonical.dumps({"v": VERSION, "kind": kind, "author": wallet.id, "at": at, "body": body})
+        doc = {"v": VERSION, "kind": kind, "author": wallet.id, "at": at, "log": log, "seq": seq, "body": body}
+        payload = canonical.dumps(doc)
         signature = wallet.sign(pae(PAYLOAD_TYPE.encode(), payload))
         raw = _envelope(base64.b64encode(payload), wallet.public_key.hex().encode(), base64.b64encode(signature))
         # The stored body is the one the bytes say, not the caller's object (tuples, later edits).
-        return cls(raw, kind, wallet.id, at, orjson.loads(payload)["body"], leaf_hash(raw))
+        return cls(raw, kind, wallet.id, at, log, seq, orjson.loads(payload)["body"], leaf_hash(raw))
 
     @classmethod
     def parse(cls, raw: bytes, pulse: int | None = None, *, verify: bool = True, leaf: bytes | None = None) -> Entry:
@@ -100,12 +126,18 @@ class Entry:
             raise EntryError("not an entry envelope")
         payload_b64, payload_type, keyid, sig_b64 = match.groups()
         payload = _unb64(payload_b64, "payload")
+        if payload_type == OLD_PAYLOAD_TYPE:
+            raise EntryError(
+                "a v1 entry (it names no log and no sequence number, so its signature could be replayed): "
+                "this ledger records v2 entries only"
+            )
         if not verify:
             try:
                 doc = orjson.loads(payload)
-                return cls(raw, doc["kind"], doc["author"], doc["at"], doc["body"], leaf or leaf_hash(raw), pulse)
+                fields = doc["kind"], doc["author"], doc["at"], doc["log"], doc["seq"], doc["body"]
             except (ValueError, TypeError, KeyError):
                 raise EntryError("payload is not an entry payload") from None
+            return cls(raw, *fields, leaf or leaf_hash(raw), pulse)
         if payload_type != PAYLOAD_TYPE.encode():
             raise EntryError(f"payloadType must be {PAYLOAD_TYPE}")
         if not _HEX64.fullmatch(keyid):
@@ -117,7 +149,8 @@ class Entry:
             raise EntryError(f"author {doc['author']} is not the wallet of the key that signed the entry")
         if not signature_holds(public_key, signature, pae(payload_type, payload)):
             raise EntryError("bad signature: the author's key did not sign these bytes")
-        return cls(raw, doc["kind"], doc["author"], doc["at"], doc["body"], leaf or leaf_hash(raw), pulse)
+        fields = doc["kind"], doc["author"], doc["at"], doc["log"], doc["seq"], doc["body"]
+        return cls(raw, *fields, leaf or leaf_hash(raw), pulse)
 
 
 def pae(payload_type: bytes, payload: bytes) -> bytes:
@@ -162,6 +195,10 @@ def _payload(payload: bytes) -> dict[str, Any]:
         raise EntryError("author must be a wallet id (32 lowercase hex digits)")
     if not isinstance(doc["at"], str) or not _valid_time(doc["at"]):
         raise EntryError('at must be a UTC time like "2026-11-29T12:00:00Z"')
+    if not isinstance(doc["log"], str) or not ORIGIN.fullmatch(doc["log"]):
+        raise EntryError("log must name the log's origin (printable ASCII, no space or '+')")
+    if type(doc["seq"]) is not int or not 1 <= doc["seq"] <= MAX_SEQ:
+        raise EntryError("seq must be the author's sequence number on the log: a whole number from 1")
     if not isinstance(doc["body"], dict):
         raise EntryError("body must be a JSON object")
     return doc

@@ -1,43 +1,47 @@
-"""The Ledger: an append-only log of signed entries, its rules, proofs and checkpoints.
+"""The Ledger: an append-only log of signed entries kept in a store, held to a rule set.
 
 Appends run as one store transaction each: under the write lock the ledger catches up
-on entries other processes appended, checks the new entries against the state folded
-up to the locked head, and records them with their leaf hashes and running digests,
-moving the head to the new size and root, or records nothing. The first append to an empty log is preceded by its genesis entry,
-signed by the log's own key, which names the log and the key that mints and signs
-checkpoints, so a copy of the log carries its own authority.
+on entries other processes appended, signs the caller's entries with the log's origin
+and each author's next sequence number, checks them against the state folded up to the
+locked head (see ledger.fold), and records them with their leaf hashes, running
+digests and the tree tiles they change, moving the head to the new size and root, or
+records nothing. The same transaction signs a checkpoint when one is due, or a promise
+of one, and each recorded entry carries its receipt (see ledger.receipts). The first
+append to an empty log is preceded by its genesis entry, signed by the log's own key,
+which names the log's origin and the key that mints and signs checkpoints, so a copy
+of the log carries its own authority.
 
-A Ledger object keeps the fold of the log in memory between appends; a new one starts
-from the snapshot the store keeps (see ledger.snapshot) and folds only the entries
-after it. Appends rewrite the snapshot in their transaction once the entries since it
-would take about as long to replay as a new snapshot takes to write.
+Opening a ledger reads a few rows whatever its size: the head, the highest Pulse and
+the tiles of the tree's right edge. A Ledger object keeps the fold of the log in memory
+between appends; a new one starts from the snapshot the store keeps and folds only the
+entries after it. Appends rewrite the snapshot in their transaction once the entries
+since it would take about as long to replay as a new snapshot takes to write. The full
+recomputation is `verify`'s (see ledger.audit).
 """
 
 from __future__ import annotations
 
-import logging
 import re
+import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ledger import checkpoint as notes
-from ledger import merkle
-from ledger import snapshot as snapshots
-from ledger.audit import VerifyReport, audit
+from ledger import merkle, tiles
+from ledger.audit import VerifyReport, Witnessing, audit
 from ledger.entry import Entry, EntryError
-from ledger.errors import LedgerError, RuleViolation
+from ledger.errors import VERIFY_HINT, LedgerError, RuleViolation
+from ledger.fold import Folder, SequenceViolation, Tip, at_head, fold, read, refusal_body
 from ledger.keys import Wallet
-from ledger.postgres import PREFIXES as POSTGRES_PREFIXES
-from ledger.postgres import PostgresRecorder
 from ledger.proofs import ConsistencyProof, InclusionProof
-from ledger.rules import GENESIS, RuleSet, State
-from ledger.sqlite import PREFIX as SQLITE_PREFIX
-from ledger.sqlite import SqliteRecorder
-from ledger.store import CHAIN_START, Head, Recorder, Row, Snapshot, Transaction, chain, pages
+from ledger.receipts import CheckpointPolicy, Promise, Receipt
+from ledger.rules import GENESIS, REFUSAL, RuleSet, State
+from ledger.store import Head, Recorder, Row, StoredCheckpoint, Transaction, chain, pages
+from ledger.stores import open_store
 
 _CLAIM = re.compile(r"[0-9a-f]{4,64}")
-VERIFY_HINT = "run `agentd ledger verify` to find the first bad Pulse"
 # Folding one entry costs about what taking and writing this many bytes of snapshot does
 # (bench/ledger.py measured 1,200 to 1,800 on SQLite, the fewer on larger snapshots). A
 # snapshot is rewritten once the entries since it number its length over this, so the
@@ -45,44 +49,61 @@ VERIFY_HINT = "run `agentd ledger verify` to find the first bad Pulse"
 # what one write costs.
 SNAPSHOT_BYTES_PER_ENTRY = 1024
 
-log = logging.getLogger("ledger")
+Item = tuple[Wallet, str, dict[str, Any]]
+# Words a refusal of the i-th of the caller's `given` entries (i < 1: one the ledger added).
+Describe = Callable[[int, int, Entry, str], str]
 
 
-def open_store(url: str) -> Recorder:
-    """The store a ledger URL names: sqlite:///PATH or postgresql://…"""
-    if url.startswith(SQLITE_PREFIX):
-        return SqliteRecorder(url)
-    if url.startswith(POSTGRES_PREFIXES):
-        return PostgresRecorder(url)
-    raise LedgerError(f"unknown ledger URL {url!r}: use sqlite:///PATH or postgresql://HOST/DB")
+@dataclass(frozen=True)
+class Imported:
+    """What an import recorded, and what it was held to: the size of the checkpoint the
+    copy was found consistent with, or None when only its own consistency was checked."""
 
+    entries: list[Entry]
+    checkpoint: int | None
 
-def origin_of(key: Wallet) -> str:
-    """The name a log started by `key` goes by in its checkpoints."""
-    return f"agentd.ledger/{key.id}"
+    @property
+    def scope(self) -> str:
+        if self.checkpoint is None:
+            return "only self-consistency was checked (no checkpoint given): a truncated copy passes"
+        return f"consistent with the checkpoint at size {self.checkpoint}"
 
 
 class Ledger:
     """A signed append-only log kept in a store, every entry held to a rule set."""
 
-    def __init__(self, store: Recorder, rules: RuleSet, key: Wallet | None = None, *, check: bool = True) -> None:
-        """`key` is the log's own key: it starts an empty log and signs checkpoints.
-        `check` runs the start-up check (leaves against the head); verify skips it."""
+    def __init__(
+        self,
+        store: Recorder,
+        rules: RuleSet,
+        key: Wallet | None = None,
+        *,
+        check: bool = True,
+        policy: CheckpointPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`key` is the log's own key: it starts an empty log and signs checkpoints and
+        receipts. `check` runs the start-up check (the head against the highest row and
+        the stored tree); verify skips it. `policy` says when appends sign checkpoints."""
         self._store = store
         self._rules = rules
         self._key = key
+        self._policy = policy or CheckpointPolicy()
+        self._clock = clock
+        self._folder = Folder(rules, store.url)
         # The fold of the log as this object last saw it: None until it is first needed,
         # and again after an append fails, since rules may have changed it before refusing.
-        self._tip: _Tip | None = None
-        # Entries this object folded from the store rather than appended itself: what a
-        # caller can see of how much a new object had to replay.
-        self.replayed = 0
+        self._tip: Tip | None = None
+        # The size of the last checkpoint that fold was shown to extend.
+        self._extends: int | None = None
         if check:
             self.check()
 
     @classmethod
-    def open(cls, url: str, rules: RuleSet, key: Wallet | None = None, *, check: bool = True) -> Ledger:
-        return cls(open_store(url), rules, key, check=check)
+    def open(
+        cls, url: str, rules: RuleSet, key: Wallet | None = None, *, check: bool = True, policy: CheckpointPolicy | None = None
+    ) -> Ledger:
+        return cls(open_store(url), rules, key, check=check, policy=policy)
 
     def close(self) -> None:
         self._store.close()
@@ -101,17 +122,25 @@ class Ledger:
     def size(self) -> int:
         return self._store.head().size
 
+    @property
+    def replayed(self) -> int:
+        """Entries this object folded from the store rather than appended itself: what a
+        caller can see of how much a new object had to replay."""
+        return self._folder.replayed
+
     def check(self) -> None:
-        """The start-up check: the stored leaves hash to the root the head records."""
+        """The start-up check, a few reads whatever the size: the store holds no row past
+        its head and none is missing at its end, and the stored tree hashes to the head."""
         # Under the write lock, so an append by another process cannot fall between the reads.
         with self._store.transaction() as txn:
-            head, leaves = txn.head, txn.leaves()
-        if len(leaves) != head.size:
+            head, last = txn.head, txn.last_pulse()
+            root = tiles.Tree(txn.tile, head.size).root()
+        if last != head.size:
             raise LedgerError(
-                f"the ledger at {self.url} holds {len(leaves)} entries but its head records {head.size}; {VERIFY_HINT}"
+                f"the ledger at {self.url} holds rows up to Pulse {last} but its head records {head.size} entries; {VERIFY_HINT}"
             )
-        if merkle.root(leaves) != head.root:
-            raise LedgerError(f"the entries of the ledger at {self.url} do not hash to its head; {VERIFY_HINT}")
+        if root != head.root:
+            raise LedgerError(f"the stored tree of the ledger at {self.url} does not hash to its head; {VERIFY_HINT}")
 
     # Reading
 
@@ -119,7 +148,7 @@ class Ledger:
         row = self._store.row(pulse)
         if row is None:
             raise LedgerError(f"no Pulse {pulse}: the log holds {self.size} entries")
-        return _entry(row)
+        return read(row)
 
     def find(self, claim: str) -> Entry:
         """The entry whose claim id is `claim` or starts with it (at least 4 hex digits)."""
@@ -137,47 +166,96 @@ class Ledger:
 
     def entries(self, kind: str | None = None, start: int = 1, author: str | None = None) -> Iterator[Entry]:
         for row in pages(self._store, max(start, 1), kind=kind, author=author):
-            yield _entry(row)
+            yield read(row)
 
     def state(self) -> State:
         """The fold of every entry recorded so far (a copy: changing it changes nothing)."""
-        tip, self._tip = self._tip, None
-        if tip is None:
-            tip, _ = self._resume(self._store.snapshot(), lambda start: pages(self._store, start), None)
-        else:
-            self._advance(tip, pages(self._store, tip.frontier.size + 1))
-        self._tip = tip
-        return tip.state.copy()
+        return self._current().state.copy()
+
+    @property
+    def origin(self) -> str:
+        """The log's name, which every entry must carry (its genesis entry fixed it)."""
+        origin = self._current().state.origin
+        if origin is None:
+            raise LedgerError("the log is empty: it is named by its first entry, which the log's key signs")
+        return origin
+
+    def next_sequence(self, author: str) -> int:
+        """The sequence number `author`'s next entry must carry, for entries signed
+        elsewhere (append_raw); it is taken when one is recorded."""
+        return self._current().state.sequences.get(author, 0) + 1
 
     @property
     def snapshot_size(self) -> int:
         """The number of entries the store's snapshot folds (0 when it holds none)."""
         return self._store.snapshot_extent()[0]
 
+    def _current(self) -> Tip:
+        tip, self._tip = self._tip, None
+        if tip is None:
+            tip, _ = self._folder.resume(self._store.snapshot(), lambda start: pages(self._store, start), None)
+        else:
+            self._folder.advance(tip, pages(self._store, tip.frontier.size + 1))
+        self._tip = tip
+        return tip
+
     # Appending
 
     def append(self, wallet: Wallet, kind: str, body: dict[str, Any]) -> Entry:
         return self.append_many([(wallet, kind, body)])[0]
 
-    def append_many(self, items: Iterable[tuple[Wallet, str, dict[str, Any]]]) -> list[Entry]:
-        """Signs and records entries in one transaction: all of them, or none."""
-        return self._record([Entry.create(wallet, kind, body) for wallet, kind, body in items])
+    def append_many(self, items: Iterable[Item]) -> list[Entry]:
+        """Signs and records entries in one transaction: all of them, or none. Each
+        carries its receipt."""
+        items = list(items)
+        return self._record(lambda tip: self._sign(tip, items), _appended)
 
     def append_raw(self, raws: Iterable[bytes]) -> list[Entry]:
         """Records entries signed elsewhere, each checked (canonical bytes, signature,
-        author) before the rules; all of them, or none."""
+        author) before the rules; all of them, or none. Each must name this log's origin
+        and its author's next sequence number (see `origin`, `next_sequence`)."""
         entries = []
         for i, raw in enumerate(raws, 1):
             try:
                 entries.append(Entry.parse(raw))
             except EntryError as exc:
                 raise EntryError(f"entry {i} refused: {exc}") from None
-        return self._record(entries)
+        if any(e.kind in (GENESIS, REFUSAL) for e in entries):
+            raise RuleViolation(f"only this ledger's own key writes {GENESIS} and {REFUSAL} entries")
 
-    def import_entries(self, raws: Iterable[bytes]) -> list[Entry]:
+        def batch(tip: Tip) -> tuple[list[Entry], int]:
+            return ([self._genesis()] if tip.state.size == 0 else []) + entries, len(entries)
+
+        try:
+            return self._record(batch, _appended)
+        except _Refused as refused:
+            if not refused.spends:
+                raise
+            raise RuleViolation(self._spend(refused)) from None
+
+    def _spend(self, refused: _Refused) -> str:
+        """Records that an entry signed elsewhere was refused, which spends its sequence
+        number, when this ledger holds the log's key; the refusal's message."""
+        entry, reason = refused.entry, str(refused)
+        if self._key is None:
+            return reason
+        try:
+            item = (self._key, REFUSAL, refusal_body(entry, reason))
+            recorded = self._record(lambda tip: self._sign(tip, [item]), _appended)
+        except LedgerError:
+            return reason  # the log moved on meanwhile: the entry may now be good, or spent
+        return (
+            f"{reason}; the refusal is recorded at Pulse {recorded[0].pulse}, which spends sequence number "
+            f"{entry.seq} of wallet {entry.author}: its next entry carries {entry.seq + 1}"
+        )
+
+    def import_entries(self, raws: Iterable[bytes], checkpoint: str | None = None) -> Imported:
         """Rebuilds an exported log in this empty ledger, checking each entry as it goes.
         The copy must start with its own genesis entry: one made up here would be signed
-        by another key than the log's, and move every Pulse after it."""
+        by another key than the log's, and move every Pulse after it. Given `checkpoint`
+        (a signed note of the log, from a source the caller trusts), the copy must
+        extend it: a copy cut short, pruned or reordered is refused, naming the first
+        bad Pulse where it can be known."""
         entries = []
         for pulse, raw in enumerate(raws, 1):
             try:
@@ -189,185 +267,252 @@ class Ledger:
                 f"the copy does not start with its genesis entry (its Pulse 1 is a {entries[0].kind}): "
                 "export the whole log, from Pulse 1"
             )
-        return self._record(entries, fresh=True)
+        trusted = _trusted_checkpoint(checkpoint, entries) if checkpoint is not None else None
+        recorded = self._record(lambda tip: (entries, len(entries)), _imported, fresh=True, held_to=trusted)
+        return Imported(recorded, trusted.size if trusted else None)
 
-    def _record(self, entries: list[Entry], *, fresh: bool = False) -> list[Entry]:
-        if not entries:
-            return []
+    def _record(
+        self,
+        batch_of: Callable[[Tip], tuple[list[Entry], int]],
+        describe: Describe,
+        *,
+        fresh: bool = False,
+        held_to: notes.Checkpoint | None = None,
+    ) -> list[Entry]:
+        """Records the entries `batch_of` gives for the locked tip, in one transaction:
+        a batch whose last `given` entries are the caller's, which get their receipts."""
         with self._store.transaction() as txn:
             if fresh and txn.head.size:
                 raise LedgerError(f"the ledger at {self.url} is not empty: import into a fresh home or database")
             tip = self._catch_up(txn)
-            batch = entries
-            if tip.state.size == 0 and entries[0].kind != GENESIS:
-                batch = [self._genesis(), *entries]
-            elif entries[0].kind == GENESIS and not fresh and (self._key is None or entries[0].author != self._key.id):
-                # Whoever signs the genesis entry owns the log; only imports bring their own.
-                raise RuleViolation(f"only this ledger's own key may start the log with {GENESIS}")
+            self._hold_to_last_checkpoint(txn, tip)
+            batch, given = batch_of(tip)
+            if not given:
+                self._tip = tip
+                return []
             if len({e.leaf_hash for e in batch}) != len(batch):
                 raise LedgerError("the batch holds the same entry twice: an entry is recorded once")
-            rows = self._apply(tip, batch, given=len(entries))
-            txn.add(rows, Head(tip.frontier.size, tip.frontier.root()))
+            old_size = tip.frontier.size
+            completed = tip.frontier.keep(tiles.HEIGHT)
+            rows = self._apply(tip, batch, given, describe, held_to)
+            tip.frontier.completed = None
+            head = Head(tip.frontier.size, tip.frontier.root())
+            txn.add(rows, head, tiles.updates(txn.tile, old_size, [r.leaf for r in rows], completed))
             size, length = txn.snapshot_extent()
             if tip.frontier.size - size >= max(1, length // SNAPSHOT_BYTES_PER_ENTRY):
-                txn.save_snapshot(self._snapshot(tip))
+                txn.save_snapshot(self._folder.snapshot(tip))
+            receipt = self._receipt_signatures(txn, tip)
         self._tip = tip
-        return entries
+        mine = batch[len(batch) - given :]
+        for entry in mine:
+            entry.receipt = Receipt(entry.pulse or 0, entry.leaf_hash, *receipt)
+        return mine
 
-    def _catch_up(self, txn: Transaction) -> _Tip:
-        """The fold of the log up to the locked head. The caller owns it, and gives it back
-        to this object only when its own work succeeds."""
-        tip, self._tip = self._tip, None
-        if tip is None:
-            tip, ignored = self._resume(txn.snapshot(), txn.rows, txn.head)
-            if ignored:
-                txn.save_snapshot(self._snapshot(tip))
-            return tip
-        if txn.head.size < tip.frontier.size:
-            raise LedgerError(f"the ledger shrank from {tip.frontier.size} to {txn.head.size} entries; {VERIFY_HINT}")
-        self._advance(tip, txn.rows(tip.frontier.size + 1))
-        self._at_head(tip, txn.head)
-        return tip
-
-    def _resume(self, snapshot: Snapshot | None, rows: Callable[[int], Iterable[Row]], head: Head | None) -> tuple[_Tip, bool]:
-        """The fold from the stored snapshot and the `rows` after it, or, when that does
-        not hold, from Pulse 1; and whether a snapshot was ignored. Held to `head` if given."""
-        if snapshot is not None:
-            try:
-                return self._from_snapshot(snapshot, rows, head), False
-            except LedgerError as exc:
-                log.warning(
-                    "the ledger at %s does not use its stored snapshot (of %d entries): %s; replaying the whole log",
-                    self.url, snapshot.size, exc,
-                )  # fmt: skip
-        tip = _Tip(State(), merkle.Frontier(), CHAIN_START)
-        self._advance(tip, rows(1))
-        if head is not None:
-            self._at_head(tip, head)
-        return tip, snapshot is not None
-
-    def _from_snapshot(self, snapshot: Snapshot, rows: Callable[[int], Iterable[Row]], head: Head | None) -> _Tip:
-        """The snapshot's fold advanced by the rows after it."""
-        state, frontier = snapshots.restore(snapshot, self._rules.fingerprint)
-        if head is not None and snapshot.size > head.size:
-            raise LedgerError(f"it describes more entries than the head records ({head.size})")
-        following = iter(rows(snapshot.size))
-        last = next(following, None)
-        if last is None or last.pulse != snapshot.size or last.chain != snapshot.chain:
-            raise LedgerError(f"Pulse {snapshot.size} on the log is not the entry it was folded up to")
-        tip = _Tip(state, frontier, snapshot.chain)
-        self._advance(tip, following)
-        if head is not None:
-            self._at_head(tip, head)
-        return tip
-
-    def _snapshot(self, tip: _Tip) -> Snapshot:
-        return snapshots.take(tip.state, tip.frontier, tip.chain, self._rules.fingerprint)
-
-    def _advance(self, tip: _Tip, rows: Iterable[Row]) -> None:
-        """Folds rows recorded by others into `tip`, trusting their signatures (checked when
-        they were appended; `verify` checks them again)."""
-        for row in rows:
-            if row.pulse != tip.frontier.size + 1:
-                raise LedgerError(f"Pulse {tip.frontier.size + 1} is missing from the ledger; {VERIFY_HINT}")
-            try:
-                self._rules.apply(tip.state, _entry(row))
-            except RuleViolation as exc:
-                raise LedgerError(f"Pulse {row.pulse} on the ledger breaks a rule ({exc}); {VERIFY_HINT}") from None
-            tip.frontier.append(row.leaf)
-            tip.chain = row.chain
-            self.replayed += 1
-
-    @staticmethod
-    def _at_head(tip: _Tip, head: Head) -> None:
-        if tip.frontier.root() != head.root:
-            raise LedgerError(f"the ledger's entries do not hash to its head; {VERIFY_HINT}")
+    def _sign(self, tip: Tip, items: list[Item]) -> tuple[list[Entry], int]:
+        """The caller's items signed for this log, each with its author's next sequence
+        number; the genesis entry first when the log is empty."""
+        batch: list[Entry] = []
+        origin = tip.state.origin
+        taken: dict[str, int] = {}
+        if tip.state.size == 0:
+            batch.append(self._genesis())
+            origin = batch[0].log
+            taken[batch[0].author] = 1
+        assert origin is not None
+        for wallet, kind, body in items:
+            seq = taken.get(wallet.id, tip.state.sequences.get(wallet.id, 0)) + 1
+            taken[wallet.id] = seq
+            batch.append(Entry.create(wallet, kind, body, log=origin, seq=seq))
+        return batch, len(items)
 
     def _genesis(self) -> Entry:
         if self._key is None:
             raise LedgerError("the log is empty and this ledger was opened without the log's key to start it")
-        return Entry.create(self._key, GENESIS, {"origin": origin_of(self._key)})
+        origin = new_origin(self._key)
+        return Entry.create(self._key, GENESIS, {"origin": origin}, log=origin, seq=1)
 
-    def _apply(self, tip: _Tip, batch: list[Entry], given: int) -> list[Row]:
-        """Numbers the entries and applies the rules; the last `given` are the caller's."""
+    def _catch_up(self, txn: Transaction) -> Tip:
+        """The fold of the log up to the locked head. The caller owns it, and gives it back
+        to this object only when its own work succeeds."""
+        tip, self._tip = self._tip, None
+        if tip is None:
+            self._extends = None
+            tip, ignored = self._folder.resume(txn.snapshot(), txn.rows, txn.head)
+            if ignored:
+                txn.save_snapshot(self._folder.snapshot(tip))
+            return tip
+        if txn.head.size < tip.frontier.size:
+            raise LedgerError(f"the ledger shrank from {tip.frontier.size} to {txn.head.size} entries; {VERIFY_HINT}")
+        self._folder.advance(tip, txn.rows(tip.frontier.size + 1))
+        at_head(tip, txn.head)
+        return tip
+
+    def _apply(
+        self, tip: Tip, batch: list[Entry], given: int, describe: Describe, held_to: notes.Checkpoint | None
+    ) -> list[Row]:
+        """Numbers the entries and folds them in; the last `given` are the caller's, and
+        `held_to` is a checkpoint the entries must extend."""
         rows = []
         state, frontier, link = tip.state, tip.frontier, tip.chain
         for i, entry in enumerate(batch, 1 + given - len(batch)):
             entry.pulse = state.size + 1
             try:
-                self._rules.apply(state, entry)
+                fold(self._rules, state, entry)
             except RuleViolation as exc:
-                where = f"entry {i} of {given} ({entry.kind}): " if given > 1 else ""
-                raise RuleViolation(f"{where}{exc}") from None
+                spends = i >= 1 and not isinstance(exc, SequenceViolation)
+                raise _Refused(describe(i, given, entry, self._why(entry, str(exc))), entry, spends) from None
             frontier.append(entry.leaf_hash)
             link = chain(link, entry.leaf_hash)
             rows.append(Row(entry.pulse, entry.raw, entry.leaf_hash, link, entry.kind, entry.author))
+            if held_to is not None and frontier.size == held_to.size and frontier.root() != held_to.root:
+                raise LedgerError(
+                    f"the copy is not the log of the checkpoint: its first {held_to.size} entries do not hash to the "
+                    f"checkpoint's root (an entry up to Pulse {held_to.size} was changed, removed or moved)"
+                )
+        if held_to is not None and frontier.size < held_to.size:
+            raise LedgerError(
+                f"Pulse {frontier.size + 1}: missing: the checkpoint covers {held_to.size} entries and the copy holds "
+                f"{frontier.size} (it was cut short)"
+            )
         tip.chain = link
         return rows
 
-    # Proofs and checkpoints
+    def _why(self, entry: Entry, reason: str) -> str:
+        """A refusal's reason, naming the Pulse when the entry is one already recorded."""
+        if not reason.startswith("recorded once"):
+            return reason
+        found = self._store.find(entry.leaf_hash, entry.leaf_hash, 1)
+        if found:
+            return f"entry {entry.claim_id[:16]} is already on the log at Pulse {found[0]}: an entry is recorded once"
+        return reason
+
+    # Checkpoints and receipts
+
+    def _hold_to_last_checkpoint(self, txn: Transaction, tip: Tip) -> None:
+        """Refuses to add to a log that does not extend the last checkpoint it signed:
+        the key must never sign a receipt or checkpoint of a rewritten history. Checked
+        once per fold and checkpoint, a few reads of the stored tree each time."""
+        last = txn.latest_checkpoint()
+        if last is None or last.size == self._extends:
+            return
+        previous, size = notes.parse(last.note), tip.frontier.size
+        tree = tiles.Tree(txn.tile, size)
+        if tree.root() != tip.frontier.root():
+            raise LedgerError(f"the stored tree of the ledger at {self.url} does not hash to its head; {VERIFY_HINT}")
+        if previous.size > size or tree.subtree(0, previous.size) != previous.root:
+            raise LedgerError(
+                f"refusing to add to the ledger at {self.url}: it does not extend its last checkpoint "
+                f"(size {previous.size}); {VERIFY_HINT}"
+            )
+        self._extends = last.size
+
+    def _signs(self, state: State) -> bool:
+        return self._key is not None and state.origin is not None and self._key.id == state.authority
+
+    def _receipt_signatures(self, txn: Transaction, tip: Tip) -> tuple[str | None, str | None]:
+        """The checkpoint this append signs when one is due, else a signed promise of one;
+        neither when this ledger does not hold the log's key."""
+        state, size = tip.state, tip.frontier.size
+        if not self._signs(state) or self._key is None or state.origin is None:
+            return None, None
+        last, now = txn.latest_checkpoint(), self._clock()
+        if self._policy.due(last, size, now):
+            return self._sign_checkpoint(txn, tip, last, now), None
+        assert last is not None
+        promise = Promise(state.origin, size, tip.frontier.root(), self._policy.deadline(last))
+        return None, promise.sign(self._key)
+
+    def _sign_checkpoint(self, txn: Transaction, tip: Tip, last: StoredCheckpoint | None, now: float) -> str:
+        """Signs and keeps a checkpoint of the locked tip, which must extend the last one."""
+        state, size, root = tip.state, tip.frontier.size, tip.frontier.root()
+        if self._key is None or state.origin is None or not self._signs(state):
+            raise LedgerError(f"only the log's key ({state.authority}) signs its checkpoints, and this home holds another")
+        if last is not None:
+            previous = notes.parse(last.note)
+            if previous.size > size:
+                raise LedgerError(f"the log's last checkpoint covers {previous.size} entries but it holds {size}; {VERIFY_HINT}")
+            if tiles.Tree(txn.tile, size).subtree(0, previous.size) != previous.root:
+                raise LedgerError(
+                    f"refusing to sign: the log does not extend its last checkpoint (size {previous.size}); {VERIFY_HINT}"
+                )
+        note = notes.sign(notes.Checkpoint(state.origin, size, root), self._key, state.origin)
+        txn.save_checkpoint(StoredCheckpoint(size, note, now))
+        self._extends = size
+        return note
+
+    def checkpoint(self) -> str:
+        """The log's checkpoint of its current size, with any cosignatures: the one
+        signed already, or one signed now by the log's key. Refuses to sign one that does
+        not extend the last."""
+        with self._store.transaction() as txn:
+            tip = self._catch_up(txn)
+            # Signing reads the fold without changing it, so this object keeps it whatever follows.
+            self._tip = tip
+            if tip.frontier.size == 0:
+                raise LedgerError("the log is empty: there is nothing to checkpoint yet")
+            last = txn.latest_checkpoint()
+            if last is not None and last.size == tip.frontier.size:
+                if notes.parse(last.note).root != tip.frontier.root():
+                    raise LedgerError(
+                        f"refusing to sign: the log does not extend its last checkpoint (size {last.size}); {VERIFY_HINT}"
+                    )
+                return last.note
+            return self._sign_checkpoint(txn, tip, last, self._clock())
+
+    def sign_due(self) -> str | None:
+        """Signs the checkpoint the policy calls for by now, if one is due and this ledger
+        holds the log's key: what a server runs on a timer to keep its promises."""
+        with self._store.transaction() as txn:
+            tip = self._catch_up(txn)
+            self._tip = tip
+            last, now = txn.latest_checkpoint(), self._clock()
+            if not self._signs(tip.state) or not self._policy.due(last, tip.frontier.size, now):
+                return None
+            return self._sign_checkpoint(txn, tip, last, now)
+
+    def latest_checkpoint(self) -> str | None:
+        """The last checkpoint the log signed, with any cosignatures, without signing."""
+        last = self._store.latest_checkpoint()
+        return last.note if last else None
+
+    def checkpoints(self) -> list[str]:
+        return [c.note for c in self._store.checkpoints()]
+
+    def add_cosignatures(self, note: str) -> str:
+        """Keeps the signature lines of `note` (witnesses' cosignatures) on the log's own
+        checkpoint of the same size; returns it as now stored."""
+        size = notes.parse(note).size
+        with self._store.transaction() as txn:
+            stored = txn.checkpoint(size)
+            if stored is None:
+                raise LedgerError(f"this log signed no checkpoint of size {size}")
+            if notes.signed_text(stored.note) != notes.signed_text(note):
+                raise LedgerError(f"the note's checkpoint of size {size} is not the one this log signed (their roots differ)")
+            merged = notes.with_signatures(stored.note, note)
+            txn.replace_checkpoint(size, merged)
+        return merged
+
+    # Proofs
 
     def root(self, size: int | None = None) -> bytes:
-        return merkle.root(self._leaves(self._size_arg(size)))
+        size = self._size_arg(size)
+        return tiles.Tree(self._store.tile, size).root()
 
     def inclusion_proof(self, pulse: int, size: int | None = None) -> InclusionProof:
         size = self._size_arg(size)
         if not 1 <= pulse <= size:
             raise LedgerError(f"Pulse {pulse} is not in a tree of {size} entries")
-        leaves = self._leaves(size)
-        return InclusionProof(pulse, size, leaves[pulse - 1], merkle.root(leaves), merkle.inclusion_proof(leaves, pulse - 1))
+        tree = tiles.Tree(self._store.tile, size)
+        path = merkle.inclusion_path(pulse - 1, size, tree.subtree)
+        return InclusionProof(pulse, size, tree.node(0, pulse - 1), tree.root(), path)
 
     def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
         new_size = self._size_arg(new_size)
         if not 1 <= old_size <= new_size:
             raise LedgerError(f"a consistency proof runs from a size of 1 or more up to {new_size}, not from {old_size}")
-        leaves = self._leaves(new_size)
-        path = merkle.consistency_proof(leaves, old_size) if old_size < new_size else []
-        return ConsistencyProof(old_size, new_size, merkle.root(leaves[:old_size]), merkle.root(leaves), path)
-
-    def checkpoints(self) -> list[str]:
-        return self._store.checkpoints()
-
-    def checkpoint(self) -> str:
-        """A checkpoint of the log as it stands, signed by the log's key (or the one
-        already signed at this size). Refuses to sign one that does not extend the last."""
-        with self._store.transaction() as txn:
-            tip = self._catch_up(txn)
-            # Signing reads the fold without changing it, so this object keeps it whatever follows.
-            self._tip = tip
-            state, size, root = tip.state, tip.frontier.size, tip.frontier.root()
-            if size == 0:
-                raise LedgerError("the log is empty: there is nothing to checkpoint yet")
-            last = txn.latest_checkpoint()
-            if last is not None:
-                previous = notes.parse(last)
-                if previous.size == size and previous.root == root:
-                    return last
-                self._extends(previous, txn.leaves(), root)
-            if self._key is None or state.origin is None or self._key.id != state.authority:
-                raise LedgerError(f"only the log's key ({state.authority}) signs its checkpoints, and this home holds another")
-            note = notes.sign(notes.Checkpoint(state.origin, size, root), self._key, state.origin)
-            txn.save_checkpoint(size, note)
-        return note
-
-    def verify(
-        self, jobs: int = 1, checkpoint: str | None = None, progress: Callable[[int], None] | None = None
-    ) -> VerifyReport:
-        """Rechecks every entry, rule, the tree and the checkpoints; see ledger.audit."""
-        return audit(self._store, self._rules, jobs=jobs, checkpoint=checkpoint, progress=progress)
-
-    @staticmethod
-    def _extends(previous: notes.Checkpoint, leaves: list[bytes], root: bytes) -> None:
-        size = len(leaves)
-        if previous.size > size:
-            raise LedgerError(f"the log's last checkpoint covers {previous.size} entries but it holds {size}; {VERIFY_HINT}")
-        try:
-            path = merkle.consistency_proof(leaves, previous.size) if previous.size < size else []
-            merkle.verify_consistency(previous.size, size, path, previous.root, root)
-        except LedgerError:
-            raise LedgerError(
-                f"refusing to sign: the log does not extend its last checkpoint (size {previous.size}); {VERIFY_HINT}"
-            ) from None
+        tree = tiles.Tree(self._store.tile, new_size)
+        path = merkle.consistency_path(old_size, new_size, tree.subtree) if old_size < new_size else []
+        return ConsistencyProof(old_size, new_size, tree.subtree(0, old_size), tree.root(), path)
 
     def _size_arg(self, size: int | None) -> int:
         current = self.size
@@ -377,25 +522,47 @@ class Ledger:
             raise LedgerError(f"size {size} is outside the log, which holds {current} entries")
         return size
 
-    def _leaves(self, size: int) -> list[bytes]:
-        leaves = self._store.leaves(size)
-        if len(leaves) != size:
-            raise LedgerError(f"the ledger is missing entries below Pulse {size}; {VERIFY_HINT}")
-        return leaves
+    # Auditing
+
+    def verify(
+        self,
+        jobs: int = 1,
+        checkpoint: str | None = None,
+        progress: Callable[[int], None] | None = None,
+        witnesses: Witnessing | None = None,
+    ) -> VerifyReport:
+        """Rechecks every entry, rule, the tree and the checkpoints; see ledger.audit."""
+        return audit(self._store, self._rules, jobs=jobs, checkpoint=checkpoint, progress=progress, witnesses=witnesses)
 
 
-@dataclass
-class _Tip:
-    """What the ledger knows of the log's end: the folded state, the tree's right edge,
-    and the running digest of the last row."""
+class _Refused(RuleViolation):
+    """A rule refused `entry`; `spends` when it is one of the caller's and a kind's rule,
+    not the ledger's own, refused it (see ledger.fold)."""
 
-    state: State
-    frontier: merkle.Frontier
-    chain: bytes
+    def __init__(self, message: str, entry: Entry, spends: bool) -> None:
+        super().__init__(message)
+        self.entry = entry
+        self.spends = spends
 
 
-def _entry(row: Row) -> Entry:
-    try:
-        return Entry.parse(row.raw, row.pulse, verify=False)
-    except LedgerError as exc:
-        raise LedgerError(f"Pulse {row.pulse} is corrupt ({exc}); {VERIFY_HINT}") from None
+def new_origin(key: Wallet) -> str:
+    """A name for a new log started by `key`, unique even when one key starts several
+    logs, so that an entry signed for one is refused by every other."""
+    return f"agentd.ledger/{key.id}/{secrets.token_hex(8)}"
+
+
+def _appended(i: int, given: int, entry: Entry, reason: str) -> str:
+    """How an append words a refusal: which of the caller's entries, when there are several."""
+    return f"entry {i} of {given} ({entry.kind}): {reason}" if given > 1 else reason
+
+
+def _imported(i: int, given: int, entry: Entry, reason: str) -> str:
+    return f"Pulse {entry.pulse} refused: {reason}"
+
+
+def _trusted_checkpoint(note: str, entries: list[Entry]) -> notes.Checkpoint:
+    """The checkpoint `note`, which the copy's own key (its genesis entry's) must have signed."""
+    if not entries:
+        raise LedgerError("the copy is empty, so it extends no checkpoint")
+    genesis = entries[0]
+    return notes.verify(note, genesis.public_key, genesis.log)

@@ -1,19 +1,25 @@
 """RFC 9162 Merkle trees over leaf hashes: roots, inclusion and consistency proofs.
 
-Pure functions: callers pass the leaf hashes (SHA-256(0x00 ‖ entry)) they keep, so no
-entry is rehashed to build a proof. Verification follows RFC 9162 §2.1.3.2 and §2.1.4.2
+Pure functions: callers pass the leaf hashes (SHA-256(0x00 ‖ entry)) they keep, or a
+function giving the hash of any subtree (the stored tree answers it in a few reads; see
+ledger.tiles), so no entry is rehashed to build a proof. Verification follows RFC 9162 §2.1.3.2 and §2.1.4.2
 and raises ProofError with the reason a proof fails.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ledger.errors import LedgerError
 
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+# The hash of the subtree over leaves lo..hi-1 (hi - lo >= 1).
+Subtree = Callable[[int, int], bytes]
+# Where a Frontier reports the nodes it completes: (level, index, hash), level >= 1.
+Completed = list[tuple[int, int, bytes]]
 
 
 class ProofError(LedgerError):
@@ -47,20 +53,33 @@ class Frontier:
     current without rereading every leaf.
     """
 
-    __slots__ = ("size", "nodes")
+    __slots__ = ("size", "nodes", "completed", "stride")
 
     def __init__(self, size: int = 0, nodes: list[bytes] | None = None) -> None:
         self.size = size
         self.nodes = nodes or []
+        # When set (see keep), the nodes completed at levels that are multiples of stride.
+        self.completed: Completed | None = None
+        self.stride = 0
+
+    def keep(self, stride: int) -> Completed:
+        """From now on, records each node completed at a level that is a multiple of
+        `stride` in the list returned (the stored tree's upper levels; see ledger.tiles)."""
+        self.completed, self.stride = [], stride
+        return self.completed
 
     def append(self, leaf: bytes) -> None:
         nodes = self.nodes
         nodes.append(leaf)
-        size = self.size
+        index = size = self.size
+        level = 0
         while size & 1:
             right = nodes.pop()
             nodes[-1] = node_hash(nodes[-1], right)
             size >>= 1
+            level += 1
+            if self.completed is not None and level % self.stride == 0:
+                self.completed.append((level, index >> level, nodes[-1]))
         self.size += 1
 
     def root(self) -> bytes:
@@ -74,41 +93,54 @@ class Frontier:
 
 def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
     """The audit path of leaf `index` (0-based) in the tree of all `leaves`."""
-    if not 0 <= index < len(leaves):
-        raise ProofError(f"leaf index {index} is outside a tree of size {len(leaves)}")
+    return inclusion_path(index, len(leaves), _over(leaves))
+
+
+def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
+    """Proves the tree of the first `old_size` leaves is a prefix of the tree of all."""
+    return consistency_path(old_size, len(leaves), _over(leaves))
+
+
+def inclusion_path(index: int, size: int, subtree: Subtree) -> list[bytes]:
+    """The audit path of leaf `index` (0-based) in the tree of `size` leaves."""
+    if not 0 <= index < size:
+        raise ProofError(f"leaf index {index} is outside a tree of size {size}")
     path: list[bytes] = []
-    lo, hi = 0, len(leaves)
+    lo, hi = 0, size
     while hi - lo > 1:
-        k = _split(hi - lo)
+        k = split(hi - lo)
         if index < lo + k:
-            path.append(root(leaves[lo + k : hi]))
+            path.append(subtree(lo + k, hi))
             hi = lo + k
         else:
-            path.append(root(leaves[lo : lo + k]))
+            path.append(subtree(lo, lo + k))
             lo += k
     path.reverse()
     return path
 
 
-def consistency_proof(leaves: Sequence[bytes], old_size: int) -> list[bytes]:
-    """Proves the tree of the first `old_size` leaves is a prefix of the tree of all."""
-    size = len(leaves)
+def consistency_path(old_size: int, size: int, subtree: Subtree) -> list[bytes]:
+    """Proves the tree of the first `old_size` leaves is a prefix of the tree of `size`."""
     if not 0 < old_size <= size:
         raise ProofError(f"no consistency proof from size {old_size} to size {size}")
     path: list[bytes] = []
     lo, hi, m, complete = 0, size, old_size, True
     while m != hi - lo:
-        k = _split(hi - lo)
+        k = split(hi - lo)
         if m <= k:
-            path.append(root(leaves[lo + k : hi]))
+            path.append(subtree(lo + k, hi))
             hi = lo + k
         else:
-            path.append(root(leaves[lo : lo + k]))
+            path.append(subtree(lo, lo + k))
             lo, m, complete = lo + k, m - k, False
     if not complete:
-        path.append(root(leaves[lo:hi]))
+        path.append(subtree(lo, hi))
     path.reverse()
     return path
+
+
+def _over(leaves: Sequence[bytes]) -> Subtree:
+    return lambda lo, hi: root(leaves[lo:hi])
 
 
 def verify_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes], head: bytes) -> None:
@@ -177,6 +209,6 @@ def verify_consistency(
         raise ProofError("the proof does not lead to the new root")
 
 
-def _split(n: int) -> int:
+def split(n: int) -> int:
     """The largest power of two smaller than n (n > 1)."""
     return 1 << ((n - 1).bit_length() - 1)

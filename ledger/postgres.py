@@ -14,13 +14,11 @@ from contextlib import contextmanager
 import psycopg
 
 from ledger.errors import DamagedStore, LedgerError
-from ledger.merkle import EMPTY_ROOT
 from ledger.sql import INSERT_COLUMNS, SqlRecorder, claim_key
 from ledger.store import Row
 
-PREFIXES = ("postgresql://", "postgres://")
-
 SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS ledger_format (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
     """CREATE TABLE IF NOT EXISTS ledger_entries (
         pulse BIGINT PRIMARY KEY,
         raw BYTEA NOT NULL,
@@ -31,11 +29,12 @@ SCHEMA = [
         claim BIGINT NOT NULL UNIQUE)""",
     "CREATE INDEX IF NOT EXISTS ledger_entries_kind ON ledger_entries (kind, pulse)",
     "CREATE INDEX IF NOT EXISTS ledger_entries_author ON ledger_entries (author, pulse)",
-    # Covers the start-up check's read of every leaf hash, which then skips the entries' bytes.
-    "CREATE INDEX IF NOT EXISTS ledger_entries_leaf ON ledger_entries (pulse) INCLUDE (leaf)",
     """CREATE TABLE IF NOT EXISTS ledger_head (
         id INTEGER PRIMARY KEY CHECK (id = 1), size BIGINT NOT NULL, root BYTEA NOT NULL)""",
-    "CREATE TABLE IF NOT EXISTS ledger_checkpoints (size BIGINT PRIMARY KEY, note TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS ledger_tiles (
+        level INTEGER NOT NULL, idx BIGINT NOT NULL, hashes BYTEA NOT NULL, PRIMARY KEY (level, idx))""",
+    """CREATE TABLE IF NOT EXISTS ledger_checkpoints (
+        size BIGINT PRIMARY KEY, note TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS ledger_snapshot (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         size BIGINT NOT NULL,
@@ -59,12 +58,11 @@ class PostgresRecorder(SqlRecorder):
         except psycopg.Error as exc:
             raise LedgerError(f"cannot connect to the ledger database: {_first_line(exc)}") from None
         super().__init__(_redacted(url), conn)
-        with self._locked():
-            # CREATE … IF NOT EXISTS races between sessions; one lock key serializes them.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentd ledger schema'))")
-            for statement in SCHEMA:
-                conn.execute(statement)
-            conn.execute("INSERT INTO ledger_head (id, size, root) VALUES (1, 0, %s) ON CONFLICT DO NOTHING", [EMPTY_ROOT])
+        try:
+            self._prepare(SCHEMA)
+        except LedgerError:
+            conn.close()
+            raise
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -80,6 +78,17 @@ class PostgresRecorder(SqlRecorder):
         if (getattr(exc, "sqlstate", None) or "").startswith("XX"):
             return DamagedStore(f"the ledger database at {self.url} is damaged ({reason}): restore it from a backup")
         return LedgerError(f"the ledger database at {self.url} failed: {reason}; check the server, then try again")
+
+    def _serialize_schema(self) -> None:
+        # CREATE … IF NOT EXISTS races between sessions; one lock key serializes them.
+        self._execute("SELECT pg_advisory_xact_lock(hashtext('agentd ledger schema'))")
+
+    def _tables(self) -> set[str]:
+        sql = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        return {r[0] for r in self._fetch(sql)}
+
+    def _cursor(self) -> psycopg.Cursor:
+        return self._conn.cursor()
 
     def _lock_clause(self) -> str:
         return " FOR UPDATE"

@@ -3,24 +3,26 @@
 A RuleSet maps each kind the log accepts to a rule: `rule(state, entry)` raises
 RuleViolation to refuse the entry, else records what it changes in `state`. The same
 rules run when an entry is appended and when an auditor replays the log. Packages
-register their own kinds; the ledger itself knows only the genesis entry that names the
-log's key, and offers the funds rules to whoever composes a rule set.
+register their own kinds; the ledger itself knows the genesis entry that names the log's
+key and the refusal entry (see ledger.fold), and offers the funds rules to whoever
+composes a rule set.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.entry import WALLET_ID, Entry
+from ledger.entry import ORIGIN, WALLET_ID, Entry
 from ledger.errors import LedgerError, RuleViolation
 
 GENESIS = "ledger.genesis/v1"
+# The log's key records that an entry signed elsewhere was refused (see ledger.fold).
+REFUSAL = "ledger.refusal/v1"
 MINT = "funds.mint/v1"
 TRANSFER = "funds.transfer/v1"
 MAX_CENTS = 2**53 - 1
@@ -42,6 +44,8 @@ class State:
     authority: str | None = None
     balances: dict[str, int] = field(default_factory=dict)
     namespaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Each author's last sequence number on the log (see ledger.fold).
+    sequences: dict[str, int] = field(default_factory=dict)
 
     def ns(self, name: str) -> dict[str, Any]:
         """The namespace a package's rules keep their own data in."""
@@ -92,7 +96,8 @@ class RuleSet:
         `state` before it refused, so callers that keep going work on a copy."""
         rule = self._rules.get(entry.kind)
         if rule is None:
-            raise RuleViolation(f"unknown kind {entry.kind}: this log accepts {', '.join(sorted(self._rules))}")
+            accepted = ", ".join(sorted({*self._rules, REFUSAL}))
+            raise RuleViolation(f"unknown kind {entry.kind}: this log accepts {accepted}")
         if state.size == 0 and entry.kind != GENESIS:
             raise RuleViolation(f"a log starts with its {GENESIS} entry")
         rule(state, entry)
@@ -125,8 +130,10 @@ def _genesis(state: State, entry: Entry) -> None:
     if state.size:
         raise RuleViolation(f"only the first entry of a log may be {GENESIS}")
     origin = entry.body.get("origin")
-    if entry.body.keys() != {"origin"} or not isinstance(origin, str) or not re.fullmatch(r"[!-~]{1,200}", origin):
-        raise RuleViolation(f'{GENESIS} body is {{"origin": "<log name, printable ASCII>"}}')
+    if entry.body.keys() != {"origin"} or not isinstance(origin, str) or not ORIGIN.fullmatch(origin):
+        raise RuleViolation(f'{GENESIS} body is {{"origin": "<log name, printable ASCII, no space or +>"}}')
+    if entry.log != origin:
+        raise RuleViolation(f"the {GENESIS} entry must name the log it starts ({origin}), not {entry.log}")
     state.origin, state.authority = origin, entry.author
 
 

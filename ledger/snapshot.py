@@ -28,7 +28,7 @@ from ledger.errors import LedgerError
 from ledger.rules import State
 from ledger.store import Snapshot
 
-FORMAT = b"agentd.ledger.snapshot/v1"
+FORMAT = b"agentd.ledger.snapshot/v2"
 _FIELDS = {f.name for f in dataclasses.fields(State)}
 
 
@@ -77,7 +77,7 @@ def disagreement(snapshot: Snapshot, state: State, frontier: merkle.Frontier, ch
     folded = _document(state)
     if not isinstance(stored, dict) or stored.keys() != folded.keys():
         return "its state does not hold the fields of a fold"
-    for name in ("size", "origin", "authority", "balances"):
+    for name in ("size", "origin", "authority", "balances", "sequences"):
         if _sorted(stored[name]) != _sorted(folded[name]):
             return f"its {name} field differs from the replay's"
     spaces = stored["namespaces"] if isinstance(stored["namespaces"], dict) else {}
@@ -94,6 +94,7 @@ def _document(state: State) -> dict[str, Any]:
         "authority": state.authority,
         "balances": state.balances,
         "namespaces": state.namespaces,
+        "sequences": state.sequences,
     }
 
 
@@ -103,9 +104,10 @@ def _shaped(doc: Any, size: int) -> bool:
         return False
     if not all(doc[name] is None or isinstance(doc[name], str) for name in ("origin", "authority")):
         return False
-    balances, spaces = doc["balances"], doc["namespaces"]
-    if not isinstance(balances, dict) or not all(type(cents) is int for cents in balances.values()):
-        return False
+    balances, spaces, sequences = doc["balances"], doc["namespaces"], doc["sequences"]
+    for counts in (balances, sequences):
+        if not isinstance(counts, dict) or not all(type(n) is int for n in counts.values()):
+            return False
     return isinstance(spaces, dict) and all(isinstance(space, dict) for space in spaces.values())
 
 

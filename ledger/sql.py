@@ -1,8 +1,8 @@
 """The recorder over a SQL database, shared by the SQLite and PostgreSQL stores.
 
-Subclasses say how to connect, how to take the write lock on the head row, and how to
-insert many rows fast; the queries are the same. SQL is written with `?` parameters
-and rewritten to the driver's style.
+Subclasses say how to connect, how to take the write lock on the head row, how to list
+tables and how to insert many rows fast; the queries are the same. SQL is written with
+`?` parameters and rewritten to the driver's style.
 """
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.store import PAGE, Head, Row, Snapshot
+from ledger.merkle import EMPTY_ROOT
+from ledger.store import FORMAT, PAGE, TILE_PAGE, Head, Row, Snapshot, StoredCheckpoint
+from ledger.tiles import Tile
 
 COLUMNS = "pulse, raw, leaf, chain, kind, author"
 INSERT_COLUMNS = f"{COLUMNS}, claim"
 SNAPSHOT_COLUMNS = "size, root, chain, frontier, rules, state, digest"
+# The tables of the first layout, which had no ledger_format row.
+V1_TABLES = ("ledger_entries", "ledger_head", "ledger_checkpoints", "ledger_snapshot")
 _CHUNK = 500
 
 
@@ -31,8 +35,9 @@ def claim_key(leaf: bytes) -> int:
 
 
 class SqlRecorder(ABC):
-    """A ledger store in four tables: ledger_entries, ledger_head, ledger_checkpoints and
-    ledger_snapshot (one row at most)."""
+    """A ledger store in six tables: ledger_format (one row: the layout's version),
+    ledger_entries, ledger_head, ledger_tiles, ledger_checkpoints and ledger_snapshot
+    (one row at most)."""
 
     param = "?"
     integrity_error: type[Exception] = Exception
@@ -42,6 +47,32 @@ class SqlRecorder(ABC):
     def __init__(self, url: str, conn: Any) -> None:
         self.url = url
         self._conn = conn
+
+    def _prepare(self, schema: Sequence[str]) -> None:
+        """Creates the tables of a new store. A store of the first layout is refused
+        when it holds entries (they cannot be carried over: see ledger.entry), and made
+        anew when it holds none."""
+        with self._locked():
+            self._serialize_schema()
+            tables = self._tables()
+            if "ledger_entries" in tables and "ledger_format" not in tables:
+                held = self._fetch("SELECT max(pulse) FROM ledger_entries")[0][0] or 0
+                if held:
+                    raise LedgerError(
+                        f"the ledger at {self.url} holds {held} entries in format v1, from before entries named "
+                        "their log and carried sequence numbers (a v1 entry's signature can be replayed): this "
+                        "version can neither extend nor verify it; keep it for the record, move it aside (or name "
+                        "another ledger URL) and start a new log"
+                    )
+                for table in V1_TABLES:
+                    self._execute(f"DROP TABLE IF EXISTS {table}")
+            for statement in schema:
+                self._execute(statement)
+            self._execute(f"INSERT INTO ledger_format (id, version) VALUES (1, {FORMAT}) ON CONFLICT DO NOTHING")
+            version = self._fetch("SELECT version FROM ledger_format WHERE id = 1")[0][0]
+            if version != FORMAT:
+                raise LedgerError(f"the ledger at {self.url} is in format v{version}, which this version cannot read")
+            self._execute("INSERT INTO ledger_head (id, size, root) VALUES (1, 0, ?) ON CONFLICT DO NOTHING", [EMPTY_ROOT])
 
     def head(self) -> Head:
         return _head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1"))
@@ -61,10 +92,16 @@ class SqlRecorder(ABC):
         found = self._fetch(f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse = ?", [pulse])
         return _row(found[0]) if found else None
 
-    def leaves(self, stop: int | None = None) -> list[bytes]:
-        if stop is None:
-            return [bytes(r[0]) for r in self._fetch("SELECT leaf FROM ledger_entries ORDER BY pulse")]
-        return [bytes(r[0]) for r in self._fetch("SELECT leaf FROM ledger_entries WHERE pulse <= ? ORDER BY pulse", [stop])]
+    def last_pulse(self) -> int:
+        return self._fetch("SELECT max(pulse) FROM ledger_entries")[0][0] or 0
+
+    def tile(self, level: int, index: int) -> bytes | None:
+        found = self._fetch("SELECT hashes FROM ledger_tiles WHERE level = ? AND idx = ?", [level, index])
+        return bytes(found[0][0]) if found else None
+
+    def tiles(self, level: int, start: int, limit: int = TILE_PAGE) -> list[Tile]:
+        sql = "SELECT level, idx, hashes FROM ledger_tiles WHERE level = ? AND idx >= ? ORDER BY idx LIMIT ?"
+        return [Tile(lv, i, bytes(h)) for lv, i, h in self._fetch(sql, [level, start, limit])]
 
     def find(self, low: bytes, high: bytes, limit: int) -> list[int]:
         sql = (
@@ -73,8 +110,12 @@ class SqlRecorder(ABC):
         )
         return [r[0] for r in self._fetch(sql, [claim_key(low), claim_key(high), low, high, limit])]
 
-    def checkpoints(self) -> list[str]:
-        return [r[0] for r in self._fetch("SELECT note FROM ledger_checkpoints ORDER BY size")]
+    def checkpoints(self) -> list[StoredCheckpoint]:
+        return [_checkpoint(r) for r in self._fetch("SELECT size, note, at FROM ledger_checkpoints ORDER BY size")]
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        found = self._fetch("SELECT size, note, at FROM ledger_checkpoints ORDER BY size DESC LIMIT 1")
+        return _checkpoint(found[0]) if found else None
 
     def snapshot(self) -> Snapshot | None:
         found = self._fetch(f"SELECT {SNAPSHOT_COLUMNS} FROM ledger_snapshot WHERE id = 1")
@@ -105,6 +146,13 @@ class SqlRecorder(ABC):
     def _failure(self, exc: Exception) -> LedgerError:
         """The driver's error as one line naming the store and what to do about it."""
 
+    @abstractmethod
+    def _tables(self) -> set[str]:
+        """The names of the tables the store's schema holds."""
+
+    def _serialize_schema(self) -> None:
+        """Keeps two sessions from creating the tables at once (the write lock does, on SQLite)."""
+
     def _lock_clause(self) -> str:
         return ""
 
@@ -124,6 +172,16 @@ class SqlRecorder(ABC):
         except self.driver_error as exc:
             raise self._failure(exc) from None
 
+    def _execute_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._cursor().executemany(self._sql(sql), params)
+        except self.driver_error as exc:
+            raise self._failure(exc) from None
+
+    def _cursor(self) -> Any:
+        """What runs executemany: the connection itself (sqlite3) or a cursor of it (psycopg)."""
+        return self._conn
+
     def _sql(self, sql: str) -> str:
         return sql if self.param == "?" else sql.replace("?", self.param)
 
@@ -139,10 +197,13 @@ class SqlTransaction:
         sql = f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse >= ? AND pulse <= ? ORDER BY pulse"
         return [_row(r) for r in self._r._fetch(sql, [start, self.head.size])]
 
-    def leaves(self) -> list[bytes]:
-        return self._r.leaves(self.head.size)
+    def last_pulse(self) -> int:
+        return self._r.last_pulse()
 
-    def add(self, rows: Sequence[Row], head: Head) -> None:
+    def tile(self, level: int, index: int) -> bytes | None:
+        return self._r.tile(level, index)
+
+    def add(self, rows: Sequence[Row], head: Head, tiles: Sequence[Tile]) -> None:
         try:
             self._r._insert(rows)
         except self._r.integrity_error as exc:
@@ -152,6 +213,11 @@ class SqlTransaction:
                 f"the store refused the new rows ({str(exc).splitlines()[0]}): it holds rows beyond its head; "
                 "run `agentd ledger verify`"
             ) from None
+        self._r._execute_many(
+            "INSERT INTO ledger_tiles (level, idx, hashes) VALUES (?, ?, ?) "
+            "ON CONFLICT (level, idx) DO UPDATE SET hashes = excluded.hashes",
+            tiles,
+        )
         self._r._execute("UPDATE ledger_head SET size = ?, root = ? WHERE id = 1", [head.size, head.root])
         self.head = head
 
@@ -168,17 +234,20 @@ class SqlTransaction:
                         f"entry {wanted[key].hex()[:16]} shares its first 64 bits of hash with Pulse {pulse}; "
                         "sign it again (a new second gives new bytes)"
                     )
-                raise LedgerError(
-                    f"entry {bytes(leaf).hex()[:16]} is already on the log at Pulse {pulse}: an entry is recorded "
-                    "once (signing the same kind and body in the same second gives the same bytes)"
-                )
+                raise LedgerError(f"entry {bytes(leaf).hex()[:16]} is already on the log at Pulse {pulse}: an entry is recorded once")
 
-    def latest_checkpoint(self) -> str | None:
-        found = self._r._fetch("SELECT note FROM ledger_checkpoints ORDER BY size DESC LIMIT 1")
-        return found[0][0] if found else None
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        return self._r.latest_checkpoint()
 
-    def save_checkpoint(self, size: int, note: str) -> None:
-        self._r._execute("INSERT INTO ledger_checkpoints (size, note) VALUES (?, ?)", [size, note])
+    def checkpoint(self, size: int) -> StoredCheckpoint | None:
+        found = self._r._fetch("SELECT size, note, at FROM ledger_checkpoints WHERE size = ?", [size])
+        return _checkpoint(found[0]) if found else None
+
+    def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        self._r._execute("INSERT INTO ledger_checkpoints (size, note, at) VALUES (?, ?, ?)", list(checkpoint))
+
+    def replace_checkpoint(self, size: int, note: str) -> None:
+        self._r._execute("UPDATE ledger_checkpoints SET note = ? WHERE size = ?", [note, size])
 
     def snapshot(self) -> Snapshot | None:
         return self._r.snapshot()
@@ -197,6 +266,11 @@ class SqlTransaction:
 def _head(found: list[Any]) -> Head:
     size, root = found[0]
     return Head(size, bytes(root))
+
+
+def _checkpoint(found: Any) -> StoredCheckpoint:
+    size, note, at = found
+    return StoredCheckpoint(size, note, float(at))
 
 
 _row = Row._make

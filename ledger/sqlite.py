@@ -14,40 +14,39 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ledger.errors import DamagedStore, LedgerError
-from ledger.merkle import EMPTY_ROOT
 from ledger.sql import SqlRecorder
+from ledger.stores import SQLITE_PREFIX
 
-PREFIX = "sqlite:///"
 BUSY_TIMEOUT_S = 120
 WAL_RETRY_S = 0.01
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS ledger_entries (
-    pulse INTEGER PRIMARY KEY,
-    raw BLOB NOT NULL,
-    leaf BLOB NOT NULL,
-    chain BLOB NOT NULL,
-    kind TEXT NOT NULL,
-    author TEXT NOT NULL,
-    claim INTEGER NOT NULL UNIQUE
-);
-CREATE INDEX IF NOT EXISTS ledger_entries_kind ON ledger_entries (kind, pulse);
-CREATE INDEX IF NOT EXISTS ledger_entries_author ON ledger_entries (author, pulse);
--- Covers the start-up check's read of every leaf hash, which then skips the entries' bytes.
-CREATE INDEX IF NOT EXISTS ledger_entries_leaf ON ledger_entries (pulse, leaf);
-CREATE TABLE IF NOT EXISTS ledger_head (id INTEGER PRIMARY KEY CHECK (id = 1), size INTEGER NOT NULL, root BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger_checkpoints (size INTEGER PRIMARY KEY, note TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger_snapshot (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    size INTEGER NOT NULL,
-    root BLOB NOT NULL,
-    chain BLOB NOT NULL,
-    frontier BLOB NOT NULL,
-    rules BLOB NOT NULL,
-    state BLOB NOT NULL,
-    digest BLOB NOT NULL
-);
-"""
+SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS ledger_format (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS ledger_entries (
+        pulse INTEGER PRIMARY KEY,
+        raw BLOB NOT NULL,
+        leaf BLOB NOT NULL,
+        chain BLOB NOT NULL,
+        kind TEXT NOT NULL,
+        author TEXT NOT NULL,
+        claim INTEGER NOT NULL UNIQUE)""",
+    "CREATE INDEX IF NOT EXISTS ledger_entries_kind ON ledger_entries (kind, pulse)",
+    "CREATE INDEX IF NOT EXISTS ledger_entries_author ON ledger_entries (author, pulse)",
+    """CREATE TABLE IF NOT EXISTS ledger_head (
+        id INTEGER PRIMARY KEY CHECK (id = 1), size INTEGER NOT NULL, root BLOB NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS ledger_tiles (
+        level INTEGER NOT NULL, idx INTEGER NOT NULL, hashes BLOB NOT NULL, PRIMARY KEY (level, idx))""",
+    "CREATE TABLE IF NOT EXISTS ledger_checkpoints (size INTEGER PRIMARY KEY, note TEXT NOT NULL, at REAL NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS ledger_snapshot (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        size INTEGER NOT NULL,
+        root BLOB NOT NULL,
+        chain BLOB NOT NULL,
+        frontier BLOB NOT NULL,
+        rules BLOB NOT NULL,
+        state BLOB NOT NULL,
+        digest BLOB NOT NULL)""",
+]
 
 
 class SqliteRecorder(SqlRecorder):
@@ -55,15 +54,11 @@ class SqliteRecorder(SqlRecorder):
     driver_error = sqlite3.Error
 
     def __init__(self, url: str) -> None:
-        self.path = Path(url.removeprefix(PREFIX))
+        self.path = Path(url.removeprefix(SQLITE_PREFIX))
         conn = self._connect()
         super().__init__(url, conn)
         try:
-            with self._locked():
-                # Statement by statement: executescript would commit and drop the lock.
-                for statement in filter(str.strip, SCHEMA.split(";")):
-                    conn.execute(statement)
-                conn.execute("INSERT OR IGNORE INTO ledger_head (id, size, root) VALUES (1, 0, ?)", [EMPTY_ROOT])
+            self._prepare(SCHEMA)
         except LedgerError:
             conn.close()
             raise
@@ -100,6 +95,9 @@ class SqliteRecorder(SqlRecorder):
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise self._failure(exc) from None
+
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self._fetch("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
     def _failure(self, exc: Exception) -> LedgerError:
         # The primary result code: the low byte of the extended one sqlite3 reports.

@@ -3,9 +3,11 @@
 A store keeps, per Pulse, the entry's exact bytes, its leaf hash (so proofs never
 rehash entries), a running digest of every leaf up to it (so an audit can say where a
 reordering starts), and its kind and author (to filter without parsing). A head row
-records the size and Merkle root the last append left; appends hold a lock on it. A
-snapshot row keeps the fold of the log at some size (see ledger.snapshot), written by
-an append in its own transaction, so a new process need not replay the whole log.
+records the size and Merkle root the last append left; appends hold a lock on it. The
+tree itself is kept as tiles (see ledger.tiles), so roots and proofs cost a few reads.
+Checkpoints are kept with the time they were signed. A snapshot row keeps the fold of
+the log at some size (see ledger.snapshot), written by an append in its own
+transaction, so a new process need not replay the whole log.
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from ledger.tiles import Tile
+
 PAGE = 1000
+TILE_PAGE = 64  # tiles of 8 kB
 CHAIN_START = bytes(32)
+# The store layout this version writes: 2 since entries name their log and carry
+# sequence numbers (see ledger.entry).
+FORMAT = 2
 
 
 def chain(previous: bytes, leaf: bytes) -> bytes:
@@ -38,6 +46,12 @@ class Row(NamedTuple):
 class Head:
     size: int
     root: bytes
+
+
+class StoredCheckpoint(NamedTuple):
+    size: int
+    note: str  # the signed note, with any cosignatures witnesses added
+    at: float  # when the log signed it, in seconds since the epoch
 
 
 @dataclass(frozen=True)
@@ -61,16 +75,23 @@ class Transaction(Protocol):
     def rows(self, start: int) -> list[Row]:
         """Rows from Pulse `start` to the locked head (entries others appended)."""
 
-    def leaves(self) -> list[bytes]:
-        """All leaf hashes up to the locked head, in Pulse order."""
+    def last_pulse(self) -> int:
+        """The highest Pulse the store holds, whatever the head says (0 when none)."""
 
-    def add(self, rows: Sequence[Row], head: Head) -> None:
-        """Records rows after the locked head and moves the head; LedgerError naming the
-        Pulse if one of the entries is on the log already."""
+    def tile(self, level: int, index: int) -> bytes | None: ...
 
-    def latest_checkpoint(self) -> str | None: ...
+    def add(self, rows: Sequence[Row], head: Head, tiles: Sequence[Tile]) -> None:
+        """Records rows after the locked head, writes the tiles they change and moves the
+        head; LedgerError naming the Pulse if one of the entries is on the log already."""
 
-    def save_checkpoint(self, size: int, note: str) -> None: ...
+    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
+
+    def checkpoint(self, size: int) -> StoredCheckpoint | None: ...
+
+    def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None: ...
+
+    def replace_checkpoint(self, size: int, note: str) -> None:
+        """Stores the checkpoint of `size` again, with more signatures (cosignatures)."""
 
     def snapshot(self) -> Snapshot | None:
         """The stored snapshot, if there is one."""
@@ -97,14 +118,21 @@ class Recorder(Protocol):
 
     def row(self, pulse: int) -> Row | None: ...
 
-    def leaves(self, stop: int | None = None) -> list[bytes]:
-        """Leaf hashes of Pulses 1..stop (all by default), in Pulse order."""
+    def last_pulse(self) -> int:
+        """The highest Pulse the store holds, whatever the head says (0 when none)."""
+
+    def tile(self, level: int, index: int) -> bytes | None: ...
+
+    def tiles(self, level: int, start: int, limit: int = TILE_PAGE) -> list[Tile]:
+        """Up to `limit` stored tiles of `level` from index `start` on, in order."""
 
     def find(self, low: bytes, high: bytes, limit: int) -> list[int]:
         """Pulses whose leaf hash lies between `low` and `high` (a claim id prefix)."""
 
-    def checkpoints(self) -> list[str]:
+    def checkpoints(self) -> list[StoredCheckpoint]:
         """Every checkpoint the log signed, oldest first."""
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
 
     def snapshot(self) -> Snapshot | None:
         """The stored snapshot, if there is one."""
@@ -126,3 +154,14 @@ def pages(recorder: Recorder, start: int = 1, *, kind: str | None = None, author
         if len(page) < PAGE:
             return
         start = page[-1].pulse + 1
+
+
+def tile_pages(recorder: Recorder, level: int) -> Iterator[Tile]:
+    """Every stored tile of `level`, in order, read a page at a time."""
+    start = 0
+    while True:
+        page = recorder.tiles(level, start)
+        yield from page
+        if len(page) < TILE_PAGE:
+            return
+        start = page[-1].index + 1

@@ -178,15 +178,27 @@ def export(app: App, file: Path) -> None:
 
 @command.command("import", short_help="Rebuild an exported log in this empty ledger.")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A checkpoint of the log from a source you trust: the copy must extend it.",
+)
 @pass_app
-def import_(app: App, file: Path) -> None:
+def import_(app: App, file: Path, checkpoint_file: Path | None) -> None:
     """Rebuild an exported log in this home's empty ledger, checking every entry's
-    signature and rule as it goes; all of it is recorded, or none."""
+    signature and rule as it goes; all of it is recorded, or none.
+
+    Without --checkpoint only the copy's own consistency is checked: a copy cut short
+    passes. With it, a copy that does not extend the checkpoint (cut short, pruned,
+    reordered) is refused, naming the first bad Pulse where it can be known."""
+    note = _read_checkpoint(checkpoint_file) if checkpoint_file else None
     text = sys.stdin.read() if str(file) == "-" else _read_text(file)
     with open_ledger(app.home) as ledger:
-        entries = ledger.import_entries(read_copy(text.splitlines()))
-        root = ledger.root().hex() if entries else ""
-    click.echo(f"imported {len(entries)} entries; root {root}")
+        imported = ledger.import_entries(read_copy(text.splitlines()), checkpoint=note)
+        root = ledger.root().hex() if imported.entries else ""
+    click.echo(f"imported {len(imported.entries)} entries; root {root}")
+    click.echo(imported.scope + ("" if note else ": give --checkpoint CP to check it against a checkpoint you trust"))
 
 
 def _resolve(ledger: Ledger, ref: str) -> Entry:

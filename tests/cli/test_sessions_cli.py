@@ -280,4 +280,4 @@ def test_session_and_mark_rules_refuse_a_field_of_the_wrong_kind(kind: str, body
     from ledger import Entry, RuleViolation, State, Wallet
 
     with pytest.raises(RuleViolation, match=expected):
-        rule_set().apply(State(size=1), Entry.create(Wallet.generate(), kind, body))
+        rule_set().apply(State(size=1), Entry.create(Wallet.generate(), kind, body, log="test.example/log", seq=1))

@@ -30,7 +30,7 @@ def rules() -> RuleSet:
 
 
 def apply(state: State, kind: str, body: dict[str, Any]) -> Entry:
-    entry = Entry.create(WALLET, kind, body)
+    entry = Entry.create(WALLET, kind, body, log="test.example/log", seq=1)
     rules().apply(state, entry)
     return entry
 

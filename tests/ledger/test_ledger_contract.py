@@ -19,14 +19,31 @@ from pathlib import Path
 import pytest
 import rfc8785
 
-from ledger import GENESIS, MINT, TRANSFER, Entry, EntryError, Ledger, LedgerError, RuleViolation, State, Wallet, merkle
+from ledger import (
+    GENESIS,
+    MINT,
+    TRANSFER,
+    CheckpointPolicy,
+    Entry,
+    EntryError,
+    Ledger,
+    LedgerError,
+    Promise,
+    Receipt,
+    RuleViolation,
+    State,
+    Wallet,
+    merkle,
+    tiles,
+)
 from ledger import snapshot as snapshots
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import leaf_hash
 from ledger.export import export_line, read_copy
-from ledger.log import SNAPSHOT_BYTES_PER_ENTRY, open_store
+from ledger.log import SNAPSHOT_BYTES_PER_ENTRY
 from ledger.rules import MAX_CENTS
 from ledger.store import CHAIN_START, Snapshot, chain
+from ledger.stores import open_store
 from tests.ledger.ledgerkit import fetch, funds_rules, tamper, temporary_store
 
 APPENDER = Path(__file__).parent / "appender.py"
@@ -56,6 +73,12 @@ def _funded(ledger: Ledger, log_key: Wallet, cents: int = 10_000) -> Wallet:
     return alice
 
 
+def _signed_elsewhere(ledger: Ledger, wallet: Wallet, kind: str, body: dict, seq: int | None = None) -> Entry:
+    """An entry signed outside the ledger, as a remote signer makes one: for this log, with
+    the author's next sequence number unless told otherwise."""
+    return Entry.create(wallet, kind, body, log=ledger.origin, seq=seq or ledger.next_sequence(wallet.id))
+
+
 def test_appends_number_entries_from_one(ledger: Ledger, log_key: Wallet) -> None:
     assert ledger.size == 0
     alice = _funded(ledger, log_key)
@@ -63,8 +86,14 @@ def test_appends_number_entries_from_one(ledger: Ledger, log_key: Wallet) -> Non
     sent = ledger.append(alice, TRANSFER, {"to": bob.id, "cents": 250, "memo": "lunch"})
     assert ledger.size == 3
     genesis = ledger.get(1)
-    assert (genesis.kind, genesis.author, genesis.body) == (GENESIS, log_key.id, {"origin": f"agentd.ledger/{log_key.id}"})
+    assert (genesis.kind, genesis.author, genesis.body) == (GENESIS, log_key.id, {"origin": ledger.origin})
+    assert ledger.origin.startswith(f"agentd.ledger/{log_key.id}/")
     assert (sent.pulse, sent.kind, sent.author) == (3, TRANSFER, alice.id)
+    # Every entry names the log, and each author's entries count 1, 2, 3, …
+    assert [(e.log, e.author, e.seq) for e in ledger.entries()] == [
+        (ledger.origin, log_key.id, 1), (ledger.origin, log_key.id, 2), (ledger.origin, alice.id, 1)
+    ]  # fmt: skip
+    assert (ledger.next_sequence(alice.id), ledger.next_sequence(bob.id)) == (2, 1)
     again = ledger.get(3)
     assert again.raw == sent.raw and again.claim_id == sent.claim_id and again.body == sent.body
     assert ledger.find(sent.claim_id).pulse == 3
@@ -114,14 +143,14 @@ def _refused_and_nothing_written(ledger: Ledger, error: type[Exception], match: 
 
 def test_a_bad_signature_is_refused(ledger: Ledger, log_key: Wallet) -> None:
     alice = _funded(ledger, log_key)
-    doc = json.loads(Entry.create(alice, TRANSFER, {"to": "0" * 32, "cents": 1}).raw)
+    doc = json.loads(_signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1}).raw)
     doc["signatures"][0]["sig"] = base64.b64encode(Wallet.generate().sign(b"other")).decode()
     _refused_and_nothing_written(ledger, EntryError, "bad signature", lambda: ledger.append_raw([rfc8785.dumps(doc)]))
 
 
 def test_non_canonical_bytes_are_refused(ledger: Ledger, log_key: Wallet) -> None:
     alice = _funded(ledger, log_key)
-    raw = Entry.create(alice, TRANSFER, {"to": "0" * 32, "cents": 1}).raw
+    raw = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1}).raw
     spaced = json.dumps(json.loads(raw), indent=2).encode()
     _refused_and_nothing_written(ledger, EntryError, "canonical", lambda: ledger.append_raw([spaced]))
 
@@ -157,7 +186,7 @@ def test_a_batch_is_all_or_nothing(ledger: Ledger, log_key: Wallet) -> None:
 
 def test_an_entry_is_recorded_once(ledger: Ledger, log_key: Wallet) -> None:
     alice = _funded(ledger, log_key)
-    entry = Entry.create(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    entry = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1})
     ledger.append_raw([entry.raw])
     # Replaying someone's signed transfer must not move the money twice.
     _refused_and_nothing_written(ledger, LedgerError, "already on the log at Pulse 3", lambda: ledger.append_raw([entry.raw]))
@@ -204,7 +233,7 @@ def test_an_import_must_bring_its_own_genesis_entry(store_url: str, log_key: Wal
         with pytest.raises(LedgerError, match="the copy does not start with its genesis entry"):
             copy.import_entries(read_copy(headless))
         assert copy.size == 0
-        assert [e.pulse for e in copy.import_entries(read_copy(lines))] == [1, 2, 3, 4]
+        assert [e.pulse for e in copy.import_entries(read_copy(lines)).entries] == [1, 2, 3, 4]
         assert copy.state().authority == log_key.id
 
 
@@ -273,32 +302,38 @@ def test_checkpoints_are_signed_kept_and_never_contradicted(store_url: str, ledg
     with pytest.raises(LedgerError, match="empty"):
         ledger.checkpoint()
     alice = _funded(ledger, log_key)
-    first = ledger.checkpoint()
-    assert ledger.checkpoint() == first
+    first = ledger.checkpoint()  # the first append signed it
+    assert ledger.checkpoints() == [first] and ledger.checkpoint() == first
     cp = parse_checkpoint(first)
-    assert (cp.origin, cp.size, cp.root) == (f"agentd.ledger/{log_key.id}", 2, ledger.root())
+    assert (cp.origin, cp.size, cp.root) == (ledger.origin, 2, ledger.root())
     ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
     second = ledger.checkpoint()
     assert parse_checkpoint(second).size == 3
     assert ledger.checkpoints() == [first, second]
-    # Rewrite history under the log's feet: it must refuse to sign a contradicting head.
-    forged = Entry.create(alice, TRANSFER, {"to": "1" * 32, "cents": 2})
+    # Rewrite history under the log's feet, fixing up everything the store holds: the
+    # log must refuse to sign anything for a head that contradicts its checkpoints.
+    forged = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "1" * 32, "cents": 2}, seq=1)
     _replace_row(store_url, 3, forged.raw)
-    tamper(store_url, "UPDATE ledger_head SET root = ?", [merkle.root([r[0] for r in fetch(store_url, "SELECT leaf FROM ledger_entries ORDER BY pulse")])])
+    _forge_consistent(store_url)
     with pytest.raises(LedgerError, match="do not hash to its head"):
         ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 3})  # its cached tree disagrees
     with Ledger.open(store_url, funds_rules(), log_key) as reopened:
-        reopened.append(alice, TRANSFER, {"to": "0" * 32, "cents": 3})
+        with pytest.raises(LedgerError, match="does not extend its last checkpoint"):
+            reopened.append(alice, TRANSFER, {"to": "0" * 32, "cents": 3})
         with pytest.raises(LedgerError, match="does not extend its last checkpoint"):
             reopened.checkpoint()
-    assert ledger.checkpoints() == [first, second]
+    assert ledger.checkpoints() == [first, second] and ledger.size == 3
 
 
 def test_another_key_cannot_sign_the_log_s_checkpoints(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
-    _funded(ledger, log_key)
+    alice = _funded(ledger, log_key)
     with Ledger.open(store_url, funds_rules(), Wallet.generate()) as stranger:
+        sent = stranger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+        assert sent.receipt is not None and (sent.receipt.checkpoint, sent.receipt.promise) == (None, None)
         with pytest.raises(LedgerError, match="only the log's key"):
             stranger.checkpoint()
+        assert stranger.sign_due() is None
+    assert ledger.checkpoints() == [ledger.checkpoints()[0]]
 
 
 def test_verify_passes_on_an_honest_log(ledger: Ledger, log_key: Wallet) -> None:
@@ -309,7 +344,7 @@ def test_verify_passes_on_an_honest_log(ledger: Ledger, log_key: Wallet) -> None
     for jobs in (1, 2):
         report = ledger.verify(jobs=jobs, checkpoint=note)
         assert report.ok, report.problem
-        assert (report.size, report.signatures, report.root, report.checkpoints) == (33, 33, ledger.root(), [32, 32])
+        assert (report.size, report.signatures, report.root, report.checkpoints) == (33, 33, ledger.root(), [2, 32, 32])
         assert report.snapshot == 33
 
 
@@ -319,7 +354,8 @@ def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_ke
     lines = [export_line(e) for e in ledger.entries()]
     with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
         imported = copy.import_entries(read_copy(lines))
-        assert [e.pulse for e in imported] == list(range(1, 8))
+        assert [e.pulse for e in imported.entries] == list(range(1, 8))
+        assert imported.checkpoint is None and "only self-consistency was checked" in imported.scope
         assert copy.root() == ledger.root()
         assert copy.state().balances == ledger.state().balances
         assert copy.verify(checkpoint=ledger.checkpoint()).ok
@@ -342,6 +378,25 @@ def _honest_log(ledger: Ledger, log_key: Wallet, transfers: int = 10) -> Wallet:
 
 def _replace_row(url: str, pulse: int, raw: bytes) -> None:
     tamper(url, "UPDATE ledger_entries SET raw = ?, leaf = ? WHERE pulse = ?", [raw, leaf_hash(raw), pulse])
+
+
+def _forge_consistent(url: str, tree: bool = True) -> None:
+    """A careful forger's finish: the running digests and the head made again from the
+    rows as they now stand, and with `tree` the stored tiles too."""
+    link, leaves = CHAIN_START, []
+    for pulse, leaf in fetch(url, "SELECT pulse, leaf FROM ledger_entries ORDER BY pulse"):
+        link = chain(link, bytes(leaf))
+        leaves.append(bytes(leaf))
+        tamper(url, "UPDATE ledger_entries SET chain = ? WHERE pulse = ?", [link, pulse])
+    tamper(url, "UPDATE ledger_head SET size = ?, root = ?", [len(leaves), merkle.root(leaves)])
+    if tree:
+        frontier = merkle.Frontier()
+        completed = frontier.keep(tiles.HEIGHT)
+        for leaf in leaves:
+            frontier.append(leaf)
+        tamper(url, "DELETE FROM ledger_tiles")
+        for tile in tiles.updates(lambda level, index: None, 0, leaves, completed):
+            tamper(url, "INSERT INTO ledger_tiles (level, idx, hashes) VALUES (?, ?, ?)", list(tile))
 
 
 def _problem(url: str, checkpoint: str | None = None) -> tuple[int | None, str]:
@@ -373,20 +428,96 @@ def test_a_replaced_entry_with_a_matching_leaf_is_found(store_url: str, ledger: 
 def test_a_deleted_entry_is_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
     _honest_log(ledger, log_key)
     tamper(store_url, "DELETE FROM ledger_entries WHERE pulse = 5")
-    with pytest.raises(LedgerError, match="head records 12"):
-        Ledger.open(store_url, funds_rules(), log_key)
     pulse, reason = _problem(store_url)
     assert pulse == 5 and "missing" in reason
+    # Opening reads only the log's end: a missing last row is found there, others by verify.
+    tamper(store_url, "DELETE FROM ledger_entries WHERE pulse = 12")
+    with pytest.raises(LedgerError, match="holds rows up to Pulse 11 but its head records 12"):
+        Ledger.open(store_url, funds_rules(), log_key)
 
 
 def test_two_swapped_entries_are_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
     _honest_log(ledger, log_key)
-    for old, new in ((4, -4), (8, 4), (-4, 8)):
-        tamper(store_url, "UPDATE ledger_entries SET pulse = ? WHERE pulse = ?", [new, old])
-    with pytest.raises(LedgerError, match="do not hash to its head"):
-        Ledger.open(store_url, funds_rules(), log_key)
+    _swap(store_url, 4, 8)
     pulse, reason = _problem(store_url)
     assert pulse == 4 and "out of place" in reason
+
+
+def _swap(url: str, a: int, b: int) -> None:
+    for old, new in ((a, -a), (b, a), (-a, b)):
+        tamper(url, "UPDATE ledger_entries SET pulse = ? WHERE pulse = ?", [new, old])
+
+
+def _two_spenders(ledger: Ledger, log_key: Wallet) -> tuple[Wallet, Wallet]:
+    """A log where Pulses 5 and 6 are the first transfers of two different wallets:
+    swapping them keeps every sequence number and every balance rule."""
+    bob, carol = Wallet.generate("bob"), Wallet.generate("carol")
+    ledger.append_many([(log_key, MINT, {"to": w.id, "cents": 100}) for w in (bob, carol)])
+    ledger.append(log_key, MINT, {"to": bob.id, "cents": 1, "memo": "pad"})
+    ledger.append(bob, TRANSFER, {"to": carol.id, "cents": 5})
+    ledger.append(carol, TRANSFER, {"to": bob.id, "cents": 7})
+    ledger.append(bob, TRANSFER, {"to": carol.id, "cents": 1})
+    return bob, carol
+
+
+def test_a_swap_with_the_running_digests_recomputed_names_its_pulse(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    _swap(store_url, 4, 8)
+    _forge_consistent(store_url, tree=False)
+    # The same author's entries out of order: the sequence rule names the first.
+    pulse, reason = _problem(store_url)
+    assert pulse == 4 and "skipped ahead: its next sequence number is 2, not 6" in reason
+
+
+def test_a_swap_of_two_authors_entries_with_digests_recomputed_names_its_pulse(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
+    _two_spenders(ledger, log_key)
+    assert [ledger.get(p).seq for p in (5, 6)] == [1, 1]
+    _swap(store_url, 5, 6)
+    _forge_consistent(store_url, tree=False)
+    # Sequences and balances still hold; the stored tree the proofs come from does not.
+    pulse, reason = _problem(store_url)
+    assert pulse == 5 and "out of place: the log's stored tree holds another entry at this Pulse" in reason
+
+
+def test_a_duplicate_at_the_tip_is_named(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    # The same signed transfer again at Pulse 13, with its digests, head and tree made to fit:
+    # the store's unique index is no help once a forger writes another claim key.
+    fifth = fetch(store_url, "SELECT raw, leaf, kind, author FROM ledger_entries WHERE pulse = 5")[0]
+    tamper(
+        store_url,
+        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (13, ?, ?, ?, ?, ?, 42)",
+        [bytes(fifth[0]), bytes(fifth[1]), bytes(32), fifth[2], fifth[3]],
+    )
+    _forge_consistent(store_url)
+    pulse, reason = _problem(store_url)
+    assert pulse == 13 and "recorded once" in reason and "already used sequence number 3" in reason
+
+
+def test_a_row_beyond_the_head_is_named(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _honest_log(ledger, log_key)
+    extra = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    tamper(
+        store_url,
+        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (13, ?, ?, ?, ?, ?, 42)",
+        [extra.raw, extra.leaf_hash, chain(ledger.get(12).leaf_hash, extra.leaf_hash), TRANSFER, alice.id],
+    )
+    pulse, reason = _problem(store_url)
+    assert pulse == 13 and "beyond the head: the store holds rows up to Pulse 13 but its head records 12" in reason
+    with pytest.raises(LedgerError, match="holds rows up to Pulse 13 but its head records 12"):
+        Ledger.open(store_url, funds_rules(), log_key)
+
+
+def test_a_damaged_stored_tree_is_named(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key, transfers=300)
+    # The node over leaves 1..256 is the first hash of the level-1 tile.
+    tamper(store_url, "UPDATE ledger_tiles SET hashes = ? WHERE level = 1 AND idx = 0", [bytes(32)])
+    pulse, reason = _problem(store_url)
+    assert pulse == 1 and "stored tree disagrees with the entries from here to Pulse 256" in reason
+    with pytest.raises(LedgerError, match="stored tree .* does not hash to its head"):
+        Ledger.open(store_url, funds_rules(), log_key)
 
 
 def test_a_truncated_tail_is_found(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
@@ -417,16 +548,17 @@ def test_a_rewritten_history_contradicts_a_saved_checkpoint(store_url: str, ledg
     alice = _honest_log(ledger, log_key, transfers=3)
     saved = ledger.checkpoint()
     # Rebuild the same-length log with a different third entry, keeping every store invariant.
-    forged = Entry.create(alice, TRANSFER, {"to": "1" * 32, "cents": 7})
+    forged = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "1" * 32, "cents": 7}, seq=1)
     _replace_row(store_url, 3, forged.raw)
-    link, leaves = CHAIN_START, []
-    for pulse, leaf in fetch(store_url, "SELECT pulse, leaf FROM ledger_entries ORDER BY pulse"):
-        link = chain(link, bytes(leaf))
-        leaves.append(bytes(leaf))
-        tamper(store_url, "UPDATE ledger_entries SET chain = ? WHERE pulse = ?", [link, pulse])
-    tamper(store_url, "UPDATE ledger_head SET root = ?", [merkle.root(leaves)])
     tamper(store_url, "DELETE FROM ledger_checkpoints")
-    pulse, reason = _problem(store_url, checkpoint=saved)
+    tamper(store_url, "DELETE FROM ledger_snapshot")
+    _forge_consistent(store_url, tree=False)
+    pulse, reason = _problem(store_url, checkpoint=saved)  # the tree the proofs come from still tells
+    assert pulse == 3 and "stored tree holds another entry at this Pulse" in reason
+    _forge_consistent(store_url)
+    with Ledger.open(store_url, funds_rules(), None) as opened:
+        assert opened.verify().ok  # nothing inside the store betrays it now...
+    pulse, reason = _problem(store_url, checkpoint=saved)  # ...but a checkpoint held elsewhere does
     assert pulse is None and "not consistent with the checkpoint at size 5" in reason
 
 
@@ -438,6 +570,248 @@ def test_a_checkpoint_from_another_log_is_refused(store_url: str, ledger: Ledger
         foreign = other.checkpoint()
     pulse, reason = _problem(store_url, checkpoint=foreign)
     assert pulse is None and "checkpoint refused" in reason
+
+
+# Replays: an entry names its log and its author's next sequence number, and counts once.
+
+
+def test_a_transfer_refused_for_an_overdraft_is_not_accepted_once_the_sender_is_funded(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
+    _funded(ledger, log_key)
+    bob = Wallet.generate("bob")
+    signed = _signed_elsewhere(ledger, bob, TRANSFER, {"to": "0" * 32, "cents": 500})
+    with pytest.raises(RuleViolation, match="overdraft.*the refusal is recorded at Pulse 3, which spends sequence number 1"):
+        ledger.append_raw([signed.raw])
+    refusal = ledger.get(3)
+    assert (refusal.kind, refusal.author, refusal.body["entry"]) == ("ledger.refusal/v1", log_key.id, base64.b64encode(signed.raw).decode())
+    ledger.append(log_key, MINT, {"to": bob.id, "cents": 1000})
+    size = ledger.size
+    with pytest.raises(RuleViolation, match="recorded once: wallet .* already used sequence number 1"):
+        ledger.append_raw([signed.raw])
+    assert ledger.size == size and ledger.state().balance(bob.id) == 1000
+    assert ledger.next_sequence(bob.id) == 2
+    assert ledger.verify().ok  # the refusal replays: the transfer did break a rule at Pulse 3
+
+
+def test_a_refusal_must_hold_an_entry_that_breaks_a_rule(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    # The log's key cannot spend a wallet's sequence number with a made-up refusal.
+    good = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    body = {"entry": base64.b64encode(good.raw).decode(), "reason": "made up"}
+    _refused_and_nothing_written(ledger, RuleViolation, "keeps every rule here", lambda: ledger.append(log_key, "ledger.refusal/v1", body))
+    # Nor may anyone but the log's key record one.
+    _refused_and_nothing_written(ledger, RuleViolation, "only by the log's key", lambda: ledger.append(alice, "ledger.refusal/v1", body))
+    _refused_and_nothing_written(
+        ledger, RuleViolation, "only this ledger's own key writes", lambda: ledger.append_raw([_signed_elsewhere(ledger, alice, "ledger.refusal/v1", body).raw])
+    )  # fmt: skip
+    assert ledger.append_raw([good.raw])[0].seq == 1
+
+
+def test_a_transfer_for_one_log_is_refused_by_another(store_url: str, log_key: Wallet, tmp_path) -> None:
+    alice = Wallet.generate("alice")
+    # Two logs started by the same key, alice funded on both: still two origins.
+    with Ledger.open(store_url, funds_rules(), log_key) as first, Ledger.open(
+        f"sqlite:///{tmp_path / 'second.db'}", funds_rules(), log_key
+    ) as second:
+        for log in (first, second):
+            log.append(log_key, MINT, {"to": alice.id, "cents": 100})
+        assert first.origin != second.origin
+        signed = _signed_elsewhere(first, alice, TRANSFER, {"to": "0" * 32, "cents": 60})
+        first.append_raw([signed.raw])
+        _refused_and_nothing_written(
+            second, RuleViolation, f"signed for log {first.origin}, not this one", lambda: second.append_raw([signed.raw])
+        )
+        assert second.state().balance(alice.id) == 100 and second.next_sequence(alice.id) == 1
+
+
+def test_sequence_numbers_reused_skipped_or_out_of_order_are_refused(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    to = {"to": "0" * 32, "cents": 1}
+    first = _signed_elsewhere(ledger, alice, TRANSFER, to)
+    ledger.append_raw([first.raw])
+    reused = _signed_elsewhere(ledger, alice, TRANSFER, {**to, "memo": "again"}, seq=1)
+    _refused_and_nothing_written(ledger, RuleViolation, "already used sequence number 1", lambda: ledger.append_raw([reused.raw]))
+    skipped = _signed_elsewhere(ledger, alice, TRANSFER, to, seq=3)
+    _refused_and_nothing_written(ledger, RuleViolation, "skipped ahead: its next sequence number is 2, not 3", lambda: ledger.append_raw([skipped.raw]))
+    second = _signed_elsewhere(ledger, alice, TRANSFER, to, seq=2)
+    _refused_and_nothing_written(
+        ledger, RuleViolation, "entry 1 of 2 .*skipped ahead", lambda: ledger.append_raw([skipped.raw, second.raw])
+    )  # out of order in one batch
+    assert [e.seq for e in ledger.append_raw([second.raw, skipped.raw])] == [2, 3]
+    # Nothing was spent by these refusals: the ledger's own rules refused them.
+    assert [e.kind for e in ledger.entries()].count("ledger.refusal/v1") == 0
+
+
+def test_a_ledger_of_the_first_format_is_refused_in_one_line(store_url: str) -> None:
+    tamper(store_url, "CREATE TABLE ledger_entries (pulse INTEGER PRIMARY KEY, raw BLOB)".replace("BLOB", "BYTEA" if "postgres" in store_url else "BLOB"))
+    tamper(store_url, "CREATE TABLE ledger_head (id INTEGER PRIMARY KEY, size INTEGER, root TEXT)")
+    # Empty, it is made anew: nothing is lost.
+    with Ledger.open(store_url, funds_rules(), Wallet.generate()) as fresh:
+        assert fresh.size == 0
+    tamper(store_url, "DROP TABLE ledger_format")
+    tamper(store_url, "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (1, ?, ?, ?, 'k', 'a', 1)", [b"x", b"x", b"x"])
+    with pytest.raises(LedgerError) as refused:
+        Ledger.open(store_url, funds_rules(), Wallet.generate())
+    line = str(refused.value)
+    assert "\n" not in line and "holds 1 entries in format v1" in line and "move it aside" in line
+
+
+# Receipts: each append returns the checkpoint that covers it, or a signed promise of one.
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_appends_sign_checkpoints_every_n_entries_or_t_seconds(store_url: str, log_key: Wallet) -> None:
+    clock = _Clock()
+    policy = CheckpointPolicy(every=5, seconds=30)
+    with Ledger(open_store(store_url), funds_rules(), log_key, policy=policy, clock=clock) as ledger:
+        alice = _funded(ledger, log_key)  # the first append signs at once
+        assert [parse_checkpoint(n).size for n in ledger.checkpoints()] == [2]
+        sent = [ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(3)]
+        assert all(e.receipt.checkpoint is None for e in sent)
+        promise = Promise.parse(sent[-1].receipt.promise)
+        assert (promise.origin, promise.size, promise.root, promise.deadline) == (ledger.origin, 5, ledger.root(), int(clock.now) + 30)
+        # The fifth entry since the last checkpoint brings the next one, in its own transaction.
+        covered = ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": f"b{i}"}) for i in range(2)])
+        assert [parse_checkpoint(n).size for n in ledger.checkpoints()] == [2, 7]
+        assert all(e.receipt.checkpoint == ledger.checkpoints()[-1] for e in covered)
+        # Quiet for the policy's seconds: the next append signs, whatever the count.
+        clock.now += 31
+        late = ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "late"})
+        assert parse_checkpoint(late.receipt.checkpoint).size == 8
+        # A promise left pending past its deadline is kept by sign_due, which a server runs on a timer.
+        pending = ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "pending"})
+        assert ledger.sign_due() is None
+        clock.now += 31
+        kept = ledger.sign_due()
+        assert kept is not None and parse_checkpoint(kept).size == 9 and ledger.sign_due() is None
+        assert Promise.parse(pending.receipt.promise).deadline <= clock.now
+        assert ledger.verify().checkpoints == [2, 7, 8, 9]
+
+
+def test_a_receipt_binds_its_entry_into_a_signed_tree(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key)
+    for entry in (ledger.get(2), ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})):
+        receipt = entry.receipt if entry.receipt else _funded_receipt(ledger)
+        size, root = receipt.check(log_key.public_key, ledger.origin)
+        proof = ledger.inclusion_proof(receipt.pulse, size)
+        assert (proof.root, proof.leaf_hash) == (root, receipt.leaf_hash)
+        proof.verify()
+        with pytest.raises(LedgerError, match="no valid signature"):
+            receipt.check(Wallet.generate().public_key, ledger.origin)
+
+
+def _funded_receipt(ledger: Ledger) -> Receipt:
+    """Entries read back from the store carry no receipt; the first append's was its checkpoint."""
+    return Receipt(2, ledger.get(2).leaf_hash, checkpoint=ledger.checkpoints()[0])
+
+
+def test_cosignatures_are_kept_on_the_log_s_own_checkpoint(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _funded(ledger, log_key)
+    note = ledger.checkpoint()
+    line = f"\u2014 witness.example/w1 {base64.b64encode(bytes(76)).decode()}\n"
+    stored = ledger.add_cosignatures(note + line)
+    assert stored == note + line and ledger.checkpoint() == stored and ledger.latest_checkpoint() == stored
+    assert ledger.add_cosignatures(note + line) == stored  # once each
+    other = note.replace(note.splitlines()[2], base64.b64encode(bytes(32)).decode())
+    with pytest.raises(LedgerError, match="not the one this log signed"):
+        ledger.add_cosignatures(other)
+
+
+# Proofs come from the stored tree: a few reads whatever the size.
+
+
+class _Counting:
+    """A recorder that counts the reads a ledger makes of it."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self.reads: Counter[str] = Counter()
+
+    def __getattr__(self, name: str):
+        self.reads[name] += 1
+        return getattr(self._store, name)
+
+
+def test_proofs_and_roots_come_from_the_stored_tree_in_a_few_reads(store_url: str, log_key: Wallet) -> None:
+    with Ledger.open(store_url, funds_rules(), log_key) as writer:
+        alice = _funded(writer, log_key, 10**6)
+        writer.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(1200)])
+        leaves = [e.leaf_hash for e in writer.entries()]
+    counting = _Counting(open_store(store_url))
+    with Ledger(counting, funds_rules(), log_key) as ledger:  # type: ignore[arg-type]
+        size = ledger.size
+        assert size == len(leaves) == 1202
+        for pulse, tree in ((1, size), (257, size), (700, 1000), (size, size), (3, 3)):
+            counting.reads.clear()
+            proof = ledger.inclusion_proof(pulse, tree)
+            assert set(counting.reads) <= {"head", "tile"} and counting.reads["tile"] <= 6, counting.reads
+            assert proof.path == merkle.inclusion_proof(leaves[:tree], pulse - 1)
+            assert (proof.leaf_hash, proof.root) == (leaves[pulse - 1], merkle.root(leaves[:tree]))
+            proof.verify()
+        for old in (1, 255, 256, 257, 1000, size):
+            counting.reads.clear()
+            proof = ledger.consistency_proof(old)
+            assert counting.reads["tile"] <= 8 and "rows" not in counting.reads
+            assert proof.path == (merkle.consistency_proof(leaves, old) if old < size else [])
+            assert proof.old_root == merkle.root(leaves[:old])
+            proof.verify()
+        counting.reads.clear()
+        ledger.check()
+        assert "rows" not in counting.reads
+
+
+# Imports: a copy checked against a checkpoint the importer trusts.
+
+
+def _exported(ledger: Ledger) -> list[dict]:
+    return [json.loads(export_line(e)) for e in ledger.entries()]
+
+
+def _copy(lines: list[dict]) -> list[str]:
+    """The lines with Pulses numbered again 1, 2, 3, …, as a copy made to look whole would be."""
+    return [json.dumps({**line, "pulse": i}) for i, line in enumerate(lines, 1)]
+
+
+def test_an_import_checked_against_a_checkpoint_refuses_a_copy_cut_pruned_or_reordered(
+    store_url: str, ledger: Ledger, log_key: Wallet, tmp_path
+) -> None:
+    bob, carol = _two_spenders(ledger, log_key)
+    ledger.append(carol, TRANSFER, {"to": bob.id, "cents": 2})
+    note = ledger.checkpoint()
+    lines = _exported(ledger)  # Pulses 1..8
+    copies = {
+        "truncated": (lines[:6], "Pulse 7: missing: the checkpoint covers 8 entries and the copy holds 6"),
+        "pruned": (lines[:4] + lines[5:], "Pulse 6 refused: wallet .* skipped ahead"),
+        "reordered": (lines[:4] + [lines[6], lines[5], lines[4]] + lines[7:], "Pulse 5 refused: wallet .* skipped ahead"),
+        "pruned at an author's last entry": (lines[:7], "Pulse 8: missing"),
+        "two authors swapped": (lines[:4] + [lines[5], lines[4]] + lines[6:], "do not hash to the checkpoint's root"),
+    }
+    for i, (what, (copy, reason)) in enumerate(copies.items()):
+        with Ledger.open(f"sqlite:///{tmp_path / f'copy{i}.db'}", funds_rules(), None) as target:
+            with pytest.raises(LedgerError, match=reason):
+                target.import_entries(read_copy(_copy(copy)), checkpoint=note)
+            assert target.size == 0, what
+    with Ledger.open(store_url.replace("ledger.db", "whole.db") if "sqlite" in store_url else f"sqlite:///{tmp_path / 'whole.db'}", funds_rules(), None) as target:
+        imported = target.import_entries(read_copy(_copy(lines)), checkpoint=note)
+        assert imported.checkpoint == 8 and imported.scope == "consistent with the checkpoint at size 8"
+    with Ledger.open(f"sqlite:///{tmp_path / 'unchecked.db'}", funds_rules(), None) as target:
+        cut = target.import_entries(read_copy(_copy(lines[:6])))
+        assert len(cut.entries) == 6 and "only self-consistency was checked" in cut.scope
+    with Ledger.open(f"sqlite:///{tmp_path / 'foreign.db'}", funds_rules(), None) as target:
+        other_key = Wallet.generate()
+        with Ledger.open(f"sqlite:///{tmp_path / 'other.db'}", funds_rules(), other_key) as other:
+            _funded(other, other_key)
+            foreign = other.checkpoint()
+        with pytest.raises(LedgerError, match="is for log"):
+            target.import_entries(read_copy(_copy(lines)), checkpoint=foreign)
 
 
 # The snapshot: new Ledger objects start from it, and replay the whole log when it does not hold.
@@ -630,7 +1004,6 @@ def test_a_snapshot_of_other_rules_is_not_used(store_url: str, ledger: Ledger, l
 def test_a_ledger_from_before_snapshots_opens_and_gets_one(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
     alice = _honest_log(ledger, log_key, transfers=3)
     tamper(store_url, "DROP TABLE ledger_snapshot")
-    tamper(store_url, "DROP INDEX ledger_entries_leaf")
     with Ledger.open(store_url, funds_rules(), log_key) as old:
         assert old.snapshot_size == 0
         assert old.state().balance(alice.id) == 10_000 - 3 and old.replayed == 5

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from ledger import Checkpoint, CheckpointError, Entry, EntryError, LedgerError, Wallet, canonical, checkpoint
 from ledger.entry import PAYLOAD_TYPE, pae
+
+LOG = "example.org/log"
 from ledger.keys import KeyFileExists, open_key_file, read_key_file, signature_holds, wallet_id, write_key_file
 
 json_values = st.recursive(
@@ -45,9 +47,10 @@ def test_canonical_loads_refuses_other_spellings() -> None:
 
 def test_an_entry_round_trips_and_names_its_author() -> None:
     alice = Wallet.generate("alice")
-    entry = Entry.create(alice, "funds.transfer/v1", {"to": "0" * 32, "cents": 5})
+    entry = Entry.create(alice, "funds.transfer/v1", {"to": "0" * 32, "cents": 5}, log=LOG, seq=7)
     again = Entry.parse(entry.raw)
     assert (again.kind, again.author, again.at, again.body) == ("funds.transfer/v1", alice.id, entry.at, {"to": "0" * 32, "cents": 5})
+    assert (again.log, again.seq) == (LOG, 7)
     assert again.author == wallet_id(alice.public_key) == alice.id
     assert len(alice.id) == 32
     assert again.claim_id == entry.claim_id == entry.leaf_hash.hex()
@@ -55,7 +58,10 @@ def test_an_entry_round_trips_and_names_its_author() -> None:
     assert envelope["payloadType"] == PAYLOAD_TYPE
     assert rfc8785.dumps(envelope) == entry.raw
     payload = base64.b64decode(envelope["payload"])
-    assert json.loads(payload) == {"v": 1, "kind": "funds.transfer/v1", "author": alice.id, "at": entry.at, "body": {"to": "0" * 32, "cents": 5}}
+    assert json.loads(payload) == {
+        "v": 2, "kind": "funds.transfer/v1", "author": alice.id, "at": entry.at, "log": LOG, "seq": 7,
+        "body": {"to": "0" * 32, "cents": 5},
+    }  # fmt: skip
     assert signature_holds(alice.public_key, entry.signature, pae(PAYLOAD_TYPE.encode(), payload))
 
 
@@ -75,7 +81,7 @@ def _signed(wallet: Wallet, payload: bytes, keyid: str | None = None) -> bytes:
 
 def test_bad_entries_are_refused_with_the_reason() -> None:
     alice, mallory = Wallet.generate(), Wallet.generate()
-    good = Entry.create(alice, "funds.transfer/v1", {"to": "0" * 32, "cents": 5})
+    good = Entry.create(alice, "funds.transfer/v1", {"to": "0" * 32, "cents": 5}, log=LOG, seq=1)
     doc = _envelope(good)
     payload = base64.b64decode(doc["payload"])
 
@@ -96,9 +102,14 @@ def test_bad_entries_are_refused_with_the_reason() -> None:
 
 def test_payload_fields_are_checked() -> None:
     alice = Wallet.generate()
-    base = {"v": 1, "kind": "funds.transfer/v1", "author": alice.id, "at": "2026-11-29T12:00:00Z", "body": {}}
+    base = {"v": 2, "kind": "funds.transfer/v1", "author": alice.id, "at": "2026-11-29T12:00:00Z", "log": LOG, "seq": 1, "body": {}}
     for change, reason in [
-        ({"v": 2}, "version"),
+        ({"v": 1}, "version"),
+        ({"log": "two words"}, "log must name"),
+        ({"log": "a+b"}, "log must name"),
+        ({"seq": 0}, "seq must be"),
+        ({"seq": "1"}, "seq must be"),
+        ({"seq": 1.5}, "seq must be"),
         ({"kind": "Transfer"}, "bad kind"),
         ({"at": "2026-02-30T12:00:00Z"}, "UTC time"),
         ({"at": "2026-11-29 12:00:00"}, "UTC time"),
@@ -113,16 +124,33 @@ def test_payload_fields_are_checked() -> None:
 def test_create_refuses_what_cannot_be_an_entry() -> None:
     alice = Wallet.generate()
     with pytest.raises(EntryError, match="bad kind"):
-        Entry.create(alice, "no-version", {})
+        Entry.create(alice, "no-version", {}, log=LOG, seq=1)
     with pytest.raises(LedgerError, match="canonical"):
-        Entry.create(alice, "test.note/v1", {"n": 2**60})
+        Entry.create(alice, "test.note/v1", {"n": 2**60}, log=LOG, seq=1)
     with pytest.raises(LedgerError, match="canonical"):
-        Entry.create(alice, "test.note/v1", {"n": float("nan")})
+        Entry.create(alice, "test.note/v1", {"n": float("nan")}, log=LOG, seq=1)
+    with pytest.raises(EntryError, match="bad log"):
+        Entry.create(alice, "test.note/v1", {}, log="", seq=1)
+    with pytest.raises(EntryError, match="bad sequence number"):
+        Entry.create(alice, "test.note/v1", {}, log=LOG, seq=0)
+
+
+def test_a_v1_entry_is_refused_by_name() -> None:
+    alice = Wallet.generate()
+    payload = rfc8785.dumps({"v": 1, "kind": "funds.transfer/v1", "author": alice.id, "at": "2026-11-29T12:00:00Z", "body": {}})
+    old = b"application/vnd.agentd.entry.v1+json"
+    doc = {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": old.decode(),
+        "signatures": [{"keyid": alice.public_key.hex(), "sig": base64.b64encode(alice.sign(pae(old, payload))).decode()}],
+    }
+    with pytest.raises(EntryError, match="a v1 entry .* could be replayed"):
+        Entry.parse(rfc8785.dumps(doc))
 
 
 def test_non_canonical_base64_is_refused() -> None:
     alice = Wallet.generate()
-    doc = _envelope(Entry.create(alice, "test.note/v1", {}))
+    doc = _envelope(Entry.create(alice, "test.note/v1", {}, log=LOG, seq=1))
     sig = doc["signatures"][0]["sig"]
     # 64 bytes encode with two spare bits before '=='; setting one keeps the bytes, changes the text.
     last = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".index(sig[-3])

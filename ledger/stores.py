@@ -1,0 +1,26 @@
+"""Choosing a ledger's store from its URL.
+
+Each backend is imported only when a URL names it, so a SQLite ledger never loads the
+PostgreSQL driver.
+"""
+
+from __future__ import annotations
+
+from ledger.errors import LedgerError
+from ledger.store import Recorder
+
+SQLITE_PREFIX = "sqlite:///"
+POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+
+
+def open_store(url: str) -> Recorder:
+    """The store a ledger URL names: sqlite:///PATH or postgresql://…"""
+    if url.startswith(SQLITE_PREFIX):
+        from ledger.sqlite import SqliteRecorder
+
+        return SqliteRecorder(url)
+    if url.startswith(POSTGRES_PREFIXES):
+        from ledger.postgres import PostgresRecorder
+
+        return PostgresRecorder(url)
+    raise LedgerError(f"unknown ledger URL {url!r}: use sqlite:///PATH or postgresql://HOST/DB")
