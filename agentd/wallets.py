@@ -2,10 +2,12 @@
 
 A wallet's seed is sealed with AGENTD_WALLET_PASSPHRASE when it is set, else with a
 passphrase asked for on the terminal, else (no terminal: scripts, CI, the daemon) kept
-unencrypted in a file only its owner can read. The log's key is always kept that way:
-the daemon signs checkpoints and mints unattended. It is made only for a ledger that
-holds no entries yet: a log's genesis entry names the key that started it, and no other
-key can mint or sign checkpoints for it.
+unencrypted in a file only its owner can read. The log's key signs checkpoints, receipts
+and mints unattended, so it has its own variable, AGENTD_LOG_PASSPHRASE, and no prompt:
+set, the key is sealed with it (and `agentd wallet seal-log-key` seals one made before);
+unset, it is kept unencrypted, mode 0600. It is made only for a ledger that holds no
+entries yet: a log's genesis entry names the key that started it, and no other key can
+mint or sign checkpoints for it.
 """
 
 from __future__ import annotations
@@ -19,9 +21,20 @@ from pathlib import Path
 
 from agentd.errors import AgentdError
 from agentd.home import Home
-from ledger import KeyFile, KeyFileExists, LedgerError, Wallet, open_key_file, open_store, read_key_file, write_key_file
+from ledger import (
+    KeyFile,
+    KeyFileExists,
+    LedgerError,
+    Wallet,
+    open_key_file,
+    open_store,
+    read_key_file,
+    seal_key_file,
+    write_key_file,
+)
 
 PASSPHRASE_ENV = "AGENTD_WALLET_PASSPHRASE"
+LOG_PASSPHRASE_ENV = "AGENTD_LOG_PASSPHRASE"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LOG_KEY_NAME = "log"
 
@@ -90,20 +103,53 @@ def list_wallets(home: Home, skip: Callable[[AgentdError], None] | None = None) 
 
 
 def log_key(home: Home) -> Wallet:
-    """The log's own key, created (unencrypted, mode 0600) the first time it is needed,
-    if the ledger has no entries yet."""
+    """The log's own key, created the first time it is needed if the ledger has no
+    entries yet (sealed with AGENTD_LOG_PASSPHRASE when it is set). Opened once a
+    process: a sealed key costs a third of a second of scrypt."""
     path = log_key_path(home)
     if not path.exists():
         _start_log_key(home, path)
+    passphrase = os.environ.get(LOG_PASSPHRASE_ENV) or None
     try:
-        if read_key_file(path).encrypted:
+        stat = path.stat()
+        cached = _LOG_KEYS.get(path)
+        if cached and cached[0] == (stat.st_ino, stat.st_mtime_ns, passphrase):
+            return cached[1]
+        sealed = read_key_file(path).encrypted
+        if sealed and passphrase is None:
+            raise AgentdError(f"{path} is sealed: set {LOG_PASSPHRASE_ENV} to its passphrase")
+        if not sealed and passphrase is not None:
             raise AgentdError(
-                f"{path} is encrypted, but the log's key is kept unencrypted (mode 0600) so that mints and "
-                "checkpoints can be signed unattended: put back the unencrypted key file the log was started with"
+                f"{LOG_PASSPHRASE_ENV} is set but {path} holds the log's key unencrypted: seal it with "
+                "`agentd wallet seal-log-key`, or unset the variable"
             )
-        return open_key_file(path, None)
+        key = open_key_file(path, passphrase)
+    except OSError as exc:
+        raise AgentdError(f"the log's key: cannot read {path}: {exc.strerror}") from None
+    except LedgerError as exc:
+        hint = f" (from {LOG_PASSPHRASE_ENV})" if "wrong passphrase" in str(exc) else ""
+        raise AgentdError(f"the log's key: {exc}{hint}") from None
+    _LOG_KEYS[path] = ((stat.st_ino, stat.st_mtime_ns, passphrase), key)
+    return key
+
+
+def seal_log_key(home: Home) -> Path:
+    """Seals the home's unencrypted log key with AGENTD_LOG_PASSPHRASE."""
+    path = log_key_path(home)
+    passphrase = os.environ.get(LOG_PASSPHRASE_ENV)
+    if not passphrase:
+        raise AgentdError(f"set {LOG_PASSPHRASE_ENV} to the passphrase to seal {path} with")
+    if not path.exists():
+        raise AgentdError(f"{path} does not exist: `agentd init` makes it, sealed when {LOG_PASSPHRASE_ENV} is set")
+    try:
+        seal_key_file(path, passphrase)
     except LedgerError as exc:
         raise AgentdError(f"the log's key: {exc}") from None
+    return path
+
+
+# The log's key as last opened in this process, by path, with what it was opened from.
+_LOG_KEYS: dict[Path, tuple[tuple[int, int, str | None], Wallet]] = {}
 
 
 def _start_log_key(home: Home, path: Path) -> None:
@@ -121,7 +167,7 @@ def _start_log_key(home: Home, path: Path) -> None:
             "home that started the log): no other key may mint or sign its checkpoints"
         )
     try:
-        write_key_file(path, Wallet.generate(LOG_KEY_NAME), None)
+        write_key_file(path, Wallet.generate(LOG_KEY_NAME), os.environ.get(LOG_PASSPHRASE_ENV) or None)
     except KeyFileExists:
         pass  # another process created it at the same moment: everyone uses that one
     except LedgerError as exc:

@@ -14,7 +14,16 @@ from ledger.cosignature import parse_vkey as parse_witness_vkey
 from ledger.entry import WALLET_ID, Entry, EntryError
 from ledger.errors import DamagedStore, LedgerError, RuleViolation
 from ledger.export import export_line, read_copy, write_copy
-from ledger.keys import KeyFile, KeyFileExists, Wallet, open_key_file, read_key_file, wallet_id, write_key_file
+from ledger.keys import (
+    KeyFile,
+    KeyFileExists,
+    Wallet,
+    open_key_file,
+    read_key_file,
+    seal_key_file,
+    wallet_id,
+    write_key_file,
+)
 from ledger.log import Imported, Ledger
 from ledger.merkle import ProofError
 from ledger.proofs import ConsistencyProof, InclusionProof
@@ -70,6 +79,7 @@ __all__ = [
     "read_copy",
     "read_key_file",
     "register_funds",
+    "seal_key_file",
     "verify_checkpoint",
     "vkey",
     "wallet_id",

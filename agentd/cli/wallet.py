@@ -11,17 +11,21 @@ import click
 from agentd.app.ledger import open_ledger
 from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app
 from agentd.errors import AgentdError
-from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, wallet_info
-from ledger import MAX_CENTS, MINT, TRANSFER, WALLET_ID, KeyFile
+from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, seal_log_key, wallet_info
+from ledger import MAX_CENTS, MINT, TRANSFER, WALLET_ID, Entry, KeyFile
 
 
 @click.group("wallet", short_help="Wallets: keys that sign entries and hold funds.")
 def command() -> None:
     """Wallets: Ed25519 keys that sign ledger entries and hold funds (integer cents).
 
-    A wallet's seed is encrypted (scrypt + ChaCha20-Poly1305) with
+    A wallet's seed is encrypted (scrypt, n=2^17, + ChaCha20-Poly1305) with
     AGENTD_WALLET_PASSPHRASE when it is set, or a passphrase asked for on a terminal;
-    without either it is stored unencrypted, readable only by you (mode 0600).
+    without either it is stored unencrypted, readable only by you (mode 0600). The
+    log's own key is sealed the same way with AGENTD_LOG_PASSPHRASE when it is set.
+
+    With --json, fund and transfer print the entry's receipt: the checkpoint the log
+    signed that covers it, or the log's signed promise of one.
     """
 
 
@@ -101,7 +105,7 @@ def fund(app: App, name: str, usd: str, as_json: bool) -> None:
         entry = ledger.append(log_key(app.home), MINT, {"to": info.id, "cents": cents})
         balance = ledger.state().balance(info.id)
     if as_json:
-        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "wallet": info.id, "cents": cents, "balance": balance})
+        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "wallet": info.id, "cents": cents, "balance": balance, **_receipt(entry)})
         return
     click.echo(f"minted {format_usd(cents)} to {name}: Pulse {entry.pulse}, claim {entry.claim_id[:16]}")
     click.echo(f"balance of {name}: {format_usd(balance)}")
@@ -125,10 +129,23 @@ def transfer(app: App, sender: str, to: str, usd: str, memo: str, as_json: bool)
         entry = ledger.append(signer, TRANSFER, body)
         balance = ledger.state().balance(signer.id)
     if as_json:
-        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "from": signer.id, "to": to_id, "cents": cents, "balance": balance})
+        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "from": signer.id, "to": to_id, "cents": cents, "balance": balance, **_receipt(entry)})
         return
     click.echo(f"sent {format_usd(cents)} from {sender} to {to}: Pulse {entry.pulse}, claim {entry.claim_id[:16]}")
     click.echo(f"balance of {sender}: {format_usd(balance)}")
+
+
+@command.command("seal-log-key", short_help="Seal the log's key with AGENTD_LOG_PASSPHRASE.")
+@pass_app
+def seal_log_key_(app: App) -> None:
+    """Seal the home's unencrypted log key (log-key.json) with AGENTD_LOG_PASSPHRASE, in
+    place. Every command that signs for the log then needs the variable set."""
+    path = seal_log_key(app.home)
+    click.echo(f"sealed {path} with AGENTD_LOG_PASSPHRASE")
+
+
+def _receipt(entry: Entry) -> dict[str, Any]:
+    return {"receipt": entry.receipt.to_json()} if entry.receipt else {}
 
 
 def parse_usd(text: str) -> int:

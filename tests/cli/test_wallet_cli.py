@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from ledger import Wallet, write_key_file
-
 PASS = {"AGENTD_WALLET_PASSPHRASE": "correct horse"}
 
 
@@ -199,15 +197,43 @@ def test_a_missing_log_key_is_not_replaced_once_the_log_has_entries(agentd, home
     assert agentd("wallet", "fund", "alice", "1").code == 0
 
 
-def test_an_encrypted_log_key_says_what_is_wrong(agentd, home) -> None:
+LOG_PASS = {"AGENTD_LOG_PASSPHRASE": "log passphrase"}
+
+
+def test_the_log_key_is_sealed_when_its_passphrase_is_set(agentd, home) -> None:
+    assert agentd("init", env=LOG_PASS).code == 0
+    key_file = home.root / "log-key.json"
+    doc = json.loads(key_file.read_text())
+    assert "plain" not in doc["seed"] and doc["seed"]["kdf"] == "scrypt" and doc["seed"]["n"] >= 2**17
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    agentd("wallet", "new", "alice")
+    funded = agentd("wallet", "fund", "alice", "1", "--json", env=LOG_PASS)
+    assert funded.code == 0, funded.err
+    assert json.loads(funded.out)["receipt"]["checkpoint"] is not None
+    line = one_error_line(agentd("wallet", "fund", "alice", "1"))
+    assert f"{key_file} is sealed: set AGENTD_LOG_PASSPHRASE to its passphrase" in line
+    line = one_error_line(agentd("ledger", "checkpoint", env={"AGENTD_LOG_PASSPHRASE": "wrong"}))
+    assert f"wrong passphrase for {key_file}" in line and "AGENTD_LOG_PASSPHRASE" in line
+    assert agentd("ledger", "verify", env=LOG_PASS).code == 0
+
+
+def test_a_plaintext_log_key_is_not_used_once_its_passphrase_is_set(agentd, home) -> None:
     agentd("init")
     key_file = home.root / "log-key.json"
-    key_file.unlink()
-    write_key_file(key_file, Wallet.generate("log"), "a passphrase")
+    started = json.loads(key_file.read_text())
     agentd("wallet", "new", "alice")
-    line = one_error_line(agentd("wallet", "fund", "alice", "1", env=PASS))
-    assert f"{key_file} is encrypted" in line and "unencrypted" in line
-    assert "AGENTD_WALLET_PASSPHRASE" not in line
+    line = one_error_line(agentd("wallet", "fund", "alice", "1", env=LOG_PASS))
+    assert f"AGENTD_LOG_PASSPHRASE is set but {key_file} holds the log's key unencrypted" in line
+    assert "agentd wallet seal-log-key" in line
+    assert "AGENTD_LOG_PASSPHRASE" in one_error_line(agentd("wallet", "seal-log-key"))
+    sealed = agentd("wallet", "seal-log-key", env=LOG_PASS)
+    assert sealed.code == 0 and f"sealed {key_file}" in sealed.out
+    doc = json.loads(key_file.read_text())
+    assert (doc["id"], "plain" in doc["seed"]) == (started["id"], False)
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    assert [p.name for p in home.root.iterdir() if p.name.startswith(".")] == []
+    assert agentd("wallet", "fund", "alice", "1", env=LOG_PASS).code == 0
+    assert "sealed already" in one_error_line(agentd("wallet", "seal-log-key", env=LOG_PASS))
 
 
 def test_no_balance_grows_past_the_largest_amount(agentd) -> None:

@@ -17,7 +17,16 @@ from ledger import Checkpoint, CheckpointError, Entry, EntryError, LedgerError, 
 from ledger.entry import PAYLOAD_TYPE, pae
 
 LOG = "example.org/log"
-from ledger.keys import KeyFileExists, open_key_file, read_key_file, signature_holds, wallet_id, write_key_file
+from ledger import keys
+from ledger.keys import (
+    KeyFileExists,
+    open_key_file,
+    read_key_file,
+    seal_key_file,
+    signature_holds,
+    wallet_id,
+    write_key_file,
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text() | st.floats(allow_nan=False, allow_infinity=False),
@@ -207,6 +216,36 @@ def test_key_files_seal_the_seed(tmp_path: Path) -> None:
     with pytest.raises(KeyFileExists, match="already exists"):
         write_key_file(path, alice, None)
     assert open_key_file(path, "correct horse").seed == alice.seed
+
+
+def test_new_key_files_use_scrypt_at_2_17_and_older_ones_still_open(tmp_path: Path, monkeypatch) -> None:
+    alice = Wallet.generate("alice")
+    new = tmp_path / "new.json"
+    write_key_file(new, alice, "pw")
+    assert json.loads(new.read_text())["seed"]["n"] == 2**17
+    old = tmp_path / "old.json"
+    monkeypatch.setattr(keys, "SCRYPT", {"n": 2**15, "r": 8, "p": 1})
+    write_key_file(old, alice, "pw")
+    monkeypatch.undo()
+    assert json.loads(old.read_text())["seed"]["n"] == 2**15
+    assert open_key_file(old, "pw").seed == alice.seed
+    doc = json.loads(old.read_text())
+    doc["seed"]["n"] = 2**30
+    old.write_text(json.dumps(doc))
+    with pytest.raises(LedgerError, match="beyond what a key file may use"):
+        open_key_file(old, "pw")
+
+
+def test_an_unencrypted_key_file_is_sealed_in_place(tmp_path: Path) -> None:
+    bob = Wallet.generate("bob")
+    path = tmp_path / "bob.json"
+    write_key_file(path, bob, None)
+    seal_key_file(path, "pw")
+    assert read_key_file(path).encrypted and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert open_key_file(path, "pw").seed == bob.seed
+    with pytest.raises(LedgerError, match="sealed already"):
+        seal_key_file(path, "pw")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bob.json"]
 
 
 def test_plain_and_corrupt_key_files(tmp_path: Path) -> None:
