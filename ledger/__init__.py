@@ -14,6 +14,7 @@ from ledger.cosignature import parse_vkey as parse_witness_vkey
 from ledger.entry import WALLET_ID, Entry, EntryError
 from ledger.errors import DamagedStore, LedgerError, RuleViolation
 from ledger.export import export_line, read_copy, write_copy
+from ledger.forks import ForkProof
 from ledger.keys import (
     KeyFile,
     KeyFileExists,
@@ -31,6 +32,7 @@ from ledger.receipts import CheckpointPolicy, Promise, Receipt
 from ledger.rules import GENESIS, MAX_CENTS, MINT, TRANSFER, Rule, RuleSet, State, register_funds
 from ledger.store import Head, Recorder, Row, Snapshot, StoredCheckpoint, Transaction
 from ledger.stores import open_store
+from ledger.witness import Forked, Seen, Witness, WitnessError
 
 __all__ = [
     "GENESIS",
@@ -46,6 +48,8 @@ __all__ = [
     "DamagedStore",
     "Entry",
     "EntryError",
+    "ForkProof",
+    "Forked",
     "Head",
     "Imported",
     "InclusionProof",
@@ -62,12 +66,15 @@ __all__ = [
     "Rule",
     "RuleSet",
     "RuleViolation",
+    "Seen",
     "Snapshot",
     "State",
     "StoredCheckpoint",
     "Transaction",
     "VerifyReport",
     "Wallet",
+    "Witness",
+    "WitnessError",
     "Witnessing",
     "claimed_cosignatures",
     "export_line",

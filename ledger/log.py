@@ -34,6 +34,7 @@ from ledger.audit import VerifyReport, Witnessing, audit
 from ledger.entry import Entry, EntryError
 from ledger.errors import VERIFY_HINT, LedgerError, RuleViolation
 from ledger.fold import Folder, SequenceViolation, Tip, at_head, fold, read, refusal_body
+from ledger.forks import ForkProof, fork_between
 from ledger.keys import Wallet
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.receipts import CheckpointPolicy, Promise, Receipt
@@ -179,6 +180,13 @@ class Ledger:
         if origin is None:
             raise LedgerError("the log is empty: it is named by its first entry, which the log's key signs")
         return origin
+
+    @property
+    def public_key(self) -> bytes:
+        """The log's own key, as its genesis entry names it: what checks its checkpoints."""
+        if self.size == 0:
+            raise LedgerError("the log is empty: it has no key until its first entry")
+        return self.get(1).public_key
 
     def next_sequence(self, author: str) -> int:
         """The sequence number `author`'s next entry must carry, for entries signed
@@ -513,6 +521,21 @@ class Ledger:
         tree = tiles.Tree(self._store.tile, new_size)
         path = merkle.consistency_path(old_size, new_size, tree.subtree) if old_size < new_size else []
         return ConsistencyProof(old_size, new_size, tree.subtree(0, old_size), tree.root(), path)
+
+    def fork_proof(self, one: str, other: str) -> ForkProof | None:
+        """The proof that two signed checkpoints of this log conflict, or None when they
+        are consistent. Of two sizes, this ledger must hold the larger one's tree: it
+        gives the consistency proof."""
+        smaller, larger = sorted((notes.parse(one), notes.parse(other)), key=lambda c: c.size)
+        if smaller.size < larger.size and (larger.size > self.size or self.root(larger.size) != larger.root):
+            raise LedgerError(
+                f"this ledger's tree of {larger.size} entries is not the checkpoint's: a fork proof comes from the "
+                "ledger that holds the larger checkpoint's tree"
+            )
+        found = fork_between(one, other, self.consistency_proof)
+        if found is not None:
+            found.check(self.public_key)
+        return found
 
     def _size_arg(self, size: int | None) -> int:
         current = self.size
