@@ -486,6 +486,11 @@ class Ledger:
     def checkpoints(self) -> list[str]:
         return [c.note for c in self._store.checkpoints()]
 
+    def checkpoint_of(self, size: int) -> str | None:
+        """The checkpoint the log signed of its tree of `size` entries, if it signed one."""
+        found = self._store.checkpoint(size)
+        return found.note if found else None
+
     def add_cosignatures(self, note: str) -> str:
         """Keeps the signature lines of `note` (witnesses' cosignatures) on the log's own
         checkpoint of the same size; returns it as now stored."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
 from ledger import merkle
 from ledger.keys import b64
+from ledger.merkle import ProofError
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,18 @@ class ConsistencyProof:
             "root2": b64(self.new_root),
             "proof": [b64(h) for h in self.path],
         }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> ConsistencyProof:
+        """The proof `to_json` wrote (other keys, like the checkpoint `prove` adds, are ignored)."""
+        try:
+            if doc["type"] != "consistency":
+                raise ProofError(f"this is an {doc['type']} proof, not a consistency proof")
+            roots = [base64.b64decode(doc[k], validate=True) for k in ("root1", "root2")]
+            path = [base64.b64decode(h, validate=True) for h in doc["proof"]]
+            sizes = [doc[k] for k in ("size1", "size2")]
+        except (KeyError, TypeError, ValueError, binascii.Error):
+            raise ProofError('a consistency proof is {"type": "consistency", "size1", "size2", "root1", "root2", "proof"}') from None
+        if not all(type(n) is int for n in sizes):
+            raise ProofError("a consistency proof's sizes are whole numbers")
+        return cls(sizes[0], sizes[1], roots[0], roots[1], path)

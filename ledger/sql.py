@@ -117,6 +117,10 @@ class SqlRecorder(ABC):
         found = self._fetch("SELECT size, note, at FROM ledger_checkpoints ORDER BY size DESC LIMIT 1")
         return _checkpoint(found[0]) if found else None
 
+    def checkpoint(self, size: int) -> StoredCheckpoint | None:
+        found = self._fetch("SELECT size, note, at FROM ledger_checkpoints WHERE size = ?", [size])
+        return _checkpoint(found[0]) if found else None
+
     def snapshot(self) -> Snapshot | None:
         found = self._fetch(f"SELECT {SNAPSHOT_COLUMNS} FROM ledger_snapshot WHERE id = 1")
         if not found:
@@ -240,8 +244,7 @@ class SqlTransaction:
         return self._r.latest_checkpoint()
 
     def checkpoint(self, size: int) -> StoredCheckpoint | None:
-        found = self._r._fetch("SELECT size, note, at FROM ledger_checkpoints WHERE size = ?", [size])
-        return _checkpoint(found[0]) if found else None
+        return self._r.checkpoint(size)
 
     def save_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
         self._r._execute("INSERT INTO ledger_checkpoints (size, note, at) VALUES (?, ?, ?)", list(checkpoint))

@@ -134,6 +134,8 @@ class Recorder(Protocol):
 
     def latest_checkpoint(self) -> StoredCheckpoint | None: ...
 
+    def checkpoint(self, size: int) -> StoredCheckpoint | None: ...
+
     def snapshot(self) -> Snapshot | None:
         """The stored snapshot, if there is one."""
 

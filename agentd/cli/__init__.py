@@ -33,6 +33,7 @@ COMMANDS: dict[str, Entry] = {
     "demo": Entry("agentd.cli.demo", "Run the invoices example end to end in a fresh home."),
     "wallet": Entry("agentd.cli.wallet", "Wallets: keys that sign entries and hold funds."),
     "ledger": Entry("agentd.cli.ledger", "The signed append-only log: read, prove, verify, export."),
+    "witness": Entry("agentd.cli.witness", "A witness: cosign logs' checkpoints after checking they only grew."),
     "profile": Entry("agentd.cli.profile", "Profiles: the operator's words, models and tools."),
     "run": Entry("agentd.cli.run", "Run one live session of a profile and record it."),
     "sessions": Entry("agentd.cli.sessions", "Recorded sessions: list, show, import."),

@@ -1,4 +1,5 @@
-"""`agentd ledger`: read, prove, checkpoint, verify, export and import the signed log."""
+"""`agentd ledger`: read, prove, checkpoint, verify, export and import the signed log,
+and prove a fork between two of its checkpoints."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import base64
 import json
 import re
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +23,19 @@ from ledger import (
     CheckpointError,
     DamagedStore,
     Entry,
+    ForkProof,
     Ledger,
     LedgerError,
     Problem,
     VerifyReport,
+    Witnessing,
+    claimed_cosignatures,
     export_line,
     parse_checkpoint,
+    parse_vkey,
+    parse_witness_vkey,
     read_copy,
+    vkey,
     write_copy,
 )
 
@@ -87,22 +95,45 @@ def show(app: App, ref: str, as_json: bool) -> None:
     click.echo(json.dumps(entry.body, indent=2, ensure_ascii=False, sort_keys=True))
 
 
-@command.command("checkpoint", short_help="Print the log's latest signed checkpoint.")
+@command.command("checkpoint", short_help="Print the log's latest signed checkpoint, with cosignatures.")
+@click.option(
+    "--add",
+    "cosigned_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Keep the cosignatures a witness added to one of the log's checkpoints (a cosigned note).",
+)
 @json_option
 @pass_app
-def checkpoint(app: App, as_json: bool) -> None:
+def checkpoint(app: App, cosigned_file: Path | None, as_json: bool) -> None:
     """Print a checkpoint of the log as it stands (a C2SP signed note: origin, size,
-    root, the log key's signature), signing one if none covers the current size.
-    Keep it: `ledger verify --checkpoint FILE` later proves the log only grew.
+    root, the log key's signature, then any witnesses' cosignatures), signing one if
+    none covers the current size. Keep it: `ledger verify --checkpoint FILE` later
+    proves the log only grew; witnesses cosign it (`agentd witness cosign`), and
+    --add FILE keeps their cosignatures with the log.
 
-    With --json, {"origin", "size", "root" (hex), "note" (the signed note itself)}."""
+    With --json, {"origin", "size", "root" (hex), "log_key" (its verifier key, for
+    witnesses and auditors), "cosignatures" (name and time of each, as their lines say:
+    `ledger verify --witness-key` checks them), "note" (the signed note itself)}."""
     with open_ledger(app.home) as ledger:
-        note = ledger.checkpoint()
+        note = ledger.add_cosignatures(_read_checkpoint(cosigned_file)) if cosigned_file else ledger.checkpoint()
+        log_vkey = vkey(ledger.origin, ledger.public_key)
+    cosigned = claimed_cosignatures(note)
     if not as_json:
         click.echo(note, nl=False)
+        for c in cosigned:
+            progress(f"cosigned by {c.name} at {_utc(c.timestamp)} (`ledger verify --witness-key` checks it)")
         return
     signed = parse_checkpoint(note)
-    emit_json({"origin": signed.origin, "size": signed.size, "root": signed.root.hex(), "note": note})
+    emit_json(
+        {
+            "origin": signed.origin,
+            "size": signed.size,
+            "root": signed.root.hex(),
+            "log_key": log_vkey,
+            "cosignatures": [{"name": c.name, "time": _utc(c.timestamp)} for c in cosigned],
+            "note": note,
+        }
+    )
 
 
 @command.command("prove", short_help="Print an inclusion or consistency proof (JSON).")
@@ -136,17 +167,37 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
     help="A checkpoint saved earlier: the log must still extend it (catches truncation and rewrites).",
 )
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check signatures in this many processes.")
+@click.option(
+    "--witnesses",
+    "quorum",
+    type=click.IntRange(min=1),
+    help="Require a checkpoint of the log cosigned by this many of the --witness-key witnesses.",
+)
+@click.option(
+    "--witness-key",
+    "witness_keys",
+    multiple=True,
+    metavar="VKEY",
+    help="A witness you trust, as its verifier key (`agentd witness show`); repeat for each.",
+)
 @json_option
 @pass_app
-def verify(app: App, checkpoint_file: Path | None, jobs: int, as_json: bool) -> None:
+def verify(
+    app: App, checkpoint_file: Path | None, jobs: int, quorum: int | None, witness_keys: tuple[str, ...], as_json: bool
+) -> None:
     """Recompute everything: each entry's bytes, canonical form and signature, every
-    rule by replaying the log, the Merkle tree against the head, and consistency with the
-    log's own checkpoints and the one given. On failure names the first bad Pulse and
-    why, and exits 3."""
+    rule by replaying the log (each entry names this log and its author's next
+    sequence number, and is recorded once), the Merkle tree against the stored tree
+    and the head, rows beyond the head, and consistency with the log's own checkpoints
+    and the one given. With --witnesses N, a checkpoint must carry N valid cosignatures
+    of the witnesses given. On failure names the first bad Pulse and why, and exits 3."""
+    witnesses = _witnessing(quorum, witness_keys)
     note = _read_checkpoint(checkpoint_file) if checkpoint_file else None
     try:
         with open_ledger(app.home, check=False) as ledger:
-            report = ledger.verify(jobs=jobs, checkpoint=note, progress=lambda n: progress(f"checked {n} entries"))
+            report = ledger.verify(
+                jobs=jobs, checkpoint=note, progress=lambda n: progress(f"checked {n} entries"), witnesses=witnesses
+            )
     except DamagedStore as exc:
         report = VerifyReport(problem=Problem(None, str(exc)))
     if as_json:
@@ -157,6 +208,79 @@ def verify(app: App, checkpoint_file: Path | None, jobs: int, as_json: bool) -> 
         sizes = ", ".join(map(str, report.checkpoints)) or "none yet"
         click.echo(f"ok: {report.size} entries, {report.signatures} signatures and every rule hold")
         click.echo(f"root {report.root.hex()}; consistent with checkpoints at sizes: {sizes}")
+        if witnesses:
+            click.echo(f"witnessed: the checkpoint at size {report.witnessed} is cosigned by {', '.join(report.cosigners)}")
+
+
+def _witnessing(quorum: int | None, keys: tuple[str, ...]) -> Witnessing | None:
+    if quorum is None:
+        if keys:
+            raise click.UsageError("--witness-key needs --witnesses N: how many of them must have cosigned")
+        return None
+    if quorum > len(keys):
+        raise click.UsageError(f"--witnesses {quorum} needs at least {quorum} --witness-key options")
+    try:
+        return Witnessing([parse_witness_vkey(key) for key in keys], quorum)
+    except CheckpointError as exc:
+        raise click.BadParameter(str(exc), param_hint="--witness-key") from None
+
+
+@command.command("fork-proof", short_help="Prove that two signed checkpoints of the log conflict.")
+@click.argument("checkpoints", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="CP1 CP2")
+@click.option(
+    "--check",
+    "proof_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Check a saved fork proof instead (exit 0 when it holds, 3 when it does not).",
+)
+@click.option("--log-key", "log_vkey", metavar="VKEY", help="The log's verifier key (default: this home's ledger's).")
+@pass_app
+def fork_proof(app: App, checkpoints: tuple[Path, ...], proof_file: Path | None, log_vkey: str | None) -> None:
+    """Print, as JSON, the proof that two checkpoints the log signed (CP1, CP2) cannot
+    both be of a log that only grows: of one size with two roots, or the larger tree's
+    prefix at the smaller size is not the smaller's root. The proof's consistency path
+    comes from this home's ledger, which must hold the larger checkpoint's tree.
+    Checkpoints that are consistent are an error: there is nothing to prove.
+
+    With --check FILE, check a saved fork proof offline, against the log's key."""
+    if (len(checkpoints) == 2) == (proof_file is not None) or len(checkpoints) not in (0, 2):
+        raise click.UsageError("give two checkpoint files, CP1 CP2, or --check FILE")
+    if proof_file is not None:
+        proof = _read_fork_proof(proof_file)
+        key = _log_key(app, log_vkey)
+        try:
+            a, b = proof.check(key)
+        except LedgerError as exc:
+            raise CheckFailed(f"the fork proof does not hold: {exc}") from None
+        click.echo(f"holds: the log {a.origin} signed checkpoints at sizes {a.size} and {b.size} that conflict")
+        return
+    one, other = (_read_checkpoint(path) for path in checkpoints)
+    with open_ledger(app.home) as ledger:
+        found = ledger.fork_proof(one, other)
+        if log_vkey is not None and found is not None:
+            found.check(_log_key(app, log_vkey))
+    if found is None:
+        raise AgentdError(f"{checkpoints[0]} and {checkpoints[1]} are consistent: the log only grew between them, no fork to prove")
+    emit_json(found.to_json())
+    a, b = (parse_checkpoint(n) for n in (found.first, found.second))
+    progress(f"the log forked: its checkpoints at sizes {a.size} and {b.size} conflict (the proof holds)")
+
+
+def _log_key(app: App, log_vkey: str | None) -> bytes:
+    if log_vkey is not None:
+        try:
+            return parse_vkey(log_vkey)[1]
+        except CheckpointError as exc:
+            raise click.BadParameter(str(exc), param_hint="--log-key") from None
+    with open_ledger(app.home) as ledger:
+        return ledger.public_key
+
+
+def _read_fork_proof(path: Path) -> ForkProof:
+    try:
+        return ForkProof.from_json(json.loads(_read_text(path)))
+    except (ValueError, LedgerError) as exc:
+        raise AgentdError(f"{path} is not a fork proof: {exc}") from None
 
 
 @command.command("export", short_help="Write the exact entries to FILE as JSON lines.")
@@ -223,9 +347,9 @@ def _tree_to_prove(ledger: Ledger, size: int | None, home: Home) -> tuple[int, s
     wanted = size or ledger.size
     if not wanted:
         raise AgentdError("the log is empty: there is nothing to prove yet")
-    for note in ledger.checkpoints():
-        if parse_checkpoint(note).size == wanted:
-            return wanted, note
+    found = ledger.checkpoint_of(wanted)
+    if found is not None:
+        return wanted, found
     if (size is not None and size != ledger.size) or ledger.state().authority != log_key(home).id:
         return wanted, None
     note = ledger.checkpoint()
@@ -264,6 +388,10 @@ def _as_json(entry: Entry, names: dict[str, str], *, with_bytes: bool) -> dict[s
     if with_bytes:
         doc["entry"] = base64.b64encode(entry.raw).decode()
     return doc
+
+
+def _utc(timestamp: int) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _read_checkpoint(path: Path) -> str:

@@ -230,7 +230,15 @@ def test_checkpoint_as_json(agentd, home) -> None:
     assert r.code == 0, r.err
     doc = json.loads(r.out)
     signed = notes.parse(note)
-    assert doc == {"origin": signed.origin, "size": 5, "root": signed.root.hex(), "note": note}
+    log_key = json.loads((home.root / "log-key.json").read_text())["public_key"]
+    assert doc == {
+        "origin": signed.origin,
+        "size": 5,
+        "root": signed.root.hex(),
+        "log_key": notes.vkey(signed.origin, base64.b64decode(log_key)),
+        "cosignatures": [],
+        "note": note,
+    }
     assert doc["root"] == json.loads(agentd("ledger", "verify", "--json").out)["root"]
 
 
@@ -275,3 +283,114 @@ def test_a_proof_and_its_checkpoint_cover_the_same_tree_while_others_append(agen
         appender.kill()
         appender.communicate()
     assert appender.returncode == -signal.SIGKILL
+
+
+def test_import_with_a_checkpoint_refuses_a_copy_cut_short(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    copy, saved = tmp_path / "copy.jsonl", tmp_path / "checkpoint.txt"
+    agentd("ledger", "export", copy)
+    saved.write_text(agentd("ledger", "checkpoint").out)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(copy.read_text().splitlines(keepends=True)[:3]))
+    line = one_error_line(agentd("--home", tmp_path / "a1", "ledger", "import", cut, "--checkpoint", saved))
+    assert "Pulse 4: missing: the checkpoint covers 5 entries and the copy holds 3" in line
+    unchecked = agentd("--home", tmp_path / "a2", "ledger", "import", cut)
+    assert unchecked.code == 0 and "only self-consistency was checked" in unchecked.out and "--checkpoint" in unchecked.out
+    whole = agentd("--home", tmp_path / "a3", "ledger", "import", copy, "--checkpoint", saved)
+    assert whole.code == 0 and "consistent with the checkpoint at size 5" in whole.out
+
+
+def test_a_ledger_of_the_first_format_is_one_line_saying_what_to_do(agentd, home) -> None:
+    home.ensure()
+    db = sqlite3.connect(home.ledger_db)
+    with db:
+        db.execute("CREATE TABLE ledger_entries (pulse INTEGER PRIMARY KEY, raw BLOB)")
+        db.execute("INSERT INTO ledger_entries VALUES (1, x'00'), (2, x'00')")
+    db.close()
+    for args in (("ledger", "log"), ("ledger", "verify"), ("wallet", "list")):
+        line = one_error_line(agentd(*args))
+        assert "holds 2 entries in format v1" in line and "can be replayed" in line and "move it aside" in line
+
+
+def _log_key_of(agentd) -> str:
+    return json.loads(agentd("ledger", "checkpoint", "--json").out)["log_key"]
+
+
+def _witness(agentd, root) -> str:
+    made = agentd("--home", root, "witness", "new", "--name", f"witness.example/{root.name}")
+    assert made.code == 0, made.err
+    return made.out.split("verifier key: ")[1].strip()
+
+
+def test_a_witness_cosigns_and_verify_counts_it(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    w1, w2 = tmp_path / "w1", tmp_path / "w2"
+    keys = [_witness(agentd, w1), _witness(agentd, w2)]
+    assert json.loads(agentd("--home", w1, "witness", "show", "--json").out)["vkey"] == keys[0]
+    first = tmp_path / "cp1.txt"
+    first.write_text(agentd("ledger", "checkpoint").out)
+    cosigned = tmp_path / "cosigned.txt"
+    r = agentd("--home", w1, "witness", "cosign", first, "--log-key", _log_key_of(agentd))
+    assert r.code == 0, r.err
+    cosigned.write_text(r.out)
+    kept = agentd("ledger", "checkpoint", "--add", cosigned)
+    assert kept.code == 0 and kept.out == r.out and "cosigned by witness.example/w1" in kept.err
+    assert json.loads(agentd("ledger", "checkpoint", "--json").out)["cosignatures"][0]["name"] == "witness.example/w1"
+    ok = agentd("ledger", "verify", "--witnesses", "1", "--witness-key", keys[0], "--witness-key", keys[1])
+    assert ok.code == 0, ok.err
+    assert "witnessed: the checkpoint at size 5 is cosigned by witness.example/w1" in ok.out
+    line = one_error_line(agentd("ledger", "verify", "--witnesses", "2", "--witness-key", keys[0], "--witness-key", keys[1]), code=3, prefix="agentd: check failed: ")
+    assert "carries 2 valid cosignatures" in line
+    assert agentd("ledger", "verify", "--witnesses", "2", "--witness-key", keys[0]).code == 2
+    assert agentd("ledger", "verify", "--witnesses", "1", "--witness-key", "not-a-key").code == 2
+    # The log grows; the witness needs a proof that it grew from what it cosigned.
+    agentd("wallet", "transfer", "alice", "bob", "1")
+    second = tmp_path / "cp2.txt"
+    second.write_text(agentd("ledger", "checkpoint").out)
+    assert "needs a consistency proof from size 5 to size 6" in one_error_line(agentd("--home", w1, "witness", "cosign", second))
+    proof = tmp_path / "proof.json"
+    proof.write_text(agentd("ledger", "prove", "--from-size", "5").out)
+    assert agentd("--home", w1, "witness", "cosign", second, "--proof", proof).code == 0
+    # A witness reading the ledger itself keeps its cosignature there.
+    r = agentd("--home", w2, "witness", "cosign", "--ledger", f"sqlite:///{home.ledger_db}")
+    assert r.code == 0 and "trusting the log's key its genesis entry names" in r.err
+    assert "witness.example/w2" in agentd("ledger", "checkpoint").out
+    assert agentd("ledger", "verify", "--witnesses", "1", "--witness-key", keys[1]).code == 0
+
+
+def test_a_forked_log_is_refused_by_its_witness_with_a_fork_proof(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    witness, other = tmp_path / "w", tmp_path / "other"
+    _witness(agentd, witness)
+    log_key = _log_key_of(agentd)
+    # Another home holding the same store and log key grows the log its own way.
+    other.mkdir()
+    with sqlite3.connect(home.ledger_db) as source, sqlite3.connect(other / "ledger.db") as copy:
+        source.backup(copy)
+    (other / "log-key.json").write_bytes((home.root / "log-key.json").read_bytes())
+    agentd("wallet", "transfer", "alice", "bob", "0.50")
+    ours = tmp_path / "ours.txt"
+    ours.write_text(agentd("ledger", "checkpoint").out)
+    assert agentd("--home", witness, "witness", "cosign", ours, "--log-key", log_key).code == 0
+    agentd("--home", other, "wallet", "new", "carol")
+    for _ in range(3):
+        assert agentd("--home", other, "wallet", "fund", "carol", "1").code == 0
+    theirs, proof = tmp_path / "theirs.txt", tmp_path / "proof.json"
+    theirs.write_text(agentd("--home", other, "ledger", "checkpoint").out)
+    proof.write_text(agentd("--home", other, "ledger", "prove", "--from-size", "6").out)
+    refused = agentd("--home", witness, "witness", "cosign", theirs, "--proof", proof)
+    line = one_error_line(refused, code=3, prefix="agentd: check failed: ")
+    assert "refusing to cosign: the checkpoint of size 8" in line and "the log forked" in line
+    saved = tmp_path / "fork.json"
+    saved.write_text(refused.out)
+    held = agentd("ledger", "fork-proof", "--check", saved, "--log-key", log_key)
+    assert held.code == 0 and "holds: the log" in held.out and "signed checkpoints at sizes 6 and 8 that conflict" in held.out
+    # The other home, which holds the larger tree, proves the fork from its own ledger.
+    made = agentd("--home", other, "ledger", "fork-proof", ours, theirs)
+    assert made.code == 0 and json.loads(made.out)["checkpoints"] == [ours.read_text(), theirs.read_text()]
+    bent = json.loads(saved.read_text())
+    bent["prefix_root"] = base64.b64encode(notes.parse(ours.read_text()).root).decode()
+    saved.write_text(json.dumps(bent))
+    assert "the fork proof does not hold" in one_error_line(agentd("ledger", "fork-proof", "--check", saved), code=3, prefix="agentd: check failed: ")
+    assert "consistent: the log only grew" in one_error_line(agentd("ledger", "fork-proof", ours, ours))
+    assert agentd("ledger", "fork-proof", ours).code == 2
