@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ledger.receipts import Receipt
 
 PAYLOAD_TYPE = "application/vnd.agentd.entry.v2+json"
+_PAYLOAD_TYPE = PAYLOAD_TYPE.encode()
 VERSION = 2
 # Version 1 payloads named no log and no sequence number: a signed v1 entry could be
 # recorded again later, or on another log. They are refused by name.
@@ -138,14 +139,15 @@ class Entry:
             except (ValueError, TypeError, KeyError):
                 raise EntryError("payload is not an entry payload") from None
             return cls(raw, *fields, leaf or leaf_hash(raw), pulse)
-        if payload_type != PAYLOAD_TYPE.encode():
+        if payload_type != _PAYLOAD_TYPE:
             raise EntryError(f"payloadType must be {PAYLOAD_TYPE}")
-        if not _HEX64.fullmatch(keyid):
+        signer = _signer(keyid)
+        if signer is None:
             raise EntryError("keyid must be the signer's 32-byte Ed25519 public key in lowercase hex")
+        public_key, author = signer
         signature = _unb64(sig_b64, "sig")
         doc = _payload(payload)
-        public_key = bytes.fromhex(keyid.decode())
-        if _wallet_id(public_key) != doc["author"]:
+        if author != doc["author"]:
             raise EntryError(f"author {doc['author']} is not the wallet of the key that signed the entry")
         if not signature_holds(public_key, signature, pae(payload_type, payload)):
             raise EntryError("bad signature: the author's key did not sign these bytes")
@@ -185,26 +187,43 @@ def _payload(payload: bytes) -> dict[str, Any]:
         doc = canonical.loads(payload)
     except LedgerError as exc:
         raise EntryError(f"payload {exc}") from None
-    if not isinstance(doc, dict) or doc.keys() != _PAYLOAD_KEYS:
+    if type(doc) is not dict or doc.keys() != _PAYLOAD_KEYS:
         raise EntryError(f"payload must hold exactly {sorted(_PAYLOAD_KEYS)}")
-    if doc["v"] != VERSION or type(doc["v"]) is not int:
+    kind, author, at, log, seq = doc["kind"], doc["author"], doc["at"], doc["log"], doc["seq"]
+    if type(doc["v"]) is not int or doc["v"] != VERSION:
         raise EntryError(f"payload version must be {VERSION}")
-    if not isinstance(doc["kind"], str) or not KIND.fullmatch(doc["kind"]):
-        raise EntryError(f"bad kind {doc['kind']!r}: expected a name like funds.transfer/v1")
-    if not isinstance(doc["author"], str) or not WALLET_ID.fullmatch(doc["author"]):
-        raise EntryError("author must be a wallet id (32 lowercase hex digits)")
-    if not isinstance(doc["at"], str) or not _valid_time(doc["at"]):
+    # Types first, then one check remembered per distinct kind, author and log: they recur.
+    if type(kind) is not str or type(author) is not str or type(log) is not str or not _names_valid(kind, author, log):
+        _explain_names(kind, author, log)
+    if type(at) is not str or not _valid_time(at):
         raise EntryError('at must be a UTC time like "2026-11-29T12:00:00Z"')
-    if not isinstance(doc["log"], str) or not ORIGIN.fullmatch(doc["log"]):
-        raise EntryError("log must name the log's origin (printable ASCII, no space or '+')")
-    if type(doc["seq"]) is not int or not 1 <= doc["seq"] <= MAX_SEQ:
+    if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
         raise EntryError("seq must be the author's sequence number on the log: a whole number from 1")
-    if not isinstance(doc["body"], dict):
+    if type(doc["body"]) is not dict:
         raise EntryError("body must be a JSON object")
     return doc
 
 
-_wallet_id = lru_cache(maxsize=4096)(wallet_id)
+@lru_cache(maxsize=4096)
+def _names_valid(kind: str, author: str, log: str) -> bool:
+    return bool(KIND.fullmatch(kind) and WALLET_ID.fullmatch(author) and ORIGIN.fullmatch(log))
+
+
+def _explain_names(kind: Any, author: Any, log: Any) -> None:
+    if not isinstance(kind, str) or not KIND.fullmatch(kind):
+        raise EntryError(f"bad kind {kind!r}: expected a name like funds.transfer/v1")
+    if not isinstance(author, str) or not WALLET_ID.fullmatch(author):
+        raise EntryError("author must be a wallet id (32 lowercase hex digits)")
+    raise EntryError("log must name the log's origin (printable ASCII, no space or '+')")
+
+
+@lru_cache(maxsize=4096)
+def _signer(keyid: bytes) -> tuple[bytes, str] | None:
+    """The public key a keyid names and the wallet id it gives, or None if it names none."""
+    if not _HEX64.fullmatch(keyid):
+        return None
+    public_key = bytes.fromhex(keyid.decode())
+    return public_key, wallet_id(public_key)
 
 
 @lru_cache(maxsize=4096)
@@ -222,10 +241,10 @@ def _unb64(text: bytes, field: str) -> bytes:
     # Canonical base64 only: set padding bits or other spellings would give one entry two
     # byte forms; decoding strictly and re-encoding must give the same text.
     try:
-        data = base64.b64decode(text, validate=True)
+        data = binascii.a2b_base64(text, strict_mode=True)
     except binascii.Error:
         raise EntryError(f"{field} is not canonical base64") from None
-    if base64.b64encode(data) != text:
+    if binascii.b2a_base64(data, newline=False) != text:
         raise EntryError(f"{field} is not canonical base64")
     return data
 

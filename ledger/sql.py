@@ -7,6 +7,7 @@ tables and how to insert many rows fast; the queries are the same. SQL is writte
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -23,6 +24,7 @@ SNAPSHOT_COLUMNS = "size, root, chain, frontier, rules, state, digest"
 # The tables of the first layout, which had no ledger_format row.
 V1_TABLES = ("ledger_entries", "ledger_head", "ledger_checkpoints", "ledger_snapshot")
 _CHUNK = 500
+_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")
 
 
 def claim_key(leaf: bytes) -> int:
@@ -52,6 +54,10 @@ class SqlRecorder(ABC):
         """Creates the tables of a new store. A store of the first layout is refused
         when it holds entries (they cannot be carried over: see ledger.entry), and made
         anew when it holds none."""
+        tables = self._tables()
+        made = {m.group(1) for m in map(_TABLE.search, schema) if m}
+        if made <= tables and self._fetch("SELECT version FROM ledger_format")[:1] == [(FORMAT,)]:
+            return  # made already: opening reads two rows, not the whole schema again
         with self._locked():
             self._serialize_schema()
             tables = self._tables()

@@ -1,14 +1,16 @@
 """The log's Merkle tree kept in its store as tiles, so that a root or a proof costs a
 few reads whatever the log's size.
 
-The layout is c2sp.org/tlog-tiles' with height 8: the tile at level L and index k holds
-the hashes of up to 256 consecutive complete tree nodes of height 8·L (leaf hashes at
-level 0), from node 256·k on, 32 bytes each, in one stored row. The rightmost tile of a
-level is partial until 256 nodes fill it. A node of height 8·L + r is the root of 2^r
-consecutive hashes of one tile, so any subtree hash needs at most one read per level of
-tiles: three for a log of 16 million entries. Appends write the tiles they change in
-their own transaction; `verify` rebuilds the tree from the entries and holds every tile
-against it.
+The layout is c2sp.org/tlog-tiles' with tiles of height 4 rather than 8: the tile at
+level L and index k holds the hashes of up to 16 consecutive complete tree nodes of
+height 4·L (leaf hashes at level 0), from node 16·k on, 32 bytes each, in one stored
+row. The rightmost tile of a level is partial until 16 nodes fill it. A node of height
+4·L + r is the root of 2^r consecutive hashes of one tile, so any subtree hash needs at
+most one read per level of tiles (six for a log of 16 million entries) and fifteen
+hashes each: a proof costs about as much at a million entries as at ten thousand. (Of
+height 8, a proof hashes up to 255 nodes a level, and its cost doubles from 10,000 to
+100,000 entries.) Appends write the tiles they change in their own transaction;
+`verify` rebuilds the tree from the entries and holds every tile against it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import NamedTuple
 from ledger import merkle
 from ledger.errors import VERIFY_HINT, LedgerError
 
-HEIGHT = 8
+HEIGHT = 4
 WIDTH = 1 << HEIGHT
 HASH = merkle.HASH_SIZE
 
