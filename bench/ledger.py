@@ -6,9 +6,10 @@ the bench prints:
 
 1. `verify` with 1 and with 2 jobs, each in a process of its own: entries a second
    beside the raw Ed25519 verify rate (`cryptography`, one call per message of the size
-   an entry's signature covers) measured just before and after it, times the jobs; and
-   the process's peak memory (its peak RSS less that of a process that only opened the
-   ledger), which must not grow with the log;
+   an entry's signature covers) measured just before and after it, times the jobs; the
+   CPU it used an entry beside a raw verify's (on a machine others share, the share that
+   holds when cores are free); and the process's peak memory (its peak RSS less that of
+   a process that only opened the ledger), which must not grow with the log;
 2. a new Ledger object opened on the log (the start-up check included) and one
    append, as each CLI command makes them (median of a few);
 3. inclusion proof latency at the log's size (median over random Pulses).
@@ -65,14 +66,17 @@ rules = RuleSet()
 register_funds(rules)
 with Ledger.open(sys.argv[1], rules, None, check=False) as ledger:
     opened = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    def cpu():
+        own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
     if int(sys.argv[2]):
-        start = time.perf_counter()
+        start, used = time.perf_counter(), cpu()
         report = ledger.verify(jobs=int(sys.argv[2]))
-        seconds = time.perf_counter() - start
+        seconds, used = time.perf_counter() - start, cpu() - used
         assert report.ok, report.problem
     else:
-        seconds, report = 0.0, None
-print(json.dumps({"seconds": seconds, "size": report.size if report else 0, "opened_kb": opened,
+        seconds, used, report = 0.0, 0.0, None
+print(json.dumps({"seconds": seconds, "cpu": used, "size": report.size if report else 0, "opened_kb": opened,
                   "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
 
@@ -137,8 +141,10 @@ def measure(url: str, size: int, rules: RuleSet, key: Wallet, wallets: list[Wall
             "rate": done["size"] / done["seconds"],
             "limit": limit,
             "seconds": done["seconds"],
+            "cpu_us": done["cpu"] / done["size"] * 1e6,
             "memory_mb": (done["peak_kb"] - baseline["opened_kb"]) / 1024,
         }
+        row["raw_cpu_us"] = raw.verify_cpu()
         if jobs == 2:
             row["together"] = raw.verify_rate_in(2)
     opens, appends = [], []
@@ -193,6 +199,11 @@ def report(rows: list[dict[str, Any]]) -> None:
         verdict = "meets" if worst >= 0.8 else "MISSES"
         print(f"verify, {jobs} job{'s' * (jobs > 1)}: at least {worst:.0%} of raw verify x {jobs}; goal 80%: {verdict}; "
               f"memory above an opened ledger: {', '.join(f'{m:.1f}' for m in memory)} MB")  # fmt: skip
+    raw_cpu = statistics.median(r["raw_cpu_us"] for r in rows)
+    for jobs in (1, 2):
+        used = max(r[f"verify{jobs}"]["cpu_us"] for r in rows)
+        print(f"  CPU an entry, verify with {jobs} job{'s' * (jobs > 1)} (all its processes): up to {used:.0f} µs, beside "
+              f"{raw_cpu:.0f} µs for a raw verify: {raw_cpu / used:.0%} (what the rate would be on idle cores)")  # fmt: skip
     together = min(r["together"] for r in rows)
     print(f"  (raw verify in 2 processes at once, on this machine during the run: {together:,.0f}/s; "
           f"verify with 2 jobs reached {min(r['verify2']['rate'] for r in rows) / together:.0%} of that at worst)")
@@ -270,6 +281,16 @@ class Raw:
                 public.verify(signature, message)
             rates.append(len(self._to_verify) / (time.perf_counter() - start))
         return statistics.median(rates)
+
+    def verify_cpu(self) -> float:
+        """Microseconds of CPU a raw verify takes: the median of three rounds."""
+        took = []
+        for _ in range(3):
+            start = time.process_time()
+            for public, signature, message in self._to_verify:
+                public.verify(signature, message)
+            took.append((time.process_time() - start) / len(self._to_verify) * 1e6)
+        return statistics.median(took)
 
     def verify_rate_in(self, processes: int) -> float:
         """The raw verify rate of `processes` processes at once: what the machine can give now."""

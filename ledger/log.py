@@ -36,10 +36,11 @@ from ledger.errors import VERIFY_HINT, LedgerError, RuleViolation
 from ledger.fold import Folder, SequenceViolation, Tip, at_head, fold, read, refusal_body
 from ledger.forks import ForkProof, fork_between
 from ledger.keys import Wallet
+from ledger.notary import Notary
 from ledger.proofs import ConsistencyProof, InclusionProof
-from ledger.receipts import CheckpointPolicy, Promise, Receipt
+from ledger.receipts import CheckpointPolicy, Receipt
 from ledger.rules import GENESIS, REFUSAL, RuleSet, State
-from ledger.store import Head, Recorder, Row, StoredCheckpoint, Transaction, chain, pages
+from ledger.store import Head, Recorder, Row, Transaction, chain, pages
 from ledger.stores import open_store
 
 _CLAIM = re.compile(r"[0-9a-f]{4,64}")
@@ -89,14 +90,11 @@ class Ledger:
         self._store = store
         self._rules = rules
         self._key = key
-        self._policy = policy or CheckpointPolicy()
-        self._clock = clock
         self._folder = Folder(rules, store.url)
+        self._notary = Notary(key, policy or CheckpointPolicy(), clock, store.url)
         # The fold of the log as this object last saw it: None until it is first needed,
         # and again after an append fails, since rules may have changed it before refusing.
         self._tip: Tip | None = None
-        # The size of the last checkpoint that fold was shown to extend.
-        self._extends: int | None = None
         if check:
             self.check()
 
@@ -293,7 +291,7 @@ class Ledger:
             if fresh and txn.head.size:
                 raise LedgerError(f"the ledger at {self.url} is not empty: import into a fresh home or database")
             tip = self._catch_up(txn)
-            self._hold_to_last_checkpoint(txn, tip)
+            self._notary.hold(txn, tip)
             batch, given = batch_of(tip)
             if not given:
                 self._tip = tip
@@ -309,7 +307,7 @@ class Ledger:
             size, length = txn.snapshot_extent()
             if tip.frontier.size - size >= max(1, length // SNAPSHOT_BYTES_PER_ENTRY):
                 txn.save_snapshot(self._folder.snapshot(tip))
-            receipt = self._receipt_signatures(txn, tip)
+            receipt = self._notary.receipt(txn, tip)
         self._tip = tip
         mine = batch[len(batch) - given :]
         for entry in mine:
@@ -344,7 +342,7 @@ class Ledger:
         to this object only when its own work succeeds."""
         tip, self._tip = self._tip, None
         if tip is None:
-            self._extends = None
+            self._notary.forget()
             tip, ignored = self._folder.resume(txn.snapshot(), txn.rows, txn.head)
             if ignored:
                 txn.save_snapshot(self._folder.snapshot(tip))
@@ -394,59 +392,7 @@ class Ledger:
             return f"entry {entry.claim_id[:16]} is already on the log at Pulse {found[0]}: an entry is recorded once"
         return reason
 
-    # Checkpoints and receipts
-
-    def _hold_to_last_checkpoint(self, txn: Transaction, tip: Tip) -> None:
-        """Refuses to add to a log that does not extend the last checkpoint it signed:
-        the key must never sign a receipt or checkpoint of a rewritten history. Checked
-        once per fold and checkpoint, a few reads of the stored tree each time."""
-        last = txn.latest_checkpoint()
-        if last is None or last.size == self._extends:
-            return
-        previous, size = notes.parse(last.note), tip.frontier.size
-        tree = tiles.Tree(txn.tile, size)
-        if tree.root() != tip.frontier.root():
-            raise LedgerError(f"the stored tree of the ledger at {self.url} does not hash to its head; {VERIFY_HINT}")
-        if previous.size > size or tree.subtree(0, previous.size) != previous.root:
-            raise LedgerError(
-                f"refusing to add to the ledger at {self.url}: it does not extend its last checkpoint "
-                f"(size {previous.size}); {VERIFY_HINT}"
-            )
-        self._extends = last.size
-
-    def _signs(self, state: State) -> bool:
-        return self._key is not None and state.origin is not None and self._key.id == state.authority
-
-    def _receipt_signatures(self, txn: Transaction, tip: Tip) -> tuple[str | None, str | None]:
-        """The checkpoint this append signs when one is due, else a signed promise of one;
-        neither when this ledger does not hold the log's key."""
-        state, size = tip.state, tip.frontier.size
-        if not self._signs(state) or self._key is None or state.origin is None:
-            return None, None
-        last, now = txn.latest_checkpoint(), self._clock()
-        if self._policy.due(last, size, now):
-            return self._sign_checkpoint(txn, tip, last, now), None
-        assert last is not None
-        promise = Promise(state.origin, size, tip.frontier.root(), self._policy.deadline(last))
-        return None, promise.sign(self._key)
-
-    def _sign_checkpoint(self, txn: Transaction, tip: Tip, last: StoredCheckpoint | None, now: float) -> str:
-        """Signs and keeps a checkpoint of the locked tip, which must extend the last one."""
-        state, size, root = tip.state, tip.frontier.size, tip.frontier.root()
-        if self._key is None or state.origin is None or not self._signs(state):
-            raise LedgerError(f"only the log's key ({state.authority}) signs its checkpoints, and this home holds another")
-        if last is not None:
-            previous = notes.parse(last.note)
-            if previous.size > size:
-                raise LedgerError(f"the log's last checkpoint covers {previous.size} entries but it holds {size}; {VERIFY_HINT}")
-            if tiles.Tree(txn.tile, size).subtree(0, previous.size) != previous.root:
-                raise LedgerError(
-                    f"refusing to sign: the log does not extend its last checkpoint (size {previous.size}); {VERIFY_HINT}"
-                )
-        note = notes.sign(notes.Checkpoint(state.origin, size, root), self._key, state.origin)
-        txn.save_checkpoint(StoredCheckpoint(size, note, now))
-        self._extends = size
-        return note
+    # Checkpoints
 
     def checkpoint(self) -> str:
         """The log's checkpoint of its current size, with any cosignatures: the one
@@ -456,16 +402,7 @@ class Ledger:
             tip = self._catch_up(txn)
             # Signing reads the fold without changing it, so this object keeps it whatever follows.
             self._tip = tip
-            if tip.frontier.size == 0:
-                raise LedgerError("the log is empty: there is nothing to checkpoint yet")
-            last = txn.latest_checkpoint()
-            if last is not None and last.size == tip.frontier.size:
-                if notes.parse(last.note).root != tip.frontier.root():
-                    raise LedgerError(
-                        f"refusing to sign: the log does not extend its last checkpoint (size {last.size}); {VERIFY_HINT}"
-                    )
-                return last.note
-            return self._sign_checkpoint(txn, tip, last, self._clock())
+            return self._notary.current(txn, tip)
 
     def sign_due(self) -> str | None:
         """Signs the checkpoint the policy calls for by now, if one is due and this ledger
@@ -473,10 +410,7 @@ class Ledger:
         with self._store.transaction() as txn:
             tip = self._catch_up(txn)
             self._tip = tip
-            last, now = txn.latest_checkpoint(), self._clock()
-            if not self._signs(tip.state) or not self._policy.due(last, tip.frontier.size, now):
-                return None
-            return self._sign_checkpoint(txn, tip, last, now)
+            return self._notary.due(txn, tip)
 
     def latest_checkpoint(self) -> str | None:
         """The last checkpoint the log signed, with any cosignatures, without signing."""

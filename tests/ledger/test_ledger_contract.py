@@ -1113,3 +1113,21 @@ def test_a_process_killed_mid_append_leaves_a_log_that_verifies(store_url: str, 
         report = after.verify()
         assert report.ok and report.size == size
         after.append(sender, "funds.transfer/v1", {"to": sink.id, "cents": 1, "memo": "after the crash"})
+
+
+def test_a_sqlite_ledger_never_loads_the_postgresql_driver(tmp_path) -> None:
+    script = f"""
+import sys
+from ledger import MINT, Ledger, RuleSet, Wallet, register_funds
+rules = RuleSet()
+register_funds(rules)
+key = Wallet.generate()
+with Ledger.open("sqlite:///{tmp_path / 'l.db'}", rules, key) as ledger:
+    ledger.append(key, MINT, {{"to": key.id, "cents": 1}})
+    assert ledger.verify().ok
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("psycopg", "ledger")))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.replace("'", '"'))
+    assert "ledger.sqlite" in loaded and "ledger.postgres" not in loaded and "psycopg" not in loaded
