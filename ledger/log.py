@@ -173,18 +173,19 @@ class Ledger:
 
     @property
     def origin(self) -> str:
-        """The log's name, which every entry must carry (its genesis entry fixed it)."""
-        origin = self._current().state.origin
-        if origin is None:
-            raise LedgerError("the log is empty: it is named by its first entry, which the log's key signs")
-        return origin
+        """The log's name, which every entry must carry: its genesis entry fixed it."""
+        return self._genesis_entry().log
 
     @property
     def public_key(self) -> bytes:
         """The log's own key, as its genesis entry names it: what checks its checkpoints."""
-        if self.size == 0:
-            raise LedgerError("the log is empty: it has no key until its first entry")
-        return self.get(1).public_key
+        return self._genesis_entry().public_key
+
+    def _genesis_entry(self) -> Entry:
+        row = self._store.row(1)
+        if row is None:
+            raise LedgerError("the log is empty: it is named by its first entry, which the log's key signs")
+        return read(row)
 
     def next_sequence(self, author: str) -> int:
         """The sequence number `author`'s next entry must carry, for entries signed

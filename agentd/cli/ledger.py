@@ -116,7 +116,7 @@ def checkpoint(app: App, cosigned_file: Path | None, as_json: bool) -> None:
     `ledger verify --witness-key` checks them), "note" (the signed note itself)}."""
     with open_ledger(app.home) as ledger:
         note = ledger.add_cosignatures(_read_checkpoint(cosigned_file)) if cosigned_file else ledger.checkpoint()
-        log_vkey = vkey(ledger.origin, ledger.public_key)
+        log_vkey = vkey(ledger.origin, ledger.public_key) if as_json else ""
     cosigned = claimed_cosignatures(note)
     if not as_json:
         click.echo(note, nl=False)
