@@ -7,10 +7,11 @@ kind not registered there is refused.
 from __future__ import annotations
 
 from agentd import claims as agent_claims
+from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.wallets import log_key
 from improver import register_claims
-from ledger import Ledger, RuleSet, register_funds
+from ledger import CheckpointPolicy, Ledger, RuleSet, register_funds
 
 
 def rule_set() -> RuleSet:
@@ -25,4 +26,17 @@ def open_ledger(home: Home, *, check: bool = True) -> Ledger:
     """The ledger `home.ledger_url` names. `check=False` skips the start-up check, for
     `agentd ledger verify`, which must open a damaged store to say what is wrong."""
     home.ensure()
-    return Ledger.open(home.ledger_url, rule_set(), log_key(home), check=check)
+    return Ledger.open(home.ledger_url, rule_set(), log_key(home), check=check, policy=checkpoint_policy(home))
+
+
+def checkpoint_policy(home: Home) -> CheckpointPolicy:
+    """When appends sign checkpoints: [ledger] checkpoint_every (entries) and
+    checkpoint_seconds in config.toml, 1,000 and 60 unless set."""
+    default = CheckpointPolicy()
+    every = home.setting("ledger", "checkpoint_every")
+    seconds = home.setting("ledger", "checkpoint_seconds")
+    if every is not None and (type(every) is not int or every < 1):
+        raise AgentdError(f"[ledger] checkpoint_every in {home.config_path} must be a whole number of entries from 1")
+    if seconds is not None and (type(seconds) not in (int, float) or not seconds > 0):
+        raise AgentdError(f"[ledger] checkpoint_seconds in {home.config_path} must be a number of seconds above 0")
+    return CheckpointPolicy(default.every if every is None else every, default.seconds if seconds is None else seconds)

@@ -394,3 +394,12 @@ def test_a_forked_log_is_refused_by_its_witness_with_a_fork_proof(agentd, home, 
     assert "the fork proof does not hold" in one_error_line(agentd("ledger", "fork-proof", "--check", saved), code=3, prefix="agentd: check failed: ")
     assert "consistent: the log only grew" in one_error_line(agentd("ledger", "fork-proof", ours, ours))
     assert agentd("ledger", "fork-proof", ours).code == 2
+
+
+def test_the_checkpoint_policy_comes_from_the_home_s_config(agentd, home) -> None:
+    home.ensure()
+    home.config_path.write_text("[ledger]\ncheckpoint_every = 2\ncheckpoint_seconds = 3600\n")
+    _tour(agentd, transfers=4)  # Pulses 1-2, signed at once, then transfers at Pulses 3 to 6
+    assert json.loads(agentd("ledger", "verify", "--json").out)["checkpoints"] == [2, 4, 6]
+    home.config_path.write_text("[ledger]\ncheckpoint_every = 0\n")
+    assert "checkpoint_every" in one_error_line(agentd("ledger", "log"))
