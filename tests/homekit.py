@@ -14,6 +14,9 @@ from click.testing import CliRunner
 from agentd.cli import invoke as run_cli
 from agentd.home import Home
 
+# What a shell may have set that would change what a command does.
+PASSPHRASES = ("AGENTD_WALLET_PASSPHRASE", "AGENTD_LOG_PASSPHRASE", "AGENTD_WITNESS_PASSPHRASE")
+
 
 @dataclass
 class Result:
@@ -27,7 +30,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     """A fresh, empty agentd home; AGENTD_HOME points at it for subprocesses too."""
     root = tmp_path / "home"
     monkeypatch.setenv("AGENTD_HOME", str(root))
-    for var in ("AGENTD_LEDGER_URL", "AGENTD_WALLET_PASSPHRASE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for var in ("AGENTD_LEDGER_URL", *PASSPHRASES, "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     return Home(root)
 
