@@ -42,7 +42,10 @@ class LineReader:
     """Reads the policy's lines on a daemon thread, so an episode that ends while the
     policy is silent never waits on it to exit. The thread reads the file descriptor
     itself when there is one: a daemon thread blocked inside a buffered reader would
-    hold its lock when the interpreter shuts down, which aborts the process."""
+    hold its lock when the interpreter shuts down, which aborts the process. It reads a
+    duplicate it owns: the caller may close the reader once the episode is over, and the
+    number of a closed descriptor is soon given to another file, which the thread would
+    then read from (another episode's policy, in one process running several)."""
 
     def __init__(self, reader: BinaryIO) -> None:
         self.reader = reader
@@ -66,16 +69,19 @@ class LineReader:
 
 def _lines(reader: BinaryIO) -> Iterator[bytes]:
     try:
-        fd = reader.fileno()
+        fd = os.dup(reader.fileno())
     except (OSError, ValueError):  # an in-memory stream: it never blocks
         yield from iter(reader.readline, b"")
         return
-    pending = b""
-    while chunk := os.read(fd, 65536):
-        *lines, pending = (pending + chunk).split(b"\n")
-        yield from (line + b"\n" for line in lines)
-    if pending:
-        yield pending
+    try:
+        pending = b""
+        while chunk := os.read(fd, 65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            yield from (line + b"\n" for line in lines)
+        if pending:
+            yield pending
+    finally:
+        os.close(fd)
 
 
 class PolicyModel:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import threading
+import time
 from typing import Any, Callable
 
 from improver.env import run_episode
@@ -119,3 +121,22 @@ def test_a_policy_too_slow_on_a_turn_is_the_policys_doing_not_an_infrastructure_
         lines = [json.loads(x) for x in sent.read().splitlines()]
     assert result is None
     assert lines[-1] == {"error": {"kind": "policy", "message": "turn 1: the policy did not answer within 0.3 seconds"}}
+
+
+def test_an_episode_over_does_not_read_the_next_ones_lines() -> None:
+    # The first episode ends on a bad line while its policy stays open and silent; its
+    # input is closed, and the next pipe made takes the freed descriptor number.
+    first_r, first_w = os.pipe()
+    back_r, back_w = os.pipe()
+    os.write(first_w, b'{"answer": "not a message"}\n')
+    with open(first_r, "rb") as reader, open(back_w, "wb") as writer:
+        asyncio.run(run_episode(paid_task("work-3"), OPERATOR, "", follows_the_protocol, reader, writer))
+    second_r, second_w = os.pipe()
+    try:
+        os.write(second_w, b"the next episode's line\n")
+        time.sleep(0.2)  # time for a stray reader of the first episode to take it
+        readable, _, _ = select.select([second_r], [], [], 1.0)
+        assert readable and os.read(second_r, 100) == b"the next episode's line\n"
+    finally:
+        for fd in (second_r, second_w, first_w, back_r):
+            os.close(fd)
