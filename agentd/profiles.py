@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home, load_toml
 from improver import MATCHES, Case, Limits, write_atomic
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ def profile_dir(home: Home, name: str) -> Path:
 
 
 def check_name(name: str) -> str:
-    if not NAME_RE.match(name):
-        raise AgentdError(
+    if not NAME_RE.fullmatch(name):
+        raise WrongValue(
             f"{name!r} is not a valid profile name: use lower-case letters, digits, '-' and '_'"
         )
     return name
@@ -180,6 +180,8 @@ def _tool(data: Any, index: int, where: str) -> ToolSpec:
     command = _get(data, "command", list, at, default=None)
     if (run is None) == (command is None):
         raise AgentdError(f"{at} needs exactly one of run = \"module:function\" or command = [...]")
+    if command is not None and (not command or not all(isinstance(c, str) and c for c in command)):
+        raise AgentdError(f"{at}: command must list the program and its arguments, as non-empty strings, like [\"python3\", \"tool.py\"]")
     if run is not None and not re.match(r"^[\w.]+:\w+$", run):
         raise AgentdError(f"{at}: run = {run!r} is not \"module:function\"")
     match = _get(data, "match", str, at, default="input")
@@ -192,7 +194,7 @@ def _tool(data: Any, index: int, where: str) -> ToolSpec:
         changes=_get(data, "changes", bool, at),
         match=match,
         run=run,
-        command=tuple(str(c) for c in command) if command else None,
+        command=tuple(command) if command is not None else None,
         timeout=float(_get(data, "timeout", (int, float), at, default=60.0)),
     )
 
@@ -213,14 +215,17 @@ def load_learned(path: Path) -> Learned:
     if not path.exists():
         return Learned()
     try:
-        data = json.loads(path.read_text())
-        return Learned(
-            lessons=str(data.get("lessons") or ""),
-            models=list(data["models"]) if data.get("models") else None,
-            step=data.get("step"),
-        )
-    except (json.JSONDecodeError, AttributeError, TypeError) as exc:
-        raise AgentdError(f"{path}: not a valid learned.json ({exc}); restore it or delete it") from None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        models = data.get("models")
+        if models is not None and (not isinstance(models, list) or not all(isinstance(m, str) and ":" in m for m in models)):
+            raise ValueError('"models" must list models as "provider:model"')
+        return Learned(lessons=str(data.get("lessons") or ""), models=list(models) if models else None, step=data.get("step"))
+    except (ValueError, AttributeError, TypeError, RecursionError) as exc:
+        # ValueError covers text that is not JSON and bytes that are not UTF-8.
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise AgentdError(f"{path}: not a valid learned.json ({why}); restore it or delete it") from None
+    except OSError as exc:
+        raise AgentdError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def save_learned(profile: Profile, learned: Learned) -> None:

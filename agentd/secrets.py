@@ -1,12 +1,17 @@
 """The secrets this machine keeps, and keeping them out of transcripts.
 
 A session that held one is flagged (export passes over it) and the value is replaced
-in what is stored, so a key never reaches a transcript or the ledger.
+in what is stored, so a key never reaches a transcript or the ledger. A value is found
+however it was written: in any case, spaced out, URL-encoded (in part or whole), as hex,
+or in base64 (standard or URL-safe, at any offset inside a longer encoded text).
 """
 
 from __future__ import annotations
 
+import base64
 import os
+import re
+from functools import lru_cache
 from typing import Any
 
 from agentd.home import Home
@@ -15,6 +20,7 @@ SECRET_VARIABLES = ("AGENTD_WALLET_PASSPHRASE", "OPENAI_API_KEY", "ANTHROPIC_API
 SECRET_SETTINGS = (("openai", "api_key"), ("anthropic", "api_key"))
 # Shorter values would match ordinary words and flag sessions for nothing.
 MIN_SECRET_LENGTH = 6
+GAP = r"\s*"  # what may stand between the characters of a value someone spaced out
 
 
 def machine_secrets(home: Home) -> dict[str, str]:
@@ -27,24 +33,64 @@ def machine_secrets(home: Home) -> dict[str, str]:
         value = home.setting(section, key)
         if value:
             found[f"[{section}] {key}"] = str(value)
-    return {k: v for k, v in found.items() if len(v) >= MIN_SECRET_LENGTH}
+    return {k: v for k, v in found.items() if len(v.strip()) >= MIN_SECRET_LENGTH}
 
 
 def redact(data: Any, secrets: dict[str, str]) -> tuple[Any, list[str]]:
     """Returns `data` with every secret value replaced, and the names of those found."""
     hits: set[str] = set()
+    patterns = [(name, pattern(value)) for name, value in secrets.items()]
+
+    def clean(text: str) -> str:
+        for name, found in patterns:
+            text, count = found.subn(f"[redacted: {name}]", text)
+            if count:
+                hits.add(name)
+        return text
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
-            for name, secret in secrets.items():
-                if secret in value:
-                    hits.add(name)
-                    value = value.replace(secret, f"[redacted: {name}]")
-            return value
+            return clean(value)
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
+            return {clean(k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
         return value
 
     return walk(data), sorted(hits)
+
+
+@lru_cache(maxsize=64)
+def pattern(secret: str) -> re.Pattern[str]:
+    """One expression for every way of writing `secret` this module knows."""
+    value = secret.strip()
+    raw = value.encode()
+    ways = [_plain(value), "(?i:" + GAP.join(f"{b:02x}" for b in raw) + ")"]
+    ways += [GAP.join(map(re.escape, core)) for core in _base64_cores(raw)]
+    return re.compile("|".join(f"(?:{w})" for w in ways))
+
+
+def _plain(value: str) -> str:
+    """The value in any case, spaced out, each character as itself or URL-encoded."""
+    return "(?i:" + GAP.join(_character(c) for c in value) + ")"
+
+
+def _character(c: str) -> str:
+    forms = {re.escape(c)} | {"".join(f"%{b:02x}" for b in v.encode()) for v in {c.lower(), c.upper()}}
+    if c == " ":
+        forms |= {r"\+", r"\s"}
+    return "(?:" + "|".join(sorted(forms)) + ")"
+
+
+def _base64_cores(raw: bytes) -> set[str]:
+    """The part of the value's base64 that is the same wherever it starts in a longer
+    text: for each of the three offsets, the characters made only of its own bits."""
+    cores = set()
+    for offset in range(3):
+        first = -(-8 * offset // 6)  # the first character after the offset's bits
+        last = 8 * (offset + len(raw)) // 6  # the characters made wholly of the value's bits
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            core = encode(bytes(offset) + raw).decode()[first:last]
+            if core:
+                cores.add(core)
+    return cores

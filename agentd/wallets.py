@@ -48,7 +48,7 @@ def wallet_path(home: Home, name: str) -> Path:
 
 
 def log_key_path(home: Home) -> Path:
-    return home.root / "log-key.json"
+    return home.log_key_path
 
 
 def wallet_exists(home: Home, name: str) -> bool:
@@ -150,6 +150,17 @@ def seal_log_key(home: Home) -> Path:
 
 # The log's key as last opened in this process, by path, with what it was opened from.
 _LOG_KEYS: dict[Path, tuple[tuple[int, int, str | None], Wallet]] = {}
+
+
+def existing_log_key(home: Home) -> Wallet | None:
+    """The log's key when this home holds it; never makes one (for reading alone)."""
+    return log_key(home) if log_key_path(home).exists() else None
+
+
+def log_key_id(home: Home) -> str | None:
+    """The id of the log's key, read in the clear; None when this home holds none."""
+    path = log_key_path(home)
+    return _read(path, LOG_KEY_NAME).id if path.exists() else None
 
 
 def _start_log_key(home: Home, path: Path) -> None:

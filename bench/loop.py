@@ -7,7 +7,7 @@ often its decision rule keeps a change that does nothing.
    whoever the invoice names): those paying the payee their task named are checked by
    the example's check.py (--verify), the others are marked bad by a person
    (`agentd.app.marks`). Then harvest and validation (`agentd.app.tasks.harvest_profile`)
-   and a seal (`agentd.app.loop.seal_tasks`: share 50, 4 confirmations, 2 canaries,
+   and a seal (`agentd.app.seals.seal_tasks`: share 50, 4 confirmations, 2 canaries,
    published with the profile's wallet): N tasks to choose on, N sealed. N is 80.
 2. One round of `agentd improve run invoices --proposer script:models/proposer.toml
    --rounds 1 --runs 4 --wallet invoices` (`agentd.app.loop.run_improvement`), whose
@@ -53,8 +53,9 @@ import improver.harness  # noqa: E402
 import improver.loop  # noqa: E402
 from agentd.app.examples import install_example  # noqa: E402
 from agentd.app.live import run_session  # noqa: E402
-from agentd.app.loop import RunRequest, run_improvement, seal_tasks  # noqa: E402
+from agentd.app.loop import RunRequest, run_improvement  # noqa: E402
 from agentd.app.marks import mark_session  # noqa: E402
+from agentd.app.seals import seal_tasks  # noqa: E402
 from agentd.app.tasks import harvest_profile  # noqa: E402
 from agentd.home import Home  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402

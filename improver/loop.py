@@ -38,7 +38,7 @@ from improver.seal import Seal, SealSpent, is_canary
 from improver.settings import Settings
 from improver.stats import Comparison, Tally
 from improver.tasks import Task
-from improver.trials import TaskTally, TrialResult, run_trials
+from improver.trials import Halted, TaskTally, TrialResult, run_trials
 from improver.variant import Variant
 
 SCREEN_LEVEL = 0.05  # screening on the tasks to choose on: a 95% interval
@@ -377,7 +377,7 @@ class Loop:
         trial = asyncio.ensure_future(
             run_trials(
                 variant, tasks, self.agent, self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
-                on_result=self._counter(f"trial of variant {variant.id}", len(tasks) * runs),
+                on_result=self._counter(f"trial of variant {variant.id}", len(tasks) * runs), halted=self.halted,
             )  # fmt: skip
         )
         stopper = asyncio.ensure_future(self.stopping.wait())
@@ -388,7 +388,10 @@ class Loop:
             with contextlib.suppress(asyncio.CancelledError):
                 await trial
             raise Interrupted("interrupted during a trial; the archive and the seal are as the last finished step left them")
-        result = trial.result()
+        try:
+            result = trial.result()
+        except Halted as exc:
+            raise Stop(str(exc)) from None
         self.used = self.used + result.usage
         runs_done = len(result.results)
         if runs_done:

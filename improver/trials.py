@@ -19,6 +19,11 @@ from improver.variant import Variant
 CONCURRENCY = 8
 
 
+class Halted(Exception):
+    """A run was about to start while `halted` said to stop (the kill switch); the
+    message says why."""
+
+
 @dataclass
 class TaskTally:
     passed: int = 0
@@ -105,9 +110,12 @@ async def run_trials(
     limits: Limits = Limits(),
     retries: int = RETRIES,
     on_result: Callable[[RunResult], None] | None = None,
+    halted: Callable[[], str | None] = lambda: None,
 ) -> TrialResult:
     """Runs every task `runs` times, at most `concurrency` at once; results come back
-    in task order, then run order, whatever order they finished in."""
+    in task order, then run order, whatever order they finished in. `halted` is asked
+    before each run starts: a reason from it stops the trial (Halted), the runs under
+    way with it."""
     if runs < 1 or concurrency < 1:
         raise ValueError("runs and concurrency must be at least 1")
     gate = asyncio.Semaphore(concurrency)
@@ -115,12 +123,22 @@ async def run_trials(
 
     async def one(task: Task) -> RunResult:
         async with gate:
+            why = halted()
+            if why:
+                raise Halted(why)
             result = await run_task(task, variant, candidate, factory, limits, retries)
         if on_result:
             on_result(result)
         return result
 
-    results = await asyncio.gather(*(one(task) for task in tasks for _ in range(runs)))
+    jobs = [asyncio.ensure_future(one(task)) for task in tasks for _ in range(runs)]
+    try:
+        results = await asyncio.gather(*jobs)
+    except BaseException:
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+        raise
     per_task = {task.name: TaskTally() for task in tasks}
     for result in results:
         per_task[result.task].add(result)

@@ -62,14 +62,7 @@ class SqlRecorder(ABC):
             self._serialize_schema()
             tables = self._tables()
             if "ledger_entries" in tables and "ledger_format" not in tables:
-                held = self._fetch("SELECT max(pulse) FROM ledger_entries")[0][0] or 0
-                if held:
-                    raise LedgerError(
-                        f"the ledger at {self.url} holds {held} entries in format v1, from before entries named "
-                        "their log and carried sequence numbers (a v1 entry's signature can be replayed): this "
-                        "version can neither extend nor verify it; keep it for the record, move it aside (or name "
-                        "another ledger URL) and start a new log"
-                    )
+                self._refuse_v1()
                 for table in V1_TABLES:
                     self._execute(f"DROP TABLE IF EXISTS {table}")
             for statement in schema:
@@ -79,6 +72,28 @@ class SqlRecorder(ABC):
             if version != FORMAT:
                 raise LedgerError(f"the ledger at {self.url} is in format v{version}, which this version cannot read")
             self._execute("INSERT INTO ledger_head (id, size, root) VALUES (1, 0, ?) ON CONFLICT DO NOTHING", [EMPTY_ROOT])
+
+    def _refuse_v1(self) -> None:
+        """A store of the first layout that holds entries: they cannot be carried over."""
+        held = self._fetch("SELECT max(pulse) FROM ledger_entries")[0][0] or 0
+        if held:
+            raise LedgerError(
+                f"the ledger at {self.url} holds {held} entries in format v1, from before entries named "
+                "their log and carried sequence numbers (a v1 entry's signature can be replayed): this "
+                "version can neither extend nor verify it; keep it for the record, move it aside (or name "
+                "another ledger URL) and start a new log"
+            )
+
+    def _check_layout(self) -> None:
+        """For a store opened to read alone: its layout is this version's, or one it can
+        name, since nothing may be made or dropped."""
+        tables = self._tables()
+        if "ledger_entries" in tables and "ledger_format" not in tables:
+            self._refuse_v1()
+        if "ledger_format" in tables:
+            version = self._fetch("SELECT version FROM ledger_format WHERE id = 1")[0][0]
+            if version != FORMAT:
+                raise LedgerError(f"the ledger at {self.url} is in format v{version}, which this version cannot read")
 
     def head(self) -> Head:
         return _head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1"))

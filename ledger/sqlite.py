@@ -7,6 +7,7 @@ moves raw bytes in bulk.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -50,13 +51,21 @@ SCHEMA = [
 
 
 class SqliteRecorder(SqlRecorder):
+    """`read_only` opens an existing file for reading alone (SQLite's `mode=ro`): no
+    schema, no write lock, nothing created, so a copy on a read-only disk can be read and
+    verified. Anything that would write fails with a LedgerError saying so."""
+
     integrity_error = sqlite3.IntegrityError
     driver_error = sqlite3.Error
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         self.path = Path(url.removeprefix(SQLITE_PREFIX))
-        conn = self._connect()
+        self.read_only = read_only
+        conn = self._connect_read_only() if read_only else self._connect()
         super().__init__(url, conn)
+        if read_only:
+            self._check_layout()
+            return
         try:
             self._prepare(SCHEMA)
         except LedgerError:
@@ -81,10 +90,30 @@ class SqliteRecorder(SqlRecorder):
             raise self._failure(exc) from None
         return conn
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        if not self.path.is_file():
+            raise LedgerError(f"no ledger at {self.path}")
+        # A WAL file needs its -shm beside it, which a read-only folder cannot get. With
+        # no -wal there, everything is in the file itself, and no writer can reach it
+        # through a folder this process cannot write either: it is read as immutable.
+        quiet = not self.path.with_name(self.path.name + "-wal").exists() and not os.access(self.path.parent, os.W_OK)
+        conn = None
+        try:
+            conn = sqlite3.connect(
+                f"{self.path.as_uri()}?{'immutable=1' if quiet else 'mode=ro'}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+            )
+            conn.execute("SELECT 1 FROM sqlite_master")  # a database at all: its layout is checked next
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise self._failure(exc) from None
+        return conn
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
+            # Read-only, a plain (deferred) transaction still reads one consistent state.
+            self._conn.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:
@@ -104,6 +133,8 @@ class SqliteRecorder(SqlRecorder):
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
         if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             return LedgerError(f"the ledger at {self.path} is busy ({exc}); try again")
+        if code == sqlite3.SQLITE_READONLY:
+            return LedgerError(f"the ledger at {self.path} is read-only here ({exc}): this command needs to write to it")
         if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
             return DamagedStore(
                 f"the ledger file {self.path} is damaged ({exc}): restore it from a backup, or rebuild the "

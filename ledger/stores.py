@@ -13,12 +13,14 @@ SQLITE_PREFIX = "sqlite:///"
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
-def open_store(url: str) -> Recorder:
-    """The store a ledger URL names: sqlite:///PATH or postgresql://…"""
+def open_store(url: str, *, read_only: bool = False) -> Recorder:
+    """The store a ledger URL names: sqlite:///PATH or postgresql://…. `read_only` opens a
+    SQLite file for reading alone (a copy on a read-only disk); a PostgreSQL server's
+    rights are the server's to give."""
     if url.startswith(SQLITE_PREFIX):
         from ledger.sqlite import SqliteRecorder
 
-        return SqliteRecorder(url)
+        return SqliteRecorder(url, read_only=read_only)
     if url.startswith(POSTGRES_PREFIXES):
         from ledger.postgres import PostgresRecorder
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agentd.app.demo import PROFILE, record_sessions
 from agentd.app.examples import install_example
-from agentd.app.loop import Sealed, seal_tasks
+from agentd.app.seals import Sealed, seal_tasks
 from agentd.app.tasks import harvest_profile
 from agentd.home import Home
 from agentd.profiles import load_profile

@@ -35,15 +35,25 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
     return Home(root)
 
 
+def run_in_process(argv: list[str], input: str | bytes | None = None, env: dict[str, str] | None = None) -> Result:
+    """`agentd ARGV...` in this process, its output caught."""
+    runner = CliRunner()
+    with runner.isolation(input=input, env=env) as (out, err, _):
+        code = run_cli(argv)
+    return Result(code, out.getvalue().decode(), err.getvalue().decode())
+
+
 @pytest.fixture
 def agentd(home: Home):
-    """Runs `agentd ARGS...` in-process against the test's home."""
+    """Runs `agentd ARGS...` in-process against the test's home, as a user who took the
+    README's first step: `agentd init` runs first when the home is not there yet (unless
+    the command is `init` or `demo` themselves, which create it)."""
 
     def invoke(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None) -> Result:
-        runner = CliRunner()
-        with runner.isolation(input=input, env=env) as (out, err, _):
-            code = run_cli(["--home", str(home.root), *map(str, args)])
-        return Result(code, out.getvalue().decode(), err.getvalue().decode())
+        if not home.exists and str(args[0]) not in ("init", "demo"):
+            made = run_in_process(["--home", str(home.root), "init"])
+            assert made.code == 0, made.err
+        return run_in_process(["--home", str(home.root), *map(str, args)], input, env)
 
     return invoke
 

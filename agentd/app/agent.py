@@ -33,12 +33,13 @@ def variant_of(profile: Profile) -> Variant:
     return Variant(profile.operator, profile.learned.lessons, tuple(profile.run_models))
 
 
-def run_env(home: Home, tasks_file: Path, case: str, reader: BinaryIO, writer: BinaryIO) -> int:
-    """One task as an episode over `reader`/`writer`; 0 when it ended with `done`."""
+def run_env(home: Home | None, tasks_file: Path, case: str, reader: BinaryIO, writer: BinaryIO) -> int:
+    """One task as an episode over `reader`/`writer`; 0 when it ended with `done`. The
+    profile's lessons and limits are used when `home` holds it."""
     taskset = load_tasks(tasks_file)
     task = taskset.get(case)
     lessons, limits = "", Limits()
-    if taskset.profile in list_profiles(home):
+    if home is not None and taskset.profile in list_profiles(home):
         profile = load_profile(home, taskset.profile)
         lessons, limits = profile.learned.lessons, profile.limits
     result = asyncio.run(run_episode(task, taskset.operator, lessons, AGENT, reader, writer, limits))

@@ -14,14 +14,15 @@ from typing import Callable
 from agentd.app.adopt import lineage_of
 from agentd.app.examples import install_example
 from agentd.app.live import run_session
-from agentd.app.loop import RunRequest, check_lineage, run_improvement, seal_tasks
+from agentd.app.loop import RunRequest, check_lineage, run_improvement
 from agentd.app.marks import mark_line, mark_session
+from agentd.app.seals import seal_tasks
 from agentd.app.tasks import harvest_profile
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, log_key
-from improver import SealRequest, summary
+from improver import Interrupted, SealRequest, summary
 
 PROFILE = "invoices"
 # (invoice, supplier, USD, payee the task names); invoices 31 and up name another payee.
@@ -34,30 +35,39 @@ TASKS = [
 NAMES_ANOTHER_PAYEE = 31
 
 
-def run_demo(home: Home, say: Callable[[str], None]) -> bool:
-    """Runs the demo in `home` (which must be fresh); True when lineage --check passed."""
+def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
+    """Runs the demo in `home` (which must be fresh); True when lineage --check passed.
+
+    `say` hears what each step did or decided (the data), `step` where the demo is (the
+    progress). Ctrl-C stops it as it would the command it is in: KeyboardInterrupt."""
     if home.root.exists() and any(home.root.iterdir()):
         raise AgentdError(f"{home.root} is not empty: the demo needs a fresh home (leave out --home for one of its own)")
     home.ensure()
     log_key(home)
     folder = install_example(home, PROFILE)
     create_wallet(home, load_profile(home, PROFILE).wallet)
-    say(f"== a fresh home at {home.root}, with the example profile {PROFILE}")
+    step(f"== a fresh home at {home.root}, with the example profile {PROFILE}")
     record_sessions(home, folder, say)
     work = home.root / "work.json"
+    step(f"== agentd improve harvest {PROFILE} --out {work}")
     harvested = harvest_profile(home, PROFILE, work)
     kept = harvested.validation.taskset
-    say(f"== harvested {len(harvested.harvest.taskset.tasks)} tasks; validated: {len(kept.tasks)} kept, "
+    say(f"harvested {len(harvested.harvest.taskset.tasks)} tasks; validated: {len(kept.tasks)} kept, "
         f"{len(kept.excluded)} excluded; wrote {work}")  # fmt: skip
+    step(f"== agentd improve seal {PROFILE} --tasks {work} --share 50 --confirmations 4 --wallet {PROFILE}")
     sealed = seal_tasks(home, PROFILE, work, SealRequest(share=50, confirmations=4, canaries=2, seed="demo"), PROFILE)
     t = sealed.seal.terms
-    say(f"== sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks (with {t.canaries} canaries), "
+    say(f"sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks (with {t.canaries} canaries), "
         f"{t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed")  # fmt: skip
     say(f"published as claim {sealed.claim}, before anything was tried on it")
-    say(f"== agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 2 --runs 4 --apply --wallet {PROFILE}")
+    step(f"== agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 2 --runs 4 --apply --wallet {PROFILE}")
     request = RunRequest("script:models/proposer.toml", rounds=2, runs=4, apply=True, wallet=PROFILE, seed=0)
-    run_improvement(home, PROFILE, request, lambda event: say(event.text))
-    say(f"== agentd lineage {PROFILE} --check")
+    stopped = run_improvement(home, PROFILE, request, lambda event: say(event.text))
+    if isinstance(stopped, Interrupted):
+        raise KeyboardInterrupt
+    if stopped is not None:
+        raise AgentdError(f"the loop stopped early: {stopped}")
+    step(f"== agentd lineage {PROFILE} --check")
     for _, line in lineage_of(home, PROFILE).kept():
         say(summary(line))
     report = check_lineage(home, PROFILE)

@@ -7,10 +7,17 @@ from importlib import resources
 from pathlib import Path
 
 from agentd.errors import AgentdError
-from agentd.home import Home
+from agentd.home import PRIVATE_DIR, PRIVATE_FILE, Home
 from agentd.profiles import load_profile, profile_dir
 
 EXAMPLES = ("invoices",)
+
+
+def make_private(folder: Path) -> None:
+    """`folder` and all in it its owner's alone: folders 0700, files 0600."""
+    folder.chmod(PRIVATE_DIR)
+    for path in folder.rglob("*"):
+        path.chmod(PRIVATE_DIR if path.is_dir() else PRIVATE_FILE)
 
 
 def install_example(home: Home, name: str) -> Path:
@@ -22,6 +29,8 @@ def install_example(home: Home, name: str) -> Path:
         raise AgentdError(f"profile {name!r} already exists at {target}; remove it to start the example afresh")
     source = resources.files("agentd") / "examples" / name
     with resources.as_file(source) as folder:
-        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.lock"))
+        # Plain copies: the package's own modes (0644 and 0755) are not the home's.
+        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.lock"), copy_function=shutil.copyfile)
+    make_private(target)
     load_profile(home, name)  # the copy must load, or the example itself is broken
     return target

@@ -8,7 +8,12 @@ reads back), a bare list of messages, or JSON lines of such objects. Optional me
 
 Every transcript is checked whole before any is kept (improver.chat says what a
 well-formed one is): a bad one is refused with one line naming the file, the line for
-JSON lines, and the message, and nothing of the file is imported.
+JSON lines, and the message, and nothing of the file is imported. The rest are recorded
+together: all of them or, if the disk or the ledger fails, none.
+
+An imported session's id is the digest of what is stored of it (after secrets are kept
+out), so a transcript imported again is recognised and passed over with a warning,
+never made a second session.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from agentd.app.ledger import open_ledger
+from agentd.app.sessions import open_sessions
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import Profile, load_profile
-from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
+from agentd.sessions import ID_LENGTH, SessionRecord, keep, now, person_messages, protect
 from agentd.wallets import load_wallet
 from improver import ENDINGS, ImproverError, text_of, transcript_problem
 
@@ -41,23 +47,37 @@ def import_file(home: Home, path: Path, profile_name: str) -> Imported:
     signer = load_wallet(home, profile.wallet)
     documents = _documents(path)
     result = Imported([])
+    store = open_sessions(home, write=True)
+    seen: dict[str, str] = {}
     for where, doc in documents:
         record, warnings = _record(profile, doc, where)
-        result.records.append(_recordable(protect(home, record), where))
+        record = _recordable(protect(home, record), where)
         result.warnings += warnings
-    ledger = open_ledger(home)
-    for record in result.records:
-        keep(home, record, signer, ledger)
+        if record.id in seen:
+            result.warnings.append(f"{where}: the same transcript as {seen[record.id]}; passed over")
+        elif store.row(record.id) is not None:
+            result.warnings.append(f"{where}: imported already, as session {record.id}; passed over")
+        else:
+            seen[record.id] = where
+            result.records.append(record)
+    if result.records:
+        with open_ledger(home) as ledger:
+            keep(store, result.records, signer, ledger)
     return result
 
 
 def _documents(path: Path) -> list[tuple[str, Any]]:
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise AgentdError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        return [(str(path), json.loads(text))]
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise AgentdError(f"{path}: line {line}: not UTF-8 text (byte {exc.start}); transcripts are JSON in UTF-8") from None
+    try:
+        return [(str(path), _json(text, str(path)))]
     except json.JSONDecodeError as whole:
         lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         if len(lines) < 2:
@@ -65,10 +85,17 @@ def _documents(path: Path) -> list[tuple[str, Any]]:
     docs = []
     for n, line in lines:
         try:
-            docs.append((f"{path}:{n}", json.loads(line)))
+            docs.append((f"{path}:{n}", _json(line, f"{path}: line {n}")))
         except json.JSONDecodeError as exc:
             raise AgentdError(f"{path}: line {n}: not JSON ({exc.msg})") from None
     return docs
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise AgentdError(f"{where}: nested too deeply to be a transcript") from None
 
 
 def _record(profile: Profile, doc: Any, where: str) -> tuple[SessionRecord, list[str]]:
@@ -90,7 +117,7 @@ def _record(profile: Profile, doc: Any, where: str) -> tuple[SessionRecord, list
     stamp = now()
     return (
         SessionRecord(
-            id=new_id(),
+            id="",  # the digest of what is stored: see _recordable
             profile=profile.name,
             task=text_of(users[0].get("content")),
             source="import",
@@ -136,11 +163,14 @@ def _shown(value: Any) -> str:
 
 
 def _recordable(record: SessionRecord, where: str) -> SessionRecord:
-    """Refuses a transcript whose digest cannot be taken, before anything is kept."""
+    """Names the session by the digest of what is stored of it; refuses a transcript
+    whose digest cannot be taken, before anything is kept."""
     try:
-        record.digest()
+        record.id = record.content_digest()[:ID_LENGTH]
     except ImproverError as exc:
         raise AgentdError(f"{where}: the transcript cannot be recorded: {exc}") from None
+    except RecursionError:
+        raise AgentdError(f"{where}: the transcript cannot be recorded: it is nested too deeply") from None
     return record
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from agentd import claims as agent_claims
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.wallets import log_key
+from agentd.wallets import existing_log_key, log_key
 from improver import register_claims
-from ledger import CheckpointPolicy, Ledger, RuleSet, register_funds
+from ledger import CheckpointPolicy, Ledger, RuleSet, open_store, register_funds
 
 
 def rule_set() -> RuleSet:
@@ -22,9 +22,15 @@ def rule_set() -> RuleSet:
     return rules
 
 
-def open_ledger(home: Home, *, check: bool = True) -> Ledger:
+def open_ledger(home: Home, *, check: bool = True, read_only: bool = False) -> Ledger:
     """The ledger `home.ledger_url` names. `check=False` skips the start-up check, for
-    `agentd ledger verify`, which must open a damaged store to say what is wrong."""
+    `agentd ledger verify`, which must open a damaged store to say what is wrong.
+
+    `read_only` is for commands that only read: a SQLite store is opened for reading
+    alone and the log's key is never made, so a read-only home (a copy an auditor was
+    given, a read-only mount) can be listed and verified."""
+    if read_only:
+        return Ledger(open_store(home.ledger_url, read_only=True), rule_set(), existing_log_key(home), check=check)
     home.ensure()
     return Ledger.open(home.ledger_url, rule_set(), log_key(home), check=check, policy=checkpoint_policy(home))
 
@@ -40,3 +46,9 @@ def checkpoint_policy(home: Home) -> CheckpointPolicy:
     if seconds is not None and (type(seconds) not in (int, float) or not seconds > 0):
         raise AgentdError(f"[ledger] checkpoint_seconds in {home.config_path} must be a number of seconds above 0")
     return CheckpointPolicy(default.every if every is None else every, default.seconds if seconds is None else seconds)
+
+
+def open_for_signing(home: Home) -> Ledger:
+    """For the commands that sign a checkpoint only when none covers the log yet
+    (`ledger checkpoint`, `ledger prove`): read-only when the home is."""
+    return open_ledger(home, read_only=not home.writable)

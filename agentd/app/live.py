@@ -18,6 +18,7 @@ from typing import Any
 
 from agentd.app import killswitch
 from agentd.app.ledger import open_ledger
+from agentd.app.sessions import open_sessions
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import Profile, load_profile
@@ -103,20 +104,20 @@ def run_session(
 ) -> SessionRecord:
     """Runs one live session and records it; returns the stored record."""
     killswitch.refuse_if_on(home, "session")
+    store = open_sessions(home, write=True)  # a read-only home is refused before the session runs
     profile = load_profile(home, profile_name)
     spec = choose_model(profile, model)
     llm = make_model(spec, home, base_dir=profile.dir)
     toolbox = Toolbox(profile)
     signer = load_wallet(home, wallet or profile.wallet)
-    ledger = open_ledger(home)
-
-    episode = LiveEpisode(llm, toolbox, profile.limits)
-    started = now()
-    ending = asyncio.run(run_case(profile.case(task), episode))
-    record = protect(home, _record(profile, task, spec, ending, episode, started))
-    if verify and ending.ended == "done":
-        record.check = "passed" if run_check(verify, record) else "failed"
-    return keep(home, record, signer, ledger)
+    with open_ledger(home) as ledger:  # opened first: a ledger that does not open is said before the session runs
+        episode = LiveEpisode(llm, toolbox, profile.limits)
+        started = now()
+        ending = asyncio.run(run_case(profile.case(task), episode))
+        record = protect(home, _record(profile, task, spec, ending, episode, started))
+        if verify and ending.ended == "done":
+            record.check = "passed" if run_check(verify, record) else "failed"
+        return keep(store, [record], signer, ledger)[0]
 
 
 def _record(profile: Profile, task: str, spec: str, ending: Ending, episode: LiveEpisode, started: str) -> SessionRecord:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -15,56 +15,30 @@ from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, lineage_of, make_current
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
-from agentd.app.tasks import exported
+from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.profiles import load_profile
+from agentd.profiles import check_name, load_profile, profile_dir
 from agentd.providers import make_model
 from agentd.wallets import load_wallet
 from improver import (
     Archive,
     Event,
+    ImproverError,
+    Lineage,
     LineageReport,
     Loop,
     Model,
-    Seal,
-    SealRequest,
     Stop,
     Variant,
-    claim_body,
     current_seal,
     load_settings,
-    load_tasks,
-    make_seal,
     open_seal,
-    seals_of,
 )
 from improver import (
     check_lineage as check_kept,
 )
-
-
-@dataclass(frozen=True)
-class Sealed:
-    seal: Seal
-    claim: str | None
-    pulse: int | None
-
-
-def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wallet: str | None) -> Sealed:
-    """Seals a validated task set of PROFILE; with a wallet, publishes it before anything is tried."""
-    load_profile(home, profile)
-    taskset = load_tasks(tasks)
-    if taskset.profile != profile:
-        raise AgentdError(f"{tasks} holds tasks of profile {taskset.profile}, not {profile}")
-    signer = load_wallet(home, wallet) if wallet else None  # a wrong passphrase fails before anything is written
-    home.ensure()
-    seal = make_seal(taskset, home.routes, request, exported(home, profile))
-    if signer is None:
-        return Sealed(seal, None, None)
-    entry = open_ledger(home).append(signer, "agent.seal/v1", claim_body(seal))
-    seal.record_claim(entry.claim_id, entry.pulse)
-    return Sealed(seal, entry.claim_id, entry.pulse)
+from ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -93,8 +67,10 @@ def run_improvement(
     `progress` hears how far each trial is, at most once a second."""
     killswitch.refuse_if_on(home, "loop step")
     home.ensure()
-    with holding_loop_lock(home, profile_name):
-        loop = _loop(home, profile_name, request, on_event, proposer, progress)
+    settle_seals(home)
+    with holding_loop_lock(home, profile_name), ExitStack() as stack:
+        ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
+        loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger)
         asyncio.run(_run(loop, request.rounds))
         return loop.stopped
 
@@ -106,6 +82,7 @@ def _loop(
     on_event: Callable[[Event], None],
     proposer: Model | None,
     progress: Callable[[str], None] | None,
+    ledger: Ledger | None,
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
@@ -113,7 +90,6 @@ def _loop(
     seal = current_seal(home.routes, profile_name)
     train = seal.train()
     signer = load_wallet(home, request.wallet) if request.wallet else None
-    ledger = open_ledger(home) if signer else None
 
     def publish(kind: str, body: dict) -> tuple[str, int]:
         assert ledger is not None and signer is not None
@@ -166,6 +142,32 @@ async def _run(loop: Loop, rounds: int) -> None:
             running.remove_signal_handler(sig)
 
 
+def lineage_here(home: Home, profile: str) -> Lineage:
+    """The profile's lineage, for `lineage`: a name this home knows nothing of (no
+    profile, lineage or seal: an auditor's copy may hold only the last two) is an error."""
+    check_name(profile)
+    routes = home.routes
+    if not profile_dir(home, profile).is_dir() and not routes.lineage(profile).exists() and not routes.sealed_files(profile):
+        raise AgentdError(f"profile {profile!r} has no profile, lineage or seal in {home.root}")
+    return lineage_of(home, profile)
+
+
 def check_lineage(home: Home, profile: str) -> LineageReport:
-    seals = {s.id: s for s in (open_seal(p) for p in seals_of(home.routes, profile))}
-    return check_kept(lineage_of(home, profile), profile, open_ledger(home, check=False), seals)
+    """Proves the profile's kept changes against the ledger, reading alone (an auditor's
+    copy may be read-only). A seal file that does not open (changed, damaged) is one of
+    the problems the check names, never a reason it cannot run."""
+    lineage = lineage_here(home, profile)
+    settle_seals(home)
+    paths = sorted(home.routes.sealed_files(profile))
+    seals, broken = {}, []
+    for path in paths:
+        try:
+            seal = open_seal(path)
+        except ImproverError as exc:
+            broken.append(str(exc))
+            continue
+        seals[seal.id] = seal
+    with open_ledger(home, check=False, read_only=True) as ledger:
+        report = check_kept(lineage, profile, ledger, seals)
+    report.problems[:0] = broken
+    return report

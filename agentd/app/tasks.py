@@ -12,10 +12,11 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentd.app.sessions import open_sessions
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
-from agentd.sessions import SessionRecord, SessionStore
+from agentd.sessions import SessionRecord
 from improver import (
     TASKS,
     VALIDATION_SHARE,
@@ -83,7 +84,7 @@ def transcript_of(record: SessionRecord, sealed: bool = False) -> Transcript:
 def harvest_profile(home: Home, profile_name: str, out: Path | None, stem: str | None = None) -> Harvested:
     """Harvests and validates the profile's sessions; writes the set to `out` when given."""
     profile = load_profile(home, profile_name)
-    records = SessionStore(home).list(profile=profile.name)
+    records = open_sessions(home).list(profile=profile.name)
     harvested = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"))
     validation = asyncio.run(validate_tasks(harvested.taskset))
     if out is not None:
@@ -117,7 +118,7 @@ def export_profile(
     that asked the same (its twin: a model trained on it would pass the sealed task too)."""
     profile = load_profile(home, profile_name)
     check_out_dir(out, force)
-    records = SessionStore(home).list(profile=profile.name)
+    records = open_sessions(home).list(profile=profile.name)
     seals = [open_seal(path) for path in seals_of(home.routes, profile.name)]
     sealed_tasks = [t for seal in seals for t in seal.real_tasks]
     if tasks_file:

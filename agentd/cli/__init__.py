@@ -8,16 +8,18 @@ non-zero exit.
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 
 import click
 
 from agentd import __version__
-from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, App
+from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, USERS_UMASK, App
 from agentd.errors import AgentdError
-from agentd.home import Home
+from agentd.home import PRIVATE_UMASK
 
 
 @dataclass(frozen=True)
@@ -76,30 +78,68 @@ def cli(ctx: click.Context, home: str | None) -> None:
     improve itself on tasks sealed before anything is tried, with every step a signed
     entry in an append-only ledger that anyone can check offline.
 
-    Data goes to stdout, progress and logs to stderr. Exit codes: 0 ok, 1 error,
-    2 usage, 3 a check found something wrong, 130 interrupted.
+    Data (what a command found, decided or made) goes to stdout; progress, warnings and
+    errors to stderr. --json: a list is one JSON array, anything else one JSON object,
+    a stream (improve run) JSON lines. Exit codes: 0 ok, 1 error, 2 a wrong option or
+    value, 3 a check found something wrong, 130 interrupted. Only `init` and `demo`
+    create a home.
     """
-    ctx.obj = App(Home.resolve(home))
+    ctx.obj = App(home)
 
 
 def invoke(argv: list[str] | None = None) -> int:
-    """Runs one command line and returns its exit code; tests call this too."""
+    """Runs one command line and returns its exit code; tests call this too.
+
+    It runs under umask 077, so that whatever agentd or the libraries under it create
+    (files in the home above all: SQLite's own, locks, records) is its owner's alone."""
+    umask = os.umask(PRIVATE_UMASK)
+    USERS_UMASK.append(umask)
+    try:
+        return _run(argv)
+    finally:
+        USERS_UMASK.pop()
+        os.umask(umask)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         result = cli.main(args=argv, prog_name="agentd", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.UsageError as exc:
+        # A wrong option or value: one line saying what, one saying where to look.
+        click.echo(f"agentd: error: {exc.format_message()}", err=True)
+        if exc.ctx is not None:
+            click.echo(f"(see: {exc.ctx.command_path} --help)", err=True)
+        return EXIT_USAGE
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
     except (click.Abort, KeyboardInterrupt):
         click.echo("agentd: interrupted", err=True)
         return EXIT_INTERRUPTED
+    except OSError as exc:
+        # The file system refused (a read-only home, a full disk, a folder not there):
+        # the user's to fix, so said in one line, naming the file.
+        click.echo(f"agentd: error: {_os_error(exc)}", err=True)
+        return EXIT_ERROR
     except Exception as exc:
         if not _for_the_user(exc):
             raise
         click.echo(f"agentd: error: {exc}", err=True)
-        return EXIT_ERROR
+        return getattr(exc, "exit_code", EXIT_ERROR)
+
+
+def _os_error(exc: OSError) -> str:
+    where = str(exc.filename) if exc.filename else "the file system"
+    advice = {
+        errno.EROFS: "the file system is read-only here: this command needs to write",
+        errno.ENOSPC: "the disk is full: free some space and run it again",
+        errno.EDQUOT: "the disk quota is used up: free some space and run it again",
+        errno.EACCES: "permission denied: run it as the home's owner",
+    }
+    return f"{where}: {advice.get(exc.errno or 0, exc.strerror or str(exc))}"
 
 
 def _for_the_user(exc: Exception) -> bool:

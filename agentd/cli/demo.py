@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from agentd.app.demo import run_demo
-from agentd.cli.options import App, CheckFailed, pass_app
+from agentd.cli.options import App, CheckFailed, pass_app, progress
 from agentd.home import Home
 
 
@@ -23,7 +23,7 @@ def command(ctx: click.Context, app: App) -> None:
     root = ctx.find_root()
     # Only an explicit --home is taken: AGENTD_HOME names the home one works in, not a demo's.
     given = root.get_parameter_source("home") == ParameterSource.COMMANDLINE
-    home = app.home if given else Home.resolve(tempfile.mkdtemp(prefix="agentd-demo-"))
-    if not run_demo(home, click.echo):
+    home = app.place if given else Home.resolve(tempfile.mkdtemp(prefix="agentd-demo-"))
+    if not run_demo(home, click.echo, progress):
         raise CheckFailed("lineage --check found problems")
-    click.echo(f"== done; look around with: agentd --home {home.root} sessions list")
+    progress(f"== done; look around with: agentd --home {home.root} sessions list")

@@ -6,22 +6,33 @@ import click
 
 from agentd.app.examples import EXAMPLES, install_example
 from agentd.app.init import initialise
-from agentd.cli.options import App, pass_app
+from agentd.cli.options import App, emit_json, json_option, pass_app
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, wallet_exists
 
 
 @click.command("init", short_help="Create the home and the log's own key.")
 @click.option("--example", type=click.Choice(EXAMPLES), help="Also create an example profile (and its wallet).")
+@json_option
 @pass_app
-def command(app: App, example: str | None) -> None:
-    """Create the home (config, wallets, profiles, routes) and the log's own key, which
-    starts the ledger and signs its checkpoints. Safe to run again: what exists is kept."""
-    for line in initialise(app.home):
-        click.echo(line)
+def command(app: App, example: str | None, as_json: bool) -> None:
+    """Create the home (config.toml with every setting at its default, wallets/,
+    profiles/, routes/) and the log's own key, which starts the ledger and signs its
+    checkpoints. Safe to run again: what exists is kept. Only `init` and `demo` create a
+    home; every other command needs one."""
+    home = app.place
+    done = initialise(home)
+    made: dict[str, str] = {}
     if example:
-        folder = install_example(app.home, example)
-        profile = load_profile(app.home, example)
-        if not wallet_exists(app.home, profile.wallet):
-            create_wallet(app.home, profile.wallet)
-        click.echo(f"profile {example}: {folder} (wallet {profile.wallet})")
+        folder = install_example(home, example)
+        profile = load_profile(home, example)
+        if not wallet_exists(home, profile.wallet):
+            create_wallet(home, profile.wallet)
+        made = {"profile": example, "folder": str(folder), "wallet": profile.wallet}
+    if as_json:
+        emit_json({**done.to_json(), "example": made or None})
+        return
+    for line in done.lines():
+        click.echo(line)
+    if made:
+        click.echo(f"profile {example}: {made['folder']} (wallet {made['wallet']})")

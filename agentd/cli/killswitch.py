@@ -9,7 +9,7 @@ from agentd.cli.options import App, emit_json, json_option, pass_app
 
 
 @click.command("kill-switch", short_help="Stop every session, proposal and trial from starting.")
-@click.argument("state", type=click.Choice(["on", "off", "status"]), default="status")
+@click.argument("state", metavar="STATE", type=click.Choice(["on", "off", "status"]), default="status")
 @click.option("--reason", default="", help="Why it was turned on (kept beside it).")
 @json_option
 @pass_app

@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 
-from agentd.app.ledger import open_ledger
-from agentd.cli.options import App, CheckFailed, emit_json, emit_json_line, emit_table, json_option, pass_app, progress
-from agentd.errors import AgentdError
+from agentd.app.ledger import open_for_signing, open_ledger, rule_set
+from agentd.cli.options import App, CheckFailed, emit_json, emit_table, json_option, pass_app, progress, users_umask
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
-from agentd.wallets import NAME, list_wallets, log_key, wallet_info
+from agentd.wallets import NAME, list_wallets, log_key_id, wallet_info
 from ledger import (
     WALLET_ID,
     CheckpointError,
@@ -40,6 +40,8 @@ from ledger import (
 )
 
 _PULSE = re.compile(r"[0-9]{1,12}")
+PULSES = click.IntRange(1, 10**12 - 1)  # a Pulse or a tree size; as _PULSE, at most 12 digits
+_REF = re.compile(r"[0-9]{1,12}|[0-9a-fA-F]{4,64}")
 
 
 @click.group("ledger", short_help="The signed append-only log: read, prove, verify, export.")
@@ -52,27 +54,29 @@ def command() -> None:
 
 @command.command("log", short_help="List entries in Pulse order.")
 @click.option("--kind", help="Only entries of this kind (like funds.transfer/v1).")
-@click.option("--from", "start", type=click.IntRange(min=1), default=1, show_default=True, help="Start at this Pulse.")
+@click.option("--from", "start", type=PULSES, default=1, show_default=True, help="Start at this Pulse.")
 @click.option("--author", help="Only entries signed by this wallet (a name in this home, or a wallet id).")
 @json_option
 @pass_app
 def log(app: App, kind: str | None, start: int, author: str | None, as_json: bool) -> None:
     """List entries in Pulse order: Pulse, time, kind, author and claim id.
 
-    With --json, one JSON object per line (a stream)."""
+    With --json, one JSON array of entries."""
+    kinds = rule_set().kinds
+    if kind is not None and kind not in kinds:
+        raise WrongValue(f"--kind {kind!r} is not a kind of entry; the kinds are: {', '.join(sorted(kinds))}")
     author_id = _wallet_id(app.home, author) if author else None
     names = _names(app.home)
-    with open_ledger(app.home) as ledger:
-        rows: list[tuple[Any, ...]] = [("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")] if not as_json else []
-        for entry in ledger.entries(kind=kind, start=start, author=author_id):
-            if as_json:
-                emit_json_line(_as_json(entry, names, with_bytes=False))
-            else:
-                rows.append((entry.pulse, entry.at, entry.kind, names.get(entry.author, entry.author), entry.claim_id[:16]))
-    if len(rows) > 1:
+    with open_ledger(app.home, read_only=True) as ledger:
+        entries = list(ledger.entries(kind=kind, start=start, author=author_id))
+    if as_json:
+        emit_json([_as_json(entry, names, with_bytes=False) for entry in entries])
+    elif entries:
+        rows: list[tuple[Any, ...]] = [("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")]
+        rows += [(e.pulse, e.at, e.kind, names.get(e.author, e.author), e.claim_id[:16]) for e in entries]
         emit_table(rows)
-    elif not as_json:
-        click.echo("no entries", err=True)
+    if not entries:
+        progress("no entries" + (" match" if kind or author or start > 1 else ""))
 
 
 @command.command("show", short_help="Show one entry by Pulse or claim id.")
@@ -83,7 +87,7 @@ def show(app: App, ref: str, as_json: bool) -> None:
     """Show one entry, by Pulse or by claim id (a unique prefix of 4 or more hex digits
     will do), with its body and exact bytes."""
     names = _names(app.home)
-    with open_ledger(app.home) as ledger:
+    with open_ledger(app.home, read_only=True) as ledger:
         entry = _resolve(ledger, ref)
     described = _as_json(entry, names, with_bytes=True)
     if as_json:
@@ -114,7 +118,7 @@ def checkpoint(app: App, cosigned_file: Path | None, as_json: bool) -> None:
     With --json, {"origin", "size", "root" (hex), "log_key" (its verifier key, for
     witnesses and auditors), "cosignatures" (name and time of each, as their lines say:
     `ledger verify --witness-key` checks them), "note" (the signed note itself)}."""
-    with open_ledger(app.home) as ledger:
+    with (open_ledger(app.home) if cosigned_file else open_for_signing(app.home)) as ledger:
         note = ledger.add_cosignatures(_read_checkpoint(cosigned_file)) if cosigned_file else ledger.checkpoint()
         log_vkey = vkey(ledger.origin, ledger.public_key) if as_json else ""
     cosigned = claimed_cosignatures(note)
@@ -138,8 +142,8 @@ def checkpoint(app: App, cosigned_file: Path | None, as_json: bool) -> None:
 
 @command.command("prove", short_help="Print an inclusion or consistency proof (JSON).")
 @click.argument("ref", metavar="[PULSE|CLAIM]", required=False)
-@click.option("--size", type=click.IntRange(min=1), help="Prove against the tree of this many entries (default: all).")
-@click.option("--from-size", type=click.IntRange(min=1), help="Prove instead that the tree of this size is a prefix of the log.")
+@click.option("--size", type=PULSES, help="Prove against the tree of this many entries (default: all).")
+@click.option("--from-size", type=PULSES, help="Prove instead that the tree of this size is a prefix of the log.")
 @pass_app
 def prove(app: App, ref: str | None, size: int | None, from_size: int | None) -> None:
     """Print a Merkle proof as JSON: that an entry is in the log (inclusion), or, with
@@ -149,7 +153,7 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
     proof's tree size it is included, so the proof can be checked offline."""
     if (ref is None) == (from_size is None):
         raise click.UsageError("give either PULSE|CLAIM (inclusion) or --from-size M (consistency)")
-    with open_ledger(app.home) as ledger:
+    with open_for_signing(app.home) as ledger:
         pulse = _resolve(ledger, ref).pulse if ref is not None else None
         tree_size, note = _tree_to_prove(ledger, size, app.home)
         if from_size is not None:
@@ -166,7 +170,7 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A checkpoint saved earlier: the log must still extend it (catches truncation and rewrites).",
 )
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check signatures in this many processes.")
+@click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Check signatures in this many processes.")
 @click.option(
     "--witnesses",
     "quorum",
@@ -194,7 +198,7 @@ def verify(
     witnesses = _witnessing(quorum, witness_keys)
     note = _read_checkpoint(checkpoint_file) if checkpoint_file else None
     try:
-        with open_ledger(app.home, check=False) as ledger:
+        with open_ledger(app.home, check=False, read_only=True) as ledger:
             report = ledger.verify(
                 jobs=jobs, checkpoint=note, progress=lambda n: progress(f"checked {n} entries"), witnesses=witnesses
             )
@@ -207,7 +211,9 @@ def verify(
     if not as_json:
         sizes = ", ".join(map(str, report.checkpoints)) or "none yet"
         click.echo(f"ok: {report.size} entries, {report.signatures} signatures and every rule hold")
-        click.echo(f"root {report.root.hex()}; consistent with checkpoints at sizes: {sizes}")
+        # Checkpoints (C2SP signed notes) write the root in base64: both, to compare with either.
+        click.echo(f"root {report.root.hex()} (base64 {base64.b64encode(report.root).decode()}, as checkpoints write it)")
+        click.echo(f"consistent with checkpoints at sizes: {sizes}")
         if witnesses:
             click.echo(f"witnessed: the checkpoint at size {report.witnessed} is cosigned by {', '.join(report.cosigners)}")
 
@@ -285,18 +291,24 @@ def _read_fork_proof(path: Path) -> ForkProof:
 
 @command.command("export", short_help="Write the exact entries to FILE as JSON lines.")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace FILE when it exists.")
 @pass_app
-def export(app: App, file: Path) -> None:
+def export(app: App, file: Path, force: bool) -> None:
     """Write every entry, exactly as stored, to FILE as JSON lines
-    ({"pulse": N, "entry": base64}); '-' writes to stdout. FILE's folder must exist;
-    the copy is for others to check, so it is readable by them (mode 0644, less the umask)."""
-    with open_ledger(app.home) as ledger:
+    ({"pulse": N, "entry": base64}); '-' writes to stdout. FILE's folder must exist, and
+    FILE must not, unless --force; the copy is for others to check, so it is readable by
+    them (mode 0644, less your umask)."""
+    to_stdout = str(file) == "-"
+    if not to_stdout and file.exists() and not force:
+        raise AgentdError(f"{file} exists already: give another name, or --force to replace it")
+    with open_ledger(app.home, read_only=True) as ledger:
         lines = [export_line(entry) for entry in ledger.entries()]
     text = "".join(line + "\n" for line in lines)
-    if str(file) == "-":
+    if to_stdout:
         click.echo(text, nl=False)
     else:
-        write_copy(file, text)
+        with users_umask():
+            write_copy(file, text)
     progress(f"exported {len(lines)} entries to {file}")
 
 
@@ -308,8 +320,9 @@ def export(app: App, file: Path) -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A checkpoint of the log from a source you trust: the copy must extend it.",
 )
+@json_option
 @pass_app
-def import_(app: App, file: Path, checkpoint_file: Path | None) -> None:
+def import_(app: App, file: Path, checkpoint_file: Path | None, as_json: bool) -> None:
     """Rebuild an exported log in this home's empty ledger, checking every entry's
     signature and rule as it goes; all of it is recorded, or none.
 
@@ -321,14 +334,20 @@ def import_(app: App, file: Path, checkpoint_file: Path | None) -> None:
     with open_ledger(app.home) as ledger:
         imported = ledger.import_entries(read_copy(text.splitlines()), checkpoint=note)
         root = ledger.root().hex() if imported.entries else ""
-    click.echo(f"imported {len(imported.entries)} entries; root {root}")
-    click.echo(imported.scope + ("" if note else ": give --checkpoint CP to check it against a checkpoint you trust"))
+    scope = imported.scope + ("" if note else ": give --checkpoint CP to check it against a checkpoint you trust")
+    if as_json:
+        emit_json({"entries": len(imported.entries), "root": root or None, "checked": scope})
+    else:
+        click.echo(f"imported {len(imported.entries)} entries; root {root}")
+        click.echo(scope)
 
 
 def _resolve(ledger: Ledger, ref: str) -> Entry:
     """A Pulse (a number) or a claim id prefix; a long all-digit string is tried as a
     claim first, since claim ids can be all digits too."""
     ref = ref.strip()
+    if not _REF.fullmatch(ref):
+        raise WrongValue(f"{ref!r} is neither a Pulse (a number) nor a claim id (4 to 64 hex digits)")
     if _PULSE.fullmatch(ref) and len(ref) < 8:
         return ledger.get(int(ref))
     if _PULSE.fullmatch(ref):
@@ -350,7 +369,7 @@ def _tree_to_prove(ledger: Ledger, size: int | None, home: Home) -> tuple[int, s
     found = ledger.checkpoint_of(wanted)
     if found is not None:
         return wanted, found
-    if (size is not None and size != ledger.size) or ledger.state().authority != log_key(home).id:
+    if (size is not None and size != ledger.size) or ledger.state().authority != log_key_id(home):
         return wanted, None
     note = ledger.checkpoint()
     signed = parse_checkpoint(note).size
@@ -360,18 +379,20 @@ def _tree_to_prove(ledger: Ledger, size: int | None, home: Home) -> tuple[int, s
 def _wallet_id(home: Home, who: str) -> str:
     if WALLET_ID.fullmatch(who):
         return who
-    if who == "log":
-        return log_key(home).id
+    if who == "log" and log_key_id(home):
+        return str(log_key_id(home))
     if NAME.fullmatch(who):
         return wallet_info(home, who).id
-    raise AgentdError(f"{who!r} is neither a wallet name nor a wallet id (32 hex digits)")
+    raise WrongValue(f"{who!r} is neither a wallet name nor a wallet id (32 hex digits)")
 
 
 def _names(home: Home) -> dict[str, str]:
     """Wallet ids this home knows, by name, for friendlier listings. Names are only a
     help, so a wallet file that cannot be read is skipped with a warning."""
     names = {w.id: w.name for w in list_wallets(home, skip=lambda exc: progress(f"agentd: warning: skipped {exc}"))}
-    names[log_key(home).id] = "log"
+    key = log_key_id(home)
+    if key:
+        names[key] = "log"
     return names
 
 

@@ -3,34 +3,58 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TypeVar
+import os
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import click
 
+from agentd.errors import AgentdError
 from agentd.home import Home
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Stable exit codes, documented in the README.
 EXIT_ERROR = 1        # bad input or a failure the message explains
+EXIT_USAGE = 2        # a wrong option or value
 EXIT_CHECK_FAILED = 3  # a check ran and found something wrong (verify, lineage --check)
 EXIT_INTERRUPTED = 130
 
 
-@dataclass
 class App:
-    """What every command gets: the home it works in."""
+    """What every command gets: the home it works in, found when first asked for, so that
+    `--help` and the commands that need no home never look for one."""
 
-    home: Home
+    def __init__(self, given: str | None) -> None:
+        self.given = given  # --home, or AGENTD_HOME through click
+
+    @cached_property
+    def place(self) -> Home:
+        """Where the home is or will be: for `init` and `demo`, which alone create one."""
+        return Home.resolve(self.given)
+
+    @property
+    def home(self) -> Home:
+        """The home, which must exist; any other command names the missing home."""
+        return self.place.require()
+
+    def home_if_any(self) -> Home | None:
+        """The home when there is one, for a command that can do without (`improve env`)."""
+        try:
+            return self.place if self.place.exists else None
+        except AgentdError:
+            return None
 
 
 pass_app = click.make_pass_decorator(App)
 
 
 def json_option(f: F) -> F:
-    """--json: print data as JSON (one document, or JSON lines for streams)."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(f)
+    """--json, by one rule for every command: a list is one JSON array, anything else one
+    JSON object, and only a stream (`improve run`'s events, as they happen) is JSON
+    lines, one object a line."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text (see `agentd --help`).")(f)
 
 
 def emit_json(data: Any) -> None:
@@ -49,6 +73,22 @@ def emit_table(rows: Iterable[Iterable[Any]]) -> None:
     widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(max(map(len, cells)))]
     for row in cells:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+# The umask agentd was started with, kept by `invoke` before it sets its own (077).
+USERS_UMASK: list[int] = []
+
+
+@contextmanager
+def users_umask() -> Iterator[None]:
+    """The user's own umask, rather than agentd's 077: for a file written for others to
+    read (an exported copy of the log)."""
+    own = os.umask(USERS_UMASK[-1]) if USERS_UMASK else None
+    try:
+        yield
+    finally:
+        if own is not None:
+            os.umask(own)
 
 
 def progress(message: str) -> None:

@@ -20,14 +20,18 @@ def command() -> None:
 @click.option("--operator", default="You are a careful assistant.", help="The operator's words, first in the prompt.")
 @click.option("--model", "models", multiple=True, help="A model it may run on, provider:model (repeat; first is the default).")
 @click.option("--wallet", help="The wallet that signs its entries (default: one named after the profile, created if missing).")
+@json_option
 @pass_app
-def new(app: App, name: str, operator: str, models: tuple[str, ...], wallet: str | None) -> None:
+def new(app: App, name: str, operator: str, models: tuple[str, ...], wallet: str | None, as_json: bool) -> None:
     """Create profile NAME in $AGENTD_HOME/profiles/NAME/profile.toml."""
-    app.home.ensure()
-    folder = new_profile(app.home, name, operator, list(models) or ["openai:gpt-4o-mini"], wallet)
-    if not wallet_exists(app.home, wallet or name):
-        create_wallet(app.home, wallet or name)
-    click.echo(f"profile {name} created: {folder / 'profile.toml'}")
+    home = app.home.ensure()
+    folder = new_profile(home, name, operator, list(models) or ["openai:gpt-4o-mini"], wallet)
+    if not wallet_exists(home, wallet or name):
+        create_wallet(home, wallet or name)
+    if as_json:
+        emit_json({"profile": name, "file": str(folder / "profile.toml"), "wallet": wallet or name})
+    else:
+        click.echo(f"profile {name} created: {folder / 'profile.toml'}")
 
 
 @command.command("list")

@@ -8,8 +8,11 @@ from pathlib import Path
 import click
 
 from agentd.app.intake import import_file
+from agentd.app.sessions import open_sessions
 from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress
-from agentd.sessions import OUTCOMES, SessionStore
+from agentd.errors import WrongValue
+from agentd.profiles import list_profiles
+from agentd.sessions import OUTCOMES
 
 
 @click.group("sessions", short_help="Recorded sessions: list, show, import.")
@@ -24,14 +27,19 @@ def command() -> None:
 @pass_app
 def list_(app: App, profile: str | None, outcome: str | None, as_json: bool) -> None:
     """List sessions, oldest first: id, profile, when, how it ended, outcome, task."""
-    rows = SessionStore(app.home).list(profile=profile, outcome=outcome)
+    store = open_sessions(app.home)
+    rows = store.list(profile=profile, outcome=outcome)
+    if profile and not rows and profile not in list_profiles(app.home) and not store.list(profile=profile):
+        raise WrongValue(f"--profile {profile!r} names no profile of this home: {', '.join(list_profiles(app.home)) or 'it has none yet'}")
     if as_json:
         emit_json([r.summary() for r in rows])
-        return
-    emit_table(
-        [("ID", "PROFILE", "STARTED", "ENDED", "OUTCOME", "TASK")]
-        + [(r.id[:12], r.profile, r.started_at[:19], r.ended, r.outcome, _short(r.task)) for r in rows]
-    )
+    elif rows:
+        emit_table(
+            [("ID", "PROFILE", "STARTED", "ENDED", "OUTCOME", "TASK")]
+            + [(r.id[:12], r.profile, r.started_at[:19], r.ended, r.outcome, _short(r.task)) for r in rows]
+        )
+    if not rows:
+        progress("no sessions" + (" match" if profile or outcome else " yet: record one with agentd run PROFILE TASK"))
 
 
 @command.command("show")
@@ -40,7 +48,7 @@ def list_(app: App, profile: str | None, outcome: str | None, as_json: bool) -> 
 @pass_app
 def show(app: App, session: str, as_json: bool) -> None:
     """Show a session (any unique prefix of its id) with its transcript."""
-    r = SessionStore(app.home).get(session)
+    r = open_sessions(app.home).get(session)
     if as_json:
         emit_json(r.model_dump())
         return
@@ -76,9 +84,11 @@ def import_(app: App, file: Path, profile: str, as_json: bool) -> None:
         progress(f"agentd: warning: {warning}")
     if as_json:
         emit_json([r.summary() for r in result.records])
-        return
-    for r in result.records:
-        click.echo(f"imported session {r.id} ({r.ended}, {r.outcome}) at Pulse {r.pulse}")
+    else:
+        for r in result.records:
+            click.echo(f"imported session {r.id} ({r.ended}, {r.outcome}) at Pulse {r.pulse}")
+    if not result.records:
+        progress(f"nothing new to import from {file}")
 
 
 def _short(text: str, width: int = 60) -> str:

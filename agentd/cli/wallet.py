@@ -51,7 +51,7 @@ def new(app: App, name: str, as_json: bool) -> None:
 def list_(app: App, as_json: bool) -> None:
     """List the home's wallets with their ids and balances."""
     wallets = list_wallets(app.home)
-    with open_ledger(app.home) as ledger:
+    with open_ledger(app.home, read_only=True) as ledger:
         balances = ledger.state().balances
     if as_json:
         emit_json([_describe(w, balances.get(w.id, 0)) for w in wallets])
@@ -71,7 +71,7 @@ def list_(app: App, as_json: bool) -> None:
 def show(app: App, name: str, as_json: bool) -> None:
     """Show wallet NAME: its id, public key and balance on the ledger."""
     info = wallet_info(app.home, name)
-    with open_ledger(app.home) as ledger:
+    with open_ledger(app.home, read_only=True) as ledger:
         balance = ledger.state().balance(info.id)
     described = _describe(info, balance)
     if as_json:
@@ -88,18 +88,35 @@ def show(app: App, name: str, as_json: bool) -> None:
     )
 
 
-@command.command("fund", short_help="Mint USD to wallet NAME (signed by the log's key).")
+# A negative amount ("-5") is a wrong amount, not an unknown option: it reaches USD's check.
+NUMBERS = {"ignore_unknown_options": True}
+
+
+class Usd(click.ParamType):
+    """An amount of USD, like 12.50, as integer cents; anything else is a wrong value (exit 2)."""
+
+    name = "usd"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_usd(str(value))
+        except AgentdError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+@command.command("fund", short_help="Mint USD to wallet NAME (signed by the log's key).", context_settings=NUMBERS)
 @click.argument("name")
-@click.argument("usd")
+@click.argument("cents", metavar="USD", type=Usd())
 @json_option
 @pass_app
-def fund(app: App, name: str, usd: str, as_json: bool) -> None:
+def fund(app: App, name: str, cents: int, as_json: bool) -> None:
     """Mint USD (a decimal like 12.50) to wallet NAME, signed by the log's key.
 
     Only the key that started the log may mint: the ledger refuses a funds.mint/v1
     entry from any other wallet.
     """
-    cents = parse_usd(usd)
     info = wallet_info(app.home, name)
     with open_ledger(app.home) as ledger:
         entry = ledger.append(log_key(app.home), MINT, {"to": info.id, "cents": cents})
@@ -111,21 +128,27 @@ def fund(app: App, name: str, usd: str, as_json: bool) -> None:
     click.echo(f"balance of {name}: {format_usd(balance)}")
 
 
-@command.command("transfer", short_help="Send USD from wallet FROM to TO.")
+@command.command("transfer", short_help="Send USD from wallet FROM to TO.", context_settings=NUMBERS)
 @click.argument("sender", metavar="FROM")
 @click.argument("to")
-@click.argument("usd")
+@click.argument("cents", metavar="USD", type=Usd())
 @click.option("--memo", default="", help="A note recorded with the transfer (up to 500 characters).")
 @json_option
 @pass_app
-def transfer(app: App, sender: str, to: str, usd: str, memo: str, as_json: bool) -> None:
+def transfer(app: App, sender: str, to: str, cents: int, memo: str, as_json: bool) -> None:
     """Send USD from wallet FROM to TO (a wallet name in this home, or a wallet id),
     signed by FROM's key. The ledger refuses an overdraft."""
-    cents = parse_usd(usd)
     to_id = to if WALLET_ID.fullmatch(to) else wallet_info(app.home, to).id
     signer = load_wallet(app.home, sender)
     body: dict[str, Any] = {"to": to_id, "cents": cents, **({"memo": memo} if memo else {})}
     with open_ledger(app.home) as ledger:
+        held = ledger.state().balance(signer.id)
+        if cents > held:
+            # Said here in the user's words; the ledger's own rule still holds on append.
+            raise AgentdError(
+                f"{sender} holds {format_usd(held)}, less than the {format_usd(cents)} to send; "
+                f"fund it first (agentd wallet fund {sender} USD)"
+            )
         entry = ledger.append(signer, TRANSFER, body)
         balance = ledger.state().balance(signer.id)
     if as_json:
@@ -136,12 +159,16 @@ def transfer(app: App, sender: str, to: str, usd: str, memo: str, as_json: bool)
 
 
 @command.command("seal-log-key", short_help="Seal the log's key with AGENTD_LOG_PASSPHRASE.")
+@json_option
 @pass_app
-def seal_log_key_(app: App) -> None:
+def seal_log_key_(app: App, as_json: bool) -> None:
     """Seal the home's unencrypted log key (log-key.json) with AGENTD_LOG_PASSPHRASE, in
     place. Every command that signs for the log then needs the variable set."""
     path = seal_log_key(app.home)
-    click.echo(f"sealed {path} with AGENTD_LOG_PASSPHRASE")
+    if as_json:
+        emit_json({"sealed": str(path)})
+    else:
+        click.echo(f"sealed {path} with AGENTD_LOG_PASSPHRASE")
 
 
 def _receipt(entry: Entry) -> dict[str, Any]:

@@ -48,13 +48,17 @@ def _open(app: App) -> Witness:
 
 @command.command("new", short_help="Create this home's witness key.")
 @click.option("--name", help="The witness's name on its cosignatures, like example.org/w1 (default: agentd.witness/<key id>).")
+@json_option
 @pass_app
-def new(app: App, name: str | None) -> None:
+def new(app: App, name: str | None, as_json: bool) -> None:
     """Create the home's witness: a fresh key, named on its cosignatures. Prints its
     verifier key, which auditors give to `agentd ledger verify --witness-key`."""
     if (_directory(app) / "witness-key.json").exists():
         raise AgentdError(f"this home has a witness already ({_directory(app)}): `agentd witness show` prints it")
     witness = Witness.create(_directory(app), name, os.environ.get(PASSPHRASE_ENV) or None)
+    if as_json:
+        emit_json({"name": witness.name, "vkey": witness.vkey})
+        return
     click.echo(f"witness {witness.name}")
     click.echo(f"verifier key: {witness.vkey}")
 
@@ -90,8 +94,11 @@ def show(app: App, as_json: bool) -> None:
     metavar="URL",
     help="Instead: cosign the latest checkpoint of the ledger at URL, with the proof it gives, and keep the cosignature in it.",
 )
+@json_option
 @pass_app
-def cosign(app: App, checkpoint_file: Path | None, proof_file: Path | None, log_vkey: str | None, ledger_url: str | None) -> None:
+def cosign(
+    app: App, checkpoint_file: Path | None, proof_file: Path | None, log_vkey: str | None, ledger_url: str | None, as_json: bool
+) -> None:
     """Cosign CHECKPOINT (a file holding the log's signed note) and print it with the
     cosignature added; the log keeps it with `agentd ledger checkpoint --add FILE`. The
     first checkpoint of a log needs --log-key (from `agentd ledger checkpoint --json`);
@@ -107,12 +114,20 @@ def cosign(app: App, checkpoint_file: Path | None, proof_file: Path | None, log_
     if ledger_url is not None:
         if proof_file is not None:
             raise click.UsageError("--ledger gives its own consistency proof: leave out --proof")
-        click.echo(_cosign_ledger(witness, ledger_url, key), nl=False)
+        _say_cosigned(_cosign_ledger(witness, ledger_url, key), as_json)
         return
     assert checkpoint_file is not None
     note = _read(checkpoint_file)
     proof = _read_proof(proof_file) if proof_file else None
-    click.echo(_cosigned(witness, note, proof, key), nl=False)
+    _say_cosigned(_cosigned(witness, note, proof, key), as_json)
+
+
+def _say_cosigned(note: str, as_json: bool) -> None:
+    if as_json:
+        signed = parse_checkpoint(note)
+        emit_json({"origin": signed.origin, "size": signed.size, "root": signed.root.hex(), "note": note})
+    else:
+        click.echo(note, nl=False)
 
 
 def _cosign_ledger(witness: Witness, url: str, key: bytes | None) -> str:

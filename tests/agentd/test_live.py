@@ -22,8 +22,12 @@ from improver.protocol import Completion, Limits
 from tests.fakeservers import ModelServer, Reply
 
 TASK = "Pay invoice 21 from Acme, 5 USD, to acme."
-SLOW = 0.6  # seconds the loopback model takes to answer: two answers outlast the wall time
-WALL = 1.0
+# Seconds the loopback model takes over each answer, and the agent's wall time. The three
+# answers of a session take 6 s, more than the wall: were the model's time counted, the
+# session would run out whatever the machine's speed. The agent's own time (the runtime
+# and the example's tools) has the whole 5 s, so a loaded machine cannot make it run out.
+SLOW = 2.0
+WALL = 5.0
 
 
 @pytest.fixture
@@ -69,10 +73,10 @@ def test_the_time_a_slow_model_takes_is_not_the_agents(agentd, invoices: Path, m
 def test_a_model_that_does_not_answer_within_the_wall_time_errors_the_session(
     agentd, invoices: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with serving(monkeypatch, delay=4 * SLOW):
+    with serving(monkeypatch, delay=WALL + 1):  # longer than the wall: it can only end one way
         s = run_json(agentd)
     assert (s["ended"], s["outcome"]) == ("errored", "errored")
-    assert s["error"] == "the model did not answer within 1 seconds"
+    assert s["error"] == "the model did not answer within 5 seconds"
 
 
 def test_a_body_that_is_not_text_errors_the_session_rather_than_crash(

@@ -36,3 +36,38 @@ def test_help_loads_no_command_and_nothing_heavy() -> None:
 def test_an_unknown_command_is_a_usage_error(agentd) -> None:
     result = agentd("no-such-command")
     assert result.code == 2 and "No such command 'no-such-command'" in result.err
+
+
+# Commands whose output is not a report: the demo is a tour, `case` and `improve env`
+# speak their JSON-lines protocol, `ledger prove` prints JSON always, `ledger export`
+# writes the copy itself.
+NO_JSON = {"demo", "case", "improve env", "ledger prove", "ledger fork-proof", "ledger export"}
+
+
+def _leaves(command, path: str = ""):
+    from click import Group
+
+    if isinstance(command, Group):
+        for name in command.list_commands(None):  # type: ignore[arg-type]
+            yield from _leaves(command.get_command(None, name), f"{path} {name}".strip())  # type: ignore[arg-type]
+    else:
+        yield path, command
+
+
+def test_every_command_that_reports_takes_json() -> None:
+    from agentd.cli import cli
+
+    missing = [path for path, command in _leaves(cli) if path not in NO_JSON and not any(p.name == "as_json" for p in command.params)]
+    assert missing == []
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    [command] = re.findall(r"&& (python3 -m pytest[^\n`]*)", readme)
+    ci = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines()]
+    assert command in ci
+    assert [line for line in ci if line.startswith("python3 -m pytest")] == [command]

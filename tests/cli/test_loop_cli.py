@@ -299,6 +299,7 @@ def test_lineage_checks_from_an_exported_copy_on_another_machine(agentd, home: H
     shutil.copytree(home.routes.root, auditor / "routes")
     env = {**os.environ, "AGENTD_HOME": str(auditor)}
     run = [sys.executable, "-m", "agentd", "--home", str(auditor)]
+    assert subprocess.run([*run, "init"], capture_output=True, env=env, timeout=60).returncode == 0
     imported = subprocess.run([*run, "ledger", "import", str(copy)], capture_output=True, env=env, timeout=60)
     assert imported.returncode == 0, imported.stderr
     checked = subprocess.run([*run, "lineage", PROFILE, "--check"], capture_output=True, env=env, timeout=60)
@@ -321,6 +322,40 @@ def test_the_kill_switch_is_checked_before_each_proposal(home: Home) -> None:
     stopped = run_improvement(home, PROFILE, RunRequest(PROPOSER, rounds=2, runs=1), on_event, proposer=proposer)
     assert stopped is not None and "the kill switch is on" in str(stopped)
     assert proposer.seen == [] and any(t.startswith("stopped: the kill switch is on") for t in seen)
+
+
+def test_the_kill_switch_is_checked_before_each_run_of_a_trial(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentd.app import killswitch
+    from agentd.app import loop as app_loop
+
+    sealed(home, wallet=None)
+    started: list[str] = []  # the task of each run, as its first model call shows it
+    real_factory = app_loop.model_factory
+
+    def factory(home_: Home, base_dir: Path | None = None):
+        make = real_factory(home_, base_dir)
+
+        def model(spec: str):
+            inner = make(spec)
+
+            class TurnsItOn:
+                name = inner.name
+
+                async def complete(self, messages, tools, max_tokens) -> Completion:
+                    if len(messages) == 2:
+                        started.append(messages[1]["content"])
+                        killswitch.turn_on(home, "seen enough")
+                    return await inner.complete(messages, tools, max_tokens)
+
+            return TurnsItOn()
+
+        return model
+
+    monkeypatch.setattr(app_loop, "model_factory", factory)
+    request = RunRequest(PROPOSER, rounds=1, runs=2, concurrency=1)
+    stopped = run_improvement(home, PROFILE, request, lambda e: None)
+    assert stopped is not None and "the kill switch is on" in str(stopped) and "seen enough" in str(stopped)
+    assert len(started) == 1  # the run under way finished; no other started
 
 
 def test_a_reusable_seal_is_asked_before_a_confirmation_is_spent(agentd, home: Home) -> None:
@@ -385,7 +420,7 @@ def test_a_change_interrupted_in_its_trial_may_be_proposed_again(home: Home) -> 
     from agentd.app.loop import _loop
 
     sealed(home, wallet=None)
-    loop = _loop(home, PROFILE, RunRequest(PROPOSER, runs=2), lambda e: None, None, None)
+    loop = _loop(home, PROFILE, RunRequest(PROPOSER, runs=2), lambda e: None, None, None, None)
     trials = 0
     real_trial = loop._run_trial
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,8 @@ from agentd.home import Home
 from improver.errors import ImproverError
 from improver.seal import SealSpent, code_word, open_seal, split
 from improver.tasks import load_tasks
+from tests.atonce import all_at_once
+from tests.cli.test_wallet_cli import one_error_line
 from tests.examplekit import harvested, sealed
 
 
@@ -51,9 +52,12 @@ def test_seal_splits_publishes_and_keeps_code_words_in_the_sealed_file_only(agen
 
 def test_anyone_with_the_set_and_the_seed_gets_the_same_split(home: Home) -> None:
     taskset = load_tasks(harvested(home))
-    first, again, other = split(taskset, 50, "s1"), split(taskset, 50, "s1"), split(taskset, 50, "s2")
+    first, again = split(taskset, 50, "s1"), split(taskset, 50, "s1")
     assert [t.name for t in first[1]] == [t.name for t in again[1]]
-    assert {t.name for t in first[1]} != {t.name for t in other[1]} or len(taskset.tasks) < 4
+    # Another seed may draw the same split by chance (a few hundred splits are possible
+    # here); of eight other seeds, some draw another.
+    others = {frozenset(t.name for t in split(taskset, 50, f"s{n}")[1]) for n in range(2, 10)}
+    assert others - {frozenset(t.name for t in first[1])}
 
 
 def test_a_reusable_seal_says_its_threshold(agentd, home: Home) -> None:
@@ -67,19 +71,20 @@ def test_a_reusable_seal_says_its_threshold(agentd, home: Home) -> None:
 
 
 @pytest.mark.parametrize(
-    "args, expected",
+    "args, expected, code",
     [
-        (["--share", "0"], "--share is the percentage sealed, from 1 to 99"),
-        (["--share", "100"], "--share is the percentage sealed, from 1 to 99"),
-        (["--share", "1"], "leaves no sealed tasks"),
-        (["--share", "99"], "leaves no tasks to choose on"),
-        (["--confirmations", "0"], "at least 1 confirmation"),
-        (["--test", "bogus"], "Invalid value for '--test'"),
+        (["--share", "0"], "Invalid value for '--share': 0 is not in the range 1<=x<=99", 2),
+        (["--share", "150"], "Invalid value for '--share': 150 is not in the range 1<=x<=99", 2),
+        (["--share", "1"], "leaves no sealed tasks", 1),
+        (["--share", "99"], "leaves no tasks to choose on", 1),
+        (["--confirmations", "0"], "Invalid value for '--confirmations': 0 is not in the range x>=1", 2),
+        (["--canaries", "-1"], "Invalid value for '--canaries': -1 is not in the range 0<=x<=100", 2),
+        (["--test", "bogus"], "Invalid value for '--test'", 2),
     ],
 )
-def test_bad_seal_requests_are_refused_and_write_nothing(agentd, home: Home, args: list[str], expected: str) -> None:
+def test_bad_seal_requests_are_refused_and_write_nothing(agentd, home: Home, args: list[str], expected: str, code: int) -> None:
     r = seal_cli(agentd, harvested(home), *args)
-    assert r.code != 0 and expected in r.err and "Traceback" not in r.err
+    assert expected in one_error_line(r, code=code)
     assert not list(home.routes.root.glob("*-sealed-*"))
 
 
@@ -111,24 +116,17 @@ def test_a_task_exported_for_training_is_never_sealed(agentd, home: Home, tmp_pa
     assert not list(home.routes.root.glob("*-sealed-*"))
 
 
-def _spend(path: str, results) -> None:  # runs in another process
-    seal = open_seal(Path(path))
+def _spend(path: str) -> int:  # runs in a forked process
     try:
-        results.put(seal.spend_confirmation().number)
+        return open_seal(Path(path)).spend_confirmation().number
     except SealSpent:
-        results.put(0)
+        return 0
 
 
-def test_eight_processes_spending_four_confirmations_spend_exactly_four(home: Home) -> None:
+def test_processes_spending_four_confirmations_at_once_spend_exactly_four(home: Home) -> None:
     seal = sealed(home, wallet=None).seal
-    results = multiprocessing.get_context("spawn").Queue()
-    procs = [multiprocessing.get_context("spawn").Process(target=_spend, args=(str(seal.path), results)) for _ in range(8)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    got = sorted(results.get(timeout=10) for _ in procs)
-    assert got == [0, 0, 0, 0, 1, 2, 3, 4]
+    got = sorted(number for number, _ in all_at_once(5, _spend, str(seal.path)))
+    assert got == [0, 1, 2, 3, 4]
     again = open_seal(seal.path)
     assert again.state().spent == 4
     with pytest.raises(SealSpent, match="seal fresh tasks"):
@@ -203,7 +201,7 @@ def test_a_session_that_repeats_a_sealed_task_is_never_exported(agentd, home: Ho
     store = SessionStore(home)
     good = next(t for t in seal.real_tasks if t.source["outcome"] == "good")
     again = store.get(good.source["session"]).model_dump()
-    twin = store.add(SessionRecord(**{**again, "id": "f" * 32, "started_at": "2099-01-01T00:00:00.000000Z", "claim_id": None}))
+    twin = store.add(SessionRecord(**{**again, "id": "f" * 32, "started_at": "2099-01-01T00:00:00.000000Z", "claim_id": "f" * 64}))
     out = tmp_path / "train"
     r = agentd("improve", "export", PROFILE, "--out", str(out), "--json")
     assert r.code == 0, r.err

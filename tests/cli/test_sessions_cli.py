@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from agentd.home import Home
 from agentd.sessions import SessionRecord, SessionStore
+from tests.cli.test_wallet_cli import one_error_line
 
 GOOD = "Pay invoice 21 from Acme, 5 USD, to acme."
 BAD = "Pay invoice 31 from Globex, 8 USD, to globex."
@@ -30,7 +32,7 @@ def run_json(agentd, *args: str) -> dict:
 def ledger_kinds(agentd) -> list[str]:
     r = agentd("ledger", "log", "--json")
     assert r.code == 0, r.err
-    return [json.loads(line)["kind"] for line in r.out.splitlines()]
+    return [entry["kind"] for entry in json.loads(r.out)]
 
 
 def test_a_live_session_pays_and_is_recorded_on_the_ledger(agentd, invoices: Path) -> None:
@@ -106,8 +108,9 @@ def test_import_a_foreign_transcript(agentd, invoices: Path, tmp_path: Path) -> 
         "tools": [{"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}},
                   {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}],
     }
+    other = {**doc, "metadata": {"check": "failed"}}
     path = tmp_path / "foreign.jsonl"
-    path.write_text(json.dumps(doc) + "\n" + json.dumps(doc) + "\n")
+    path.write_text(json.dumps(doc) + "\n" + json.dumps(other) + "\n")
     r = agentd("sessions", "import", str(path), "--profile", "invoices", "--json")
     assert r.code == 0, r.err
     imported = json.loads(r.out)
@@ -138,9 +141,8 @@ def test_a_bad_import_file_imports_nothing(agentd, invoices: Path, tmp_path: Pat
 def test_unknown_and_ambiguous_session_ids(agentd, invoices: Path, home: Home) -> None:
     store = SessionStore(home)
     for sid in ("abcd" + "0" * 28, "abcd" + "1" * 28):
-        store.add(SessionRecord(id=sid, profile="invoices", task="t", started_at="x", ended_at="x", ended="done"))
-    r = agentd("sessions", "show", "abcd")
-    assert r.code == 1 and "ambiguous" in r.err
+        store.add(SessionRecord(id=sid, profile="invoices", task="t", started_at="x", ended_at="x", ended="done", claim_id=sid * 2))
+    assert one_error_line(agentd("sessions", "show", "abcd"), code=2).endswith("is ambiguous: give more characters")
     r = agentd("sessions", "show", "ffff0000")
     assert r.code == 1 and "no session 'ffff0000'" in r.err
     r = agentd("improve", "mark", "ffff0000", "--good")
@@ -166,6 +168,37 @@ def test_a_session_holding_a_secret_is_flagged_and_the_secret_kept_out(agentd, i
     r = agentd("ledger", "export", str(invoices / "copy.jsonl"))
     assert r.code == 0, r.err
     assert b"verysecret" not in (invoices / "copy.jsonl").read_bytes()
+
+
+KEY = "sk-test-VerySecret-123"
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        KEY.lower(),
+        KEY.upper(),
+        " ".join(KEY),
+        base64.b64encode(KEY.encode()).decode(),
+        base64.b64encode(b"key=" + KEY.encode()).decode(),  # inside a longer text, at another offset
+        base64.urlsafe_b64encode(b"\xfb\xff" + KEY.encode()).decode(),
+        KEY.encode().hex(),
+        KEY.encode().hex().upper(),
+        KEY.replace("-", "%2d"),  # in part
+        "".join(f"%{b:02X}" for b in KEY.encode()),
+    ],
+    ids=["lower", "upper", "spaced", "base64", "base64 at an offset", "url-safe base64", "hex", "HEX", "url-encoded in part", "all url-encoded"],
+)
+def test_a_secret_however_it_is_written_is_flagged_kept_out_and_not_exported(
+    agentd, invoices: Path, monkeypatch, tmp_path: Path, written: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    s = run_json(agentd, "invoices", f"Pay invoice 21 from Acme, 5 USD, to acme. The note says {written} .")
+    shown = json.loads(agentd("sessions", "show", s["id"], "--json").out)
+    assert shown["secrets"] == ["OPENAI_API_KEY"] and "[redacted: OPENAI_API_KEY]" in shown["task"]
+    assert written not in json.dumps(shown)
+    assert agentd("improve", "export", "invoices", "--out", str(tmp_path / "train")).code == 0
+    assert (tmp_path / "train" / "sft.jsonl").read_text() == ""
 
 
 def test_every_session_of_a_confidential_profile_is_flagged(agentd, invoices: Path) -> None:
@@ -257,11 +290,11 @@ def test_a_transcript_without_a_canonical_form_is_refused_before_anything_is_kep
 @pytest.mark.parametrize("prefix", ["____", "%%%%", "ab_d", "abc%"])
 def test_a_session_id_that_is_not_hex_is_refused_and_never_a_pattern(agentd, invoices: Path, home: Home, prefix: str) -> None:
     store = SessionStore(home)
-    store.add(SessionRecord(id="abcd" + "0" * 28, profile="invoices", task="t", started_at="x", ended_at="x", ended="done"))
+    store.add(SessionRecord(id="abcd" + "0" * 28, profile="invoices", task="t", started_at="x", ended_at="x", ended="done", claim_id="ab" * 32))
     r = agentd("sessions", "show", prefix)
-    assert r.code == 1 and f"session id {prefix!r} is not hexadecimal" in r.err
+    assert r.code == 2 and f"session id {prefix!r} is not hexadecimal" in r.err
     r = agentd("improve", "mark", prefix, "--bad")
-    assert r.code == 1 and "is not hexadecimal" in r.err
+    assert r.code == 2 and "is not hexadecimal" in r.err
     assert "agent.mark/v1" not in ledger_kinds(agentd)
 
 

@@ -255,7 +255,7 @@ def test_export_of_given_tasks_writes_those(agentd, sessions, tmp_path: Path) ->
 
 def test_export_refuses_a_share_that_is_not_one(agentd, sessions, tmp_path: Path) -> None:
     r = agentd("improve", "export", "invoices", "--out", tmp_path / "x", "--validation", "1.5")
-    assert r.code == 1 and "--validation 1.5 is not a share" in r.err
+    assert r.code == 2 and "Invalid value for '--validation': 1.5 is not in the range 0<=x<1" in r.err
     assert not (tmp_path / "x").exists()
 
 

@@ -5,19 +5,25 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
+from pathlib import Path
 
-import pytest
+from agentd.cli import invoke
+from agentd.home import Home
+from agentd.wallets import log_key
+from tests.atonce import all_at_once
 
 PASS = {"AGENTD_WALLET_PASSPHRASE": "correct horse"}
 
 
 def one_error_line(r, code: int = 1, prefix: str = "agentd: error: ") -> str:
-    """The one line a failed command printed: an error (exit 1), or with code 3 and
+    """The one line a failed command printed: an error (exit 1), a wrong option or value
+    (exit 2, which may add one hint line naming the command's help), or with code 3 and
     prefix "agentd: check failed: ", a failed check."""
     assert r.code == code, (r.out, r.err)
     lines = r.err.strip().splitlines()
+    if code == 2 and len(lines) == 2:
+        assert lines[1].startswith("(see: agentd ") and lines[1].endswith(" --help)"), r.err
+        lines = lines[:1]
     assert len(lines) == 1 and lines[0].startswith(prefix), r.err
     assert "Traceback" not in r.err
     return lines[0]
@@ -65,15 +71,19 @@ def test_an_overdraft_is_refused_in_one_line(agentd) -> None:
     agentd("wallet", "new", "bob")
     agentd("wallet", "fund", "alice", "1")
     line = one_error_line(agentd("wallet", "transfer", "alice", "bob", "1.01"))
-    assert "overdraft" in line and "holds 100 cents" in line
+    assert line == "agentd: error: alice holds 1.00 USD, less than the 1.01 USD to send; fund it first (agentd wallet fund alice USD)"
+    assert json.loads(agentd("wallet", "show", "alice", "--json").out)["balance_cents"] == 100
 
 
 def test_amounts_must_be_whole_cents(agentd) -> None:
     agentd("wallet", "new", "alice")
-    assert "two decimals" in one_error_line(agentd("wallet", "fund", "alice", "1.005"))
-    assert "not an amount" in one_error_line(agentd("wallet", "fund", "alice", "lots"))
-    assert "above 0" in one_error_line(agentd("wallet", "fund", "alice", "--", "-3"))
-    assert "give at most 90071992547409.91 USD" in one_error_line(agentd("wallet", "fund", "alice", "90071992547410"))
+    assert "two decimals" in one_error_line(agentd("wallet", "fund", "alice", "1.005"), code=2)
+    assert "not an amount" in one_error_line(agentd("wallet", "fund", "alice", "abc"), code=2)
+    assert "above 0" in one_error_line(agentd("wallet", "fund", "alice", "--", "-3"), code=2)
+    assert "above 0" in one_error_line(agentd("wallet", "fund", "alice", "-5"), code=2)
+    assert "above 0" in one_error_line(agentd("wallet", "transfer", "alice", "alice", "-0.01"), code=2)
+    assert "give at most 90071992547409.91 USD" in one_error_line(agentd("wallet", "fund", "alice", "90071992547410"), code=2)
+    assert json.loads(agentd("wallet", "show", "alice", "--json").out)["balance_cents"] == 0
 
 
 def test_an_encrypted_wallet_needs_its_passphrase(agentd, home) -> None:
@@ -114,70 +124,33 @@ def test_a_corrupt_log_key_is_one_line(agentd, home) -> None:
     assert "log's key" in line and "corrupt" in line
 
 
-# Several processes at once: each prints "ready", waits for a line on stdin, then acts.
-LOG_KEY_USER = """
-import sys
-from pathlib import Path
-from agentd.home import Home
-from agentd.wallets import log_key
-home = Home(Path(sys.argv[1]))
-print("ready", flush=True)
-sys.stdin.readline()
-print(log_key(home).id, flush=True)
-"""
-
-WALLET_MAKER = """
-import sys
-from agentd.cli import invoke
-print("ready", flush=True)
-sys.stdin.readline()
-sys.exit(invoke(["--home", sys.argv[1], "wallet", "new", sys.argv[2], "--json"]))
-"""
+def _log_key_id(root: str) -> str:  # runs in a forked process
+    return log_key(Home(Path(root))).id
 
 
-def _all_at_once(count: int, code: str, *args: str) -> list[tuple[int, str, str]]:
-    """Runs `count` processes of `code`, released together; their exit codes and output."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(count)
-    ]
-    for p in procs:
-        assert p.stdout.readline() == "ready\n"
-    for p in procs:
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    done = [(p, *p.communicate(timeout=120)) for p in procs]
-    return [(p.returncode, out, err) for p, out, err in done]
+def _new_wallet(root: str, name: str) -> int:  # runs in a forked process
+    return invoke(["--home", root, "wallet", "new", name, "--json"])
 
 
-@pytest.mark.slow
 def test_processes_starting_the_log_key_at_once_all_get_the_same_key(home) -> None:
     # A fresh home each round. A few rounds: one alone would let a replacing write slip
     # by about one time in five.
     for round_ in range(5):
         root = home.root / f"round{round_}"
-        results = _all_at_once(8, LOG_KEY_USER, str(root))
-        assert all(code == 0 for code, _, _ in results), [err for _, _, err in results]
+        results = all_at_once(6, _log_key_id, str(root))
         on_disk = json.loads((root / "log-key.json").read_text())["id"]
-        assert {out.strip() for _, out, _ in results} == {on_disk}
+        assert [key for key, _ in results] == [on_disk] * 6, results
 
 
-@pytest.mark.slow
-def test_two_wallets_of_one_name_cannot_both_be_created(home) -> None:
-    home.ensure()
+def test_two_wallets_of_one_name_cannot_both_be_created(agentd, home) -> None:
+    assert agentd("init").code == 0
     for round_ in range(2):
         name = f"alice{round_}"
-        results = _all_at_once(6, WALLET_MAKER, str(home.root), name)
-        made = [json.loads(out) for code, out, _ in results if code == 0]
-        refused = [err for code, _, err in results if code != 0]
+        results = all_at_once(4, _new_wallet, str(home.root), name)
+        made = [json.loads(out) for code, out in results if code == 0]
+        refused = [out for code, out in results if code != 0]
         assert len(made) == 1, results
-        assert all(err.strip() == f"agentd: error: wallet {name} already exists ({home.wallets_dir / name}.json)" for err in refused)
+        assert all(out.strip() == f"agentd: error: wallet {name} already exists ({home.wallets_dir / name}.json)" for out in refused)
         assert json.loads((home.wallets_dir / f"{name}.json").read_text())["id"] == made[0]["id"]
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from agentd.app.adopt import adopt as adopt_step
-from agentd.app.adopt import lineage_of
 from agentd.app.adopt import undo as undo_step
-from agentd.app.loop import RunRequest, Sealed, check_lineage, run_improvement, seal_tasks
+from agentd.app.loop import RunRequest, check_lineage, lineage_here, run_improvement
+from agentd.app.seals import Sealed, seal_tasks
 from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -29,9 +29,10 @@ from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, summ
 @click.argument("profile")
 @click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A validated task set (agentd improve harvest / validate).")  # fmt: skip
-@click.option("--share", default=50, show_default=True, help="The percentage of tasks sealed (1-99).")
-@click.option("--confirmations", default=4, show_default=True, help="Changes the seal may confirm; each at level 0.05/k.")
-@click.option("--canaries", default=2, show_default=True, help="Canary tasks added to the sealed part.")
+@click.option("--share", type=click.IntRange(1, 99), default=50, show_default=True, help="The percentage of tasks sealed (1-99).")
+@click.option("--confirmations", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Changes the seal may confirm; each at level 0.05/k.")  # fmt: skip
+@click.option("--canaries", type=click.IntRange(0, 100), default=2, show_default=True, help="Canary tasks added to the sealed part.")
 @click.option("--seed", help="The seed of the split (default: a random one, printed); the same set and seed give the same split.")
 @click.option("--reusable", is_flag=True, help="Make the sealed tasks a reusable holdout (Thresholdout) as well.")
 @click.option("--test", type=click.Choice(TESTS), default="newcombe", show_default=True,
@@ -103,13 +104,13 @@ def _warn_if_powerless(sealed: Sealed) -> None:
 @click.command("run")
 @click.argument("profile")
 @click.option("--proposer", required=True, help="The model that proposes changes, provider:model.")
-@click.option("--rounds", default=1, show_default=True, help="Rounds to run.")
-@click.option("--runs", default=4, show_default=True, help="Runs of each task per trial.")
+@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds to run.")
+@click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
 @click.option("--apply", is_flag=True, help="Make each kept change the profile's (learned.json) at once.")
 @click.option("--wallet", help="Publish each kept change as an agent.improvement/v1 claim with this wallet.")
 @click.option("--model", "models", multiple=True, help="A further model changes may run on (repeat).")
-@click.option("--max-tokens", type=int, help="Stop before this many tokens (proposer and trials) would be passed.")
-@click.option("--concurrency", default=8, show_default=True, help="Runs at once in a trial.")
+@click.option("--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (proposer and trials) would be passed.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial.")
 @click.option("--seed", type=int, help="Seed the draw of variants to build on (default: random).")
 @json_option
 @pass_app
@@ -139,19 +140,27 @@ def run(
 @click.command("adopt")
 @click.argument("profile")
 @click.argument("step")
+@json_option
 @pass_app
-def adopt(app: App, profile: str, step: str) -> None:
+def adopt(app: App, profile: str, step: str, as_json: bool) -> None:
     """Make kept step STEP (any unique prefix) what PROFILE has learned."""
-    full, _ = adopt_step(app.home, profile, step)
-    click.echo(f"profile {profile} now has learned what step {full} kept")
+    full, learned = adopt_step(app.home, profile, step)
+    if as_json:
+        emit_json({"profile": profile, "step": full, "learned": learned.to_json()})
+    else:
+        click.echo(f"profile {profile} now has learned what step {full} kept")
 
 
 @click.command("undo")
 @click.argument("profile")
+@json_option
 @pass_app
-def undo(app: App, profile: str) -> None:
+def undo(app: App, profile: str, as_json: bool) -> None:
     """Take back the last change made PROFILE's, restoring exactly what it replaced."""
     step, learned = undo_step(app.home, profile)
+    if as_json:
+        emit_json({"profile": profile, "took_back": step, "learned": learned.to_json()})
+        return
     now = f"step {learned.step}" if learned.step else "what it had learned before any step"
     click.echo(f"took back step {step}: profile {profile} has {now} again")
 
@@ -165,9 +174,10 @@ def lineage(app: App, profile: str, check_: bool, as_json: bool) -> None:
     """List PROFILE's kept changes with their evidence; with --check, prove them against
     the ledger: each claim matches its line, names a seal published before it whose
     tasks here hash to what it published, and no seal spent more than it allowed."""
+    lineage_found = lineage_here(app.home, profile)
     report = check_lineage(app.home, profile) if check_ else None
     try:
-        kept = [line for _, line in lineage_of(app.home, profile).kept()]
+        kept = [line for _, line in lineage_found.kept()]
     except ImproverError:
         if report is None:
             raise

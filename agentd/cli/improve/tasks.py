@@ -151,10 +151,10 @@ def env(app: App, tasks_file: Path, case: str) -> int:
     answer). At the end it writes {"done": {"case", "reward", "passed", "failures",
     "calls", "ended"}}; reward is the share of the task's checks that held. A malformed
     line from the policy ends the episode with {"error": ...} and exit status 1. The
-    task file's operator words are used and, when the profile exists in this home, its
-    current lessons.
+    task file's operator words are used and, when there is a home holding the profile,
+    its current lessons; no home is needed.
     """
-    return run_env(app.home, tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
+    return run_env(app.home_if_any(), tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
 
 
 @click.command("export")
@@ -164,7 +164,7 @@ def env(app: App, tasks_file: Path, case: str) -> int:
     "--validation",
     default=VALIDATION_SHARE,
     show_default=True,
-    type=float,
+    type=click.FloatRange(0, 1, max_open=True),
     help="The share of sessions held apart in sft-validation.jsonl, chosen by a hash of each session's id.",
 )
 @click.option(

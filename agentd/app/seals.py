@@ -1,0 +1,129 @@
+"""Making a seal: its files and, with a wallet, its claim on the ledger, as one write.
+
+The seal is made in `pending/` (a folder of its own), its claim appended, the claim
+noted in the seal, and only then are its files moved into `routes/` (the tasks to
+choose on first, the sealed file last, since that one makes it a seal). A crash or a
+full disk anywhere on the way leaves at most a folder in `pending/`, which the next
+seal, loop or lineage check settles by what the ledger holds: a seal whose claim is
+there is put in place, one whose claim is not is thrown away (its command failed, and
+said so). A seal without a wallet is moved in at once. All of it holds the home's
+pending lock, so no settling takes a seal still being made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentd.app.ledger import open_ledger
+from agentd.app.tasks import exported
+from agentd.errors import AgentdError
+from agentd.home import PRIVATE_DIR, Home
+from agentd.profiles import load_profile
+from agentd.wallets import load_wallet
+from improver import ImproverError, Routes, Seal, SealRequest, claim_body, load_tasks, make_seal, open_seal
+from ledger import Ledger, LedgerError
+
+SEAL_KIND = "agent.seal/v1"
+
+
+@dataclass(frozen=True)
+class Sealed:
+    seal: Seal
+    claim: str | None
+    pulse: int | None
+
+
+def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wallet: str | None) -> Sealed:
+    """Seals a validated task set of PROFILE; with a wallet, publishes it before anything is tried."""
+    load_profile(home, profile)
+    taskset = load_tasks(tasks)
+    if taskset.profile != profile:
+        raise AgentdError(f"{tasks} holds tasks of profile {taskset.profile}, not {profile}")
+    signer = load_wallet(home, wallet) if wallet else None  # a wrong passphrase fails before anything is written
+    home.ensure()
+    with home.writing(), open_ledger(home) as ledger:
+        settle_in(home, ledger)
+        home.pending_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=f"{profile}-", dir=home.pending_dir))
+        try:
+            staged = make_seal(taskset, Routes(folder), request, exported(home, profile))
+            if signer is None:
+                return Sealed(_put_in_place(home, staged), None, None)
+            entry = ledger.append(signer, SEAL_KIND, claim_body(staged))
+            staged.record_claim(entry.claim_id, entry.pulse)
+            return Sealed(_put_in_place(home, staged), entry.claim_id, entry.pulse)
+        except BaseException:
+            _settle_quietly(home, folder, ledger)
+            raise
+
+
+def settle_seals(home: Home) -> None:
+    """Settles the seals a crash or a full disk left in `pending/` (see the module's
+    docstring); a read-only home is left as it is."""
+    if not home.pending_dir.is_dir() or not any(home.pending_dir.iterdir()) or not home.writable:
+        return
+    with home.writing(), open_ledger(home, read_only=True) as ledger:
+        settle_in(home, ledger)
+
+
+def settle_in(home: Home, ledger: Ledger) -> None:
+    """`settle_seals` for a caller that holds the pending lock and the ledger."""
+    if home.pending_dir.is_dir():
+        for folder in sorted(home.pending_dir.iterdir()):
+            _settle(home, folder, ledger)
+
+
+def _settle(home: Home, folder: Path, ledger: Ledger) -> None:
+    sealed = sorted(folder.glob("*-sealed-*.json"))
+    try:
+        seal = open_seal(sealed[0]) if sealed else None
+    except ImproverError:
+        seal = None  # written whole or not at all, so never claimed: nothing to keep
+    published = _claim_of(ledger, seal) if seal is not None else None
+    if seal is not None and published is not None:
+        if seal.state().claim is None:
+            seal.record_claim(*published)
+        _put_in_place(home, seal)
+        return
+    if seal is not None:
+        # Its tasks to choose on may have been moved in already: they go too.
+        routes = home.routes
+        if not routes.sealed(seal.terms.profile, seal.id).exists():
+            routes.train(seal.terms.profile, seal.id).unlink(missing_ok=True)
+    shutil.rmtree(folder)
+
+
+def _settle_quietly(home: Home, folder: Path, ledger: Ledger) -> None:
+    """Settles what a failed seal left, if the disk lets it: if not, the next seal, loop
+    or check does, and the failure's own error is the one shown."""
+    try:
+        _settle(home, folder, ledger)
+    except (OSError, AgentdError, ImproverError, LedgerError):
+        pass
+
+
+def _claim_of(ledger: Ledger, seal: Seal) -> tuple[str, int] | None:
+    state = seal.state()
+    if state.claim is not None and state.pulse is not None:
+        return state.claim, state.pulse
+    body = claim_body(seal)
+    for entry in ledger.entries(kind=SEAL_KIND):
+        if entry.body == body:
+            return entry.claim_id, entry.pulse
+    return None
+
+
+def _put_in_place(home: Home, staged: Seal) -> Seal:
+    """Moves the staged seal's files into routes/: its tasks to choose on, then the seal."""
+    routes = home.routes
+    profile = staged.terms.profile
+    routes.root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    if staged.train_path.exists():  # else moved in already, before a crash
+        os.replace(staged.train_path, routes.train(profile, staged.id))
+    os.replace(staged.path, routes.sealed(profile, staged.id))
+    shutil.rmtree(staged.path.parent)  # what is left: the lock the claim was noted under
+    return open_seal(routes.sealed(profile, staged.id))
