@@ -16,7 +16,7 @@ from typing import Any
 
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home, load_toml
-from improver import MATCHES, Case, Limits, write_atomic
+from improver import MATCHES, Case, EpisodeLimits, write_atomic
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -73,7 +73,7 @@ class Profile:
     tools: list[ToolSpec]
     wallet: str
     confidential: bool = False
-    limits: Limits = field(default_factory=Limits)
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     learned: Learned = field(default_factory=Learned)
 
     @property
@@ -155,10 +155,10 @@ def _parse(name: str, folder: Path, path: Path, data: dict[str, Any]) -> Profile
     )
 
 
-def _limits(data: dict[str, Any], where: str) -> Limits:
+def _limits(data: dict[str, Any], where: str) -> EpisodeLimits:
     """Each limit a positive number, a whole one for turns, tokens and bytes: checked here,
     since a wrong one would only show as a crash in the middle of a run."""
-    defaults = {f.name: f.default for f in fields(Limits)}
+    defaults = {f.name: f.default for f in fields(EpisodeLimits)}
     for key, value in data.items():
         if key not in defaults:
             raise AgentdError(f"{where}: [limits] knows only {', '.join(defaults)}, not {key!r}")
@@ -167,7 +167,7 @@ def _limits(data: dict[str, Any], where: str) -> Limits:
         if not number or value <= 0 or (isinstance(value, float) and not math.isfinite(value)):
             what = "a whole number above 0" if whole else "a number above 0"
             raise AgentdError(f"{where}: [limits] {key} must be {what}, not {value!r}")
-    return Limits(**data)
+    return EpisodeLimits(**data)
 
 
 def _tool(data: Any, index: int, where: str) -> ToolSpec:

@@ -27,7 +27,7 @@ from agentd.secrets import machine_secrets, redact
 from improver import digest, utc_now
 from ledger import Ledger, LedgerError, Wallet
 
-Outcome = Literal["good", "bad", "unknown", "errored"]
+SessionOutcome = Literal["good", "bad", "unknown", "errored"]
 OUTCOMES: tuple[str, ...] = ("good", "bad", "unknown", "errored")
 HEX = re.compile(r"[0-9a-f]+")
 
@@ -63,7 +63,7 @@ class SessionRecord(SQLModel, table=True):
     pulse: int | None = None
 
     @property
-    def outcome(self) -> Outcome:
+    def outcome(self) -> SessionOutcome:
         if self.ended == "errored":
             return "errored"
         if self.mark:

@@ -72,7 +72,7 @@ from agentd.runtime import ASK_PERSON_SCHEMA, run_case, system_prompt  # noqa: E
 from agentd.sessions import SessionStore  # noqa: E402
 from agentd.tools import Toolbox  # noqa: E402
 from agentd.wallets import load_wallet, wallet_path  # noqa: E402
-from improver.protocol import Completion, Model, Usage  # noqa: E402
+from improver.protocol import Completion, Model, TokenUsage  # noqa: E402
 from ledger import Wallet, open_key_file, write_key_file  # noqa: E402
 from ledger.log import Ledger  # noqa: E402
 
@@ -201,7 +201,7 @@ class Sleeps:
         await asyncio.sleep(self.delay)
         text, calls = answer(messages)
         message = assistant(text or None, [tool_call(f"call_{i}", n, json.dumps(a)) for i, (n, a) in enumerate(calls)])
-        return Completion(message, Usage(11, 7), self.name)
+        return Completion(message, TokenUsage(11, 7), self.name)
 
 
 # -- sessions through the library -----------------------------------------------------

@@ -45,7 +45,7 @@ from agentd.home import Home  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
 from improver.harness import Candidate, Command  # noqa: E402
 from improver.harvest import Session, task_from  # noqa: E402
-from improver.protocol import Completion, Usage  # noqa: E402
+from improver.protocol import Completion, TokenUsage  # noqa: E402
 from improver.tasks import Task  # noqa: E402
 from improver.trials import TrialResult, run_trials  # noqa: E402
 from improver.variant import Variant  # noqa: E402
@@ -198,7 +198,7 @@ class Waits:
 
     async def complete(self, messages, tools, max_tokens) -> Completion:
         await asyncio.sleep(DELAY)
-        return Completion({"role": "assistant", "content": "Paid."}, Usage(10, 2), self.name)
+        return Completion({"role": "assistant", "content": "Paid."}, TokenUsage(10, 2), self.name)
 
 
 def serve(delay: float) -> None:

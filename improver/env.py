@@ -29,7 +29,7 @@ from itertools import chain
 from typing import Any, BinaryIO, Iterator
 
 from improver.harness import EpisodeAborted, RunResult, run_task
-from improver.protocol import Agent, Completion, Limits, Usage, decode_line, encode_line
+from improver.protocol import Agent, Completion, EpisodeLimits, TokenUsage, decode_line, encode_line
 from improver.tasks import Task
 from improver.variant import Variant
 
@@ -111,7 +111,7 @@ class PolicyModel:
             raise EpisodeAborted(f"turn {self.turn}: the policy did not answer within {self.timeout:g} seconds") from None
         if not line:
             raise EpisodeAborted("the policy closed its input before the episode ended")
-        return Completion(assistant_message(line, self.turn), Usage(), POLICY)
+        return Completion(assistant_message(line, self.turn), TokenUsage(), POLICY)
 
 
 def assistant_message(line: bytes, turn: int) -> dict[str, Any]:
@@ -167,7 +167,7 @@ async def run_episode(
     agent: Agent,
     reader: BinaryIO,
     writer: BinaryIO,
-    limits: Limits = Limits(),
+    limits: EpisodeLimits = EpisodeLimits(),
 ) -> RunResult | None:
     """Runs one episode over `reader`/`writer`; the result, or None when it ended in an
     error line (a malformed policy line, or a run the harness could not make)."""

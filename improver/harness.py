@@ -48,12 +48,12 @@ from improver.protocol import (
     Budget,
     Case,
     Completion,
+    EpisodeLimits,
     LimitReached,
-    Limits,
     Model,
     ModelMisconfigured,
     ProviderError,
-    Usage,
+    TokenUsage,
     completion_to_json,
     decode_line,
     encode_line,
@@ -64,7 +64,7 @@ from improver.variant import Variant
 from sandbox import OutputLimit, Process, Request, Result, Runner, SandboxError
 
 ModelFactory = Callable[[str], Model]
-Outcome = Literal["passed", "failed", "errored"]
+RunOutcome = Literal["passed", "failed", "errored"]
 RETRIES = 2  # an errored run is tried this many more times before it is reported
 EXIT_GRACE = 5.0  # seconds a command has to exit after it said it was done
 CASE_NAME_HEX = 16  # how much of the task's digest names the case a candidate is sent
@@ -91,12 +91,12 @@ class EpisodeAborted(ImproverError):
 @dataclass(frozen=True)
 class RunResult:
     task: str
-    outcome: Outcome
+    outcome: RunOutcome
     reward: float
     failures: list[str]  # what went wrong: the checks that did not hold, how it broke
     run: Run  # its calls, answer and ending: done, asked, limit, errored or broken
     reason: str = ""  # why it ended so: the limit, the fault or the error
-    usage: Usage = Usage()
+    usage: TokenUsage = TokenUsage()
     turns: int = 0
     attempts: int = 1
     retryable: bool = True  # for an errored run: whether another try could go otherwise
@@ -122,7 +122,7 @@ class RunResult:
 class TaskEpisode:
     """The episode side of one run: the variant's model and the task's stand-ins."""
 
-    def __init__(self, task: Task, spec: str | None, models: ModelFactory, limits: Limits, over_stdio: bool = False) -> None:
+    def __init__(self, task: Task, spec: str | None, models: ModelFactory, limits: EpisodeLimits, over_stdio: bool = False) -> None:
         self.standins = task.stand_ins
         self.spec = spec
         self.models = models
@@ -199,7 +199,7 @@ class TaskEpisode:
 
 
 @dataclass
-class Ended:
+class CandidateEnd:
     """How the candidate's side ended, before scoring."""
 
     how: str = "done"
@@ -207,7 +207,7 @@ class Ended:
     reason: str = ""
 
 
-def case_for(task: Task, variant: Variant, limits: Limits) -> Case:
+def case_for(task: Task, variant: Variant, limits: EpisodeLimits) -> Case:
     return Case(
         name=task.digest[:CASE_NAME_HEX],
         task=task.task,
@@ -223,7 +223,7 @@ async def run_task(
     variant: Variant,
     candidate: Candidate,
     models: ModelFactory,
-    limits: Limits = Limits(),
+    limits: EpisodeLimits = EpisodeLimits(),
     retries: int = RETRIES,
 ) -> RunResult:
     """Runs `candidate` on `task` as `variant` configures it; an errored run is tried
@@ -237,7 +237,7 @@ async def run_task(
 
 
 async def attempt_task(
-    task: Task, variant: Variant, candidate: Candidate, models: ModelFactory, limits: Limits, attempt: int = 1
+    task: Task, variant: Variant, candidate: Candidate, models: ModelFactory, limits: EpisodeLimits, attempt: int = 1
 ) -> RunResult:
     over_stdio = isinstance(candidate, Command)
     episode = TaskEpisode(task, variant.models[0] if variant.models else None, models, limits, over_stdio)
@@ -249,7 +249,7 @@ async def attempt_task(
     return _scored(task, episode, ended, attempt)
 
 
-def _scored(task: Task, episode: TaskEpisode, ended: Ended, attempt: int) -> RunResult:
+def _scored(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int) -> RunResult:
     usage, turns, calls = episode.budget.usage, episode.budget.turns, tuple(episode.calls)
     if episode.error:
         run = Run(calls, ended.answer, "errored")
@@ -262,12 +262,12 @@ def _scored(task: Task, episode: TaskEpisode, ended: Ended, attempt: int) -> Run
     how = "limit" if episode.limit else ended.how
     run = Run(calls, ended.answer, how)
     checked = score(task.checks, task.tools, run)
-    outcome: Outcome = "passed" if checked.passed else "failed"
+    outcome: RunOutcome = "passed" if checked.passed else "failed"
     reason = episode.limit or ended.reason
     return RunResult(task.name, outcome, checked.reward, checked.failures, run, reason, usage, turns, attempt)
 
 
-async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Ended:
+async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> CandidateEnd:
     wall = case.limits.wall_seconds
     try:
         async with asyncio.timeout(wall) as timer:
@@ -277,10 +277,10 @@ async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Ended:
         raise
     except TimeoutError:
         episode.fault = episode.fault or f"did not finish within {wall:g} seconds"
-        return Ended("broken")
+        return CandidateEnd("broken")
     except Exception as exc:  # the candidate crashed: its doing, and a failed run
         episode.fault = episode.fault or f"crashed: {type(exc).__name__}: {exc}"
-        return Ended("broken")
+        return CandidateEnd("broken")
     if ending.ended == "errored" and not episode.error:
         # Only the harness knows whether a model failed; a candidate cannot claim it.
         episode.fault = episode.fault or "said it errored, though no model failed under it"
@@ -288,17 +288,17 @@ async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Ended:
         episode.count_output(len(ending.answer.encode()))
     except LimitReached:
         pass
-    return Ended(ending.ended, ending.answer, ending.error)
+    return CandidateEnd(ending.ended, ending.answer, ending.error)
 
 
-async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> Ended:
+async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> CandidateEnd:
     try:
         process = await command.runner.start(_bounded(command, case.limits))
     except SandboxError as exc:
         episode.error = f"cannot start the candidate {command.request.argv[0]!r}: {exc}"
-        return Ended("errored")
+        return CandidateEnd("errored")
     wall = case.limits.wall_seconds
-    ended = Ended("broken")
+    ended = CandidateEnd("broken")
     async with process:
         try:
             async with asyncio.timeout(wall) as timer:
@@ -313,7 +313,7 @@ async def _run_command(command: Command, case: Case, episode: TaskEpisode) -> En
     return ended
 
 
-def _bounded(command: Command, limits: Limits) -> Request:
+def _bounded(command: Command, limits: EpisodeLimits) -> Request:
     """The request with the run's output cap, and a wall time that only backs up the
     harness's own: the candidate's time excludes the model's, which may take as long
     again on every turn."""
@@ -322,38 +322,38 @@ def _bounded(command: Command, limits: Limits) -> Request:
     return replace(command.request, limits=replace(sandboxed, output_bytes=limits.max_output_bytes, wall_seconds=backstop))
 
 
-async def _converse(process: Process, case: Case, episode: TaskEpisode) -> Ended:
+async def _converse(process: Process, case: Case, episode: TaskEpisode) -> CandidateEnd:
     await process.send(encode_line("case", case.to_json()))
     while True:
         try:
             line = await process.readline()
         except OutputLimit:
             episode.fault = f"flooded its output: more than {case.limits.max_output_bytes} bytes"
-            return Ended("broken")
+            return CandidateEnd("broken")
         if not line:
             return await _gone(process, episode)
         try:
             episode.count_output(len(line))
         except LimitReached:
-            return Ended("broken")
+            return CandidateEnd("broken")
         try:
             kind, payload = decode_line(line)
         except ValueError as exc:
             episode.fault = f"sent a line that is not the protocol ({exc}): {_quote(line)}"
-            return Ended("broken")
+            return CandidateEnd("broken")
         if kind == "done":
-            return Ended("done", str(payload.get("answer") or ""))
+            return CandidateEnd("done", str(payload.get("answer") or ""))
         if kind == "ask":
-            return Ended("asked", str(payload.get("question") or ""))
+            return CandidateEnd("asked", str(payload.get("question") or ""))
         if kind == "model":
             reply = await _answer_model(payload, episode)
         elif kind == "tool":
             reply = await _answer_tool(payload, episode)
         else:
             episode.fault = f"sent {kind!r}, which the protocol does not have"
-            return Ended("broken")
+            return CandidateEnd("broken")
         if reply is None:
-            return Ended("broken")
+            return CandidateEnd("broken")
         await process.send(encode_line(*reply))
 
 
@@ -385,13 +385,13 @@ async def _answer_tool(payload: dict[str, Any], episode: TaskEpisode) -> tuple[s
     return "result", {"content": answer}
 
 
-async def _gone(process: Process, episode: TaskEpisode) -> Ended:
+async def _gone(process: Process, episode: TaskEpisode) -> CandidateEnd:
     """The candidate closed its output. After an error reply it may: that is how it ends."""
     result = await process.finish(EXIT_GRACE)
     if episode.error or episode.limit:
-        return Ended("limit", reason=episode.limit)
+        return CandidateEnd("limit", reason=episode.limit)
     episode.fault = f"exited before it said it was done or asked a person ({_how(result)})"
-    return Ended("broken")
+    return CandidateEnd("broken")
 
 
 def _how(result: Result) -> str:

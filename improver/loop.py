@@ -33,7 +33,7 @@ from improver.gates import SealedText, turned_down
 from improver.harness import Candidate, ModelFactory
 from improver.lineage import KIND, Lineage, comparison_json
 from improver.proposer import TOOL_NAME, Failed, Proposal, Tried, describe, messages_for, propose
-from improver.protocol import Limits, Model, ProviderError, Usage
+from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
 from improver.seal import Seal, SealSpent, is_canary
 from improver.settings import Settings
 from improver.stats import Comparison, Tally
@@ -78,7 +78,7 @@ class Loop:
     archive: Archive
     lineage: Lineage
     runs: int = 4
-    limits: Limits = field(default_factory=Limits)
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     concurrency: int = 8
     publish: Publish | None = None
     apply: Callable[[Variant, str], None] | None = None
@@ -91,7 +91,7 @@ class Loop:
     def __post_init__(self) -> None:
         self.train = self.seal.train()
         self.sealed_text = SealedText.of(self.seal.real_tasks)
-        self.used = Usage()
+        self.used = TokenUsage()
         self.per_run = 0.0  # the most tokens a run has cost, to stop before a budget is passed
         self.proposer_cost = 0  # the most tokens a proposer's answer has cost
         self.stopping = asyncio.Event()

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from improver.protocol import Model, Usage
+from improver.protocol import Model, TokenUsage
 from improver.settings import Settings
 from improver.variant import Variant
 
@@ -66,7 +66,7 @@ class Proposal:
 @dataclass(frozen=True)
 class Proposals:
     proposals: list[Proposal]
-    usage: Usage
+    usage: TokenUsage
     said: str  # everything the answer said, text and every call's arguments, for the canary check
 
 

@@ -47,12 +47,12 @@ class LimitReached(Exception):
 
 
 @dataclass(frozen=True)
-class Usage:
+class TokenUsage:
     tokens_in: int = 0
     tokens_out: int = 0
 
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.tokens_in + other.tokens_in, self.tokens_out + other.tokens_out)
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(self.tokens_in + other.tokens_in, self.tokens_out + other.tokens_out)
 
     @property
     def total(self) -> int:
@@ -64,7 +64,7 @@ class Completion:
     """A model's answer: one assistant message in OpenAI chat format."""
 
     message: dict[str, Any]
-    usage: Usage
+    usage: TokenUsage
     model: str
 
 
@@ -79,7 +79,7 @@ class Model(Protocol):
 
 
 @dataclass(frozen=True)
-class Limits:
+class EpisodeLimits:
     max_turns: int = 20
     max_tokens: int = 100_000
     wall_seconds: float = 300.0
@@ -95,7 +95,7 @@ class Case:
     tools: list[dict[str, Any]]
     operator: str = ""
     lessons: str = ""
-    limits: Limits = field(default_factory=Limits)
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,7 +108,7 @@ class Case:
             tools=list(data.get("tools") or []),
             operator=str(data.get("operator") or ""),
             lessons=str(data.get("lessons") or ""),
-            limits=Limits(**(data.get("limits") or {})),
+            limits=EpisodeLimits(**(data.get("limits") or {})),
         )
 
 
@@ -150,10 +150,10 @@ class Budget:
     infrastructure fault, never the candidate's.
     """
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: EpisodeLimits) -> None:
         self.limits = limits
         self.turns = 0
-        self.usage = Usage()
+        self.usage = TokenUsage()
         self.started = time.monotonic()
         self.model_seconds = 0.0  # time spent waiting for the model, none of it the candidate's
         self._waiting = 0  # model calls in flight: concurrent ones share their wait
@@ -178,7 +178,7 @@ class Budget:
             raise LimitReached(f"the run reached its limit of {self.limits.max_tokens} tokens")
         self.turns += 1
 
-    def spend(self, usage: Usage) -> None:
+    def spend(self, usage: TokenUsage) -> None:
         self.usage = self.usage + usage
 
     def enforce(self, timer: asyncio.Timeout) -> None:
@@ -249,6 +249,6 @@ def completion_from_json(data: dict[str, Any]) -> Completion:
     usage = data.get("usage") or {}
     return Completion(
         message=dict(data["message"]),
-        usage=Usage(int(usage.get("in", 0)), int(usage.get("out", 0))),
+        usage=TokenUsage(int(usage.get("in", 0)), int(usage.get("out", 0))),
         model=str(data.get("model", "")),
     )

@@ -77,7 +77,7 @@ class Terms:
 
 
 @dataclass(frozen=True)
-class State:
+class SealState:
     """What a seal's use has changed: kept in its file, changed only under its lock."""
 
     spent: int = 0
@@ -96,7 +96,7 @@ class State:
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> State:
+    def from_json(cls, data: Any) -> SealState:
         if not isinstance(data, dict) or not isinstance(data.get("spent"), int) or not isinstance(data.get("asked"), bool):
             raise ValueError("its state must hold 'spent' (a count) and 'asked' (true or false)")
         holdout = Holdout.from_json(data["holdout"]) if data.get("holdout") is not None else None
@@ -148,13 +148,13 @@ class Seal:
         folded = text.casefold()
         return next((t.name for t in self.canaries if code_word(t).casefold() in folded), None)
 
-    def state(self) -> State:
+    def state(self) -> SealState:
         return _read(self.path)[2]
 
     def spend_confirmation(self) -> Confirmation:
         """Spends the next confirmation, or says the seal is spent; atomic across processes."""
 
-        def spend(state: State) -> tuple[State, Confirmation]:
+        def spend(state: SealState) -> tuple[SealState, Confirmation]:
             if state.spent >= self.terms.confirmations:
                 raise SealSpent(
                     f"seal {self.id} has spent its {self.terms.confirmations} confirmations: seal fresh tasks"
@@ -167,7 +167,7 @@ class Seal:
     def ask_holdout(self, gain_choose: float, gain_sealed: float) -> Answer:
         """Asks the reusable holdout about a change's gains; stores its next state."""
 
-        def ask(state: State) -> tuple[State, Answer]:
+        def ask(state: SealState) -> tuple[SealState, Answer]:
             if state.holdout is None:
                 raise ImproverError(f"seal {self.id} is not a reusable holdout")
             answer = state.holdout.ask(gain_choose, gain_sealed)
@@ -181,14 +181,14 @@ class Seal:
     def record_claim(self, claim: str, pulse: int) -> None:
         """Notes the claim that published the seal; refuses once it has been asked anything."""
 
-        def note(state: State) -> tuple[State, None]:
+        def note(state: SealState) -> tuple[SealState, None]:
             if state.asked:
                 raise ImproverError(f"seal {self.id} has been asked already; a seal is published only before that")
             return replace(state, claim=claim, pulse=pulse), None
 
         self._update(note)
 
-    def _update(self, change: Callable[[State], tuple[State, Any]]) -> Any:
+    def _update(self, change: Callable[[SealState], tuple[SealState, Any]]) -> Any:
         with holding(self.path):
             data, terms, state = _read(self.path)
             new, result = change(state)
@@ -218,13 +218,13 @@ def open_seal(path: Path) -> Seal:
     return Seal(path, terms, sealed)
 
 
-def _read(path: Path) -> tuple[dict[str, Any], Terms, State]:
+def _read(path: Path) -> tuple[dict[str, Any], Terms, SealState]:
     try:
         data = json.loads(path.read_text())
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r} is not {FORMAT}")
         terms = Terms(**data["terms"])
-        return data, terms, State.from_json(data["state"])
+        return data, terms, SealState.from_json(data["state"])
     except FileNotFoundError:
         raise ImproverError(f"no seal file at {path}") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ImproverError) as exc:
@@ -347,7 +347,7 @@ def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, exported: 
     path = routes.sealed(taskset.profile, terms.id)
     seal = Seal(path, terms, sealed_set)
     train.save(seal.train_path)
-    body = {"format": FORMAT, "terms": terms.to_json(), "tasks": sealed_set.to_json(), "state": State(holdout=holdout).to_json()}
+    body = {"format": FORMAT, "terms": terms.to_json(), "tasks": sealed_set.to_json(), "state": SealState(holdout=holdout).to_json()}
     write_atomic(path, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
     return seal
 

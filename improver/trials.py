@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from improver.harness import RETRIES, Candidate, ModelFactory, RunResult, run_task
-from improver.protocol import Limits, Model, Usage
+from improver.protocol import EpisodeLimits, Model, TokenUsage
 from improver.tasks import Task
 from improver.variant import Variant
 
@@ -73,8 +73,8 @@ class TrialResult:
         return self.passed + self.failed
 
     @property
-    def usage(self) -> Usage:
-        total = Usage()
+    def usage(self) -> TokenUsage:
+        total = TokenUsage()
         for r in self.results:
             total = total + r.usage
         return total
@@ -107,7 +107,7 @@ async def run_trials(
     *,
     runs: int = 1,
     concurrency: int = CONCURRENCY,
-    limits: Limits = Limits(),
+    limits: EpisodeLimits = EpisodeLimits(),
     retries: int = RETRIES,
     on_result: Callable[[RunResult], None] | None = None,
     halted: Callable[[], str | None] = lambda: None,

@@ -103,7 +103,7 @@ SYSCALLS: dict[str, tuple[int | None, int | None]] = {
 
 
 @dataclass(frozen=True)
-class Rule:
+class SyscallRule:
     """Refuse `syscall` with `errno`: always, or when argument `arg` equals `value`
     ("eq") or has any of the bits of `value` set ("any")."""
 
@@ -115,26 +115,26 @@ class Rule:
 
 
 ALWAYS = [
-    Rule(name)
+    SyscallRule(name)
     for name in SYSCALLS
     if name not in ("clone", "clone3", "ioctl", "socket")
 ]
-RULES: list[Rule] = [
+RULES: list[SyscallRule] = [
     *ALWAYS,
     # glibc falls back to clone when clone3 is not there; clone's flags can then be read.
-    Rule("clone3", errno.ENOSYS),
-    Rule("clone", arg=0, op="any", value=CLONE_NAMESPACES),
-    Rule("ioctl", arg=1, value=TIOCSTI),
-    Rule("ioctl", arg=1, value=TIOCLINUX),
+    SyscallRule("clone3", errno.ENOSYS),
+    SyscallRule("clone", arg=0, op="any", value=CLONE_NAMESPACES),
+    SyscallRule("ioctl", arg=1, value=TIOCSTI),
+    SyscallRule("ioctl", arg=1, value=TIOCLINUX),
 ]
-NO_NETWORK: list[Rule] = [Rule("socket", errno.EACCES, arg=0, value=domain) for domain in (AF_INET, AF_INET6, AF_PACKET)]
+NO_NETWORK: list[SyscallRule] = [SyscallRule("socket", errno.EACCES, arg=0, value=domain) for domain in (AF_INET, AF_INET6, AF_PACKET)]
 
 
-def rules(loopback: bool = False) -> list[Rule]:
+def rules(loopback: bool = False) -> list[SyscallRule]:
     return RULES if loopback else [*RULES, *NO_NETWORK]
 
 
-def bpf(rule_list: list[Rule]) -> bytes:
+def bpf(rule_list: list[SyscallRule]) -> bytes:
     """The filter as bwrap's --seccomp reads it: struct sock_filter instructions."""
     x86 = _arch_block(rule_list, 0, x32_check=True)
     arm = _arch_block(rule_list, 1, x32_check=False)
@@ -150,7 +150,7 @@ def bpf(rule_list: list[Rule]) -> bytes:
     return b"".join(struct.pack("<HBBI", *ins) for ins in program)
 
 
-def _arch_block(rule_list: list[Rule], column: int, x32_check: bool) -> list[tuple[int, int, int, int]]:
+def _arch_block(rule_list: list[SyscallRule], column: int, x32_check: bool) -> list[tuple[int, int, int, int]]:
     block: list[tuple[int, int, int, int]] = []
     if x32_check:
         block += [(LD_W_ABS, 0, 0, NR), (JGE_K, 0, 1, X32_SYSCALL_BIT), (RET_K, 0, 0, RET_KILL_PROCESS)]
@@ -168,7 +168,7 @@ def _arch_block(rule_list: list[Rule], column: int, x32_check: bool) -> list[tup
     return block
 
 
-def docker_profile(rule_list: list[Rule]) -> str:
+def docker_profile(rule_list: list[SyscallRule]) -> str:
     """The same rules as a Docker seccomp profile (JSON). libseccomp compares whole
     64-bit arguments; "any" bits becomes one rule per bit."""
     entries = []

@@ -12,7 +12,7 @@ from agentd.home import Home
 from agentd.profiles import Profile, list_profiles, load_profile
 from agentd.providers import make_model
 from agentd.runtime import run_case
-from improver import Agent, Limits, Model, ModelFactory, Variant, load_tasks, run_episode
+from improver import Agent, EpisodeLimits, Model, ModelFactory, Variant, load_tasks, run_episode
 
 # The in-process candidate: the runtime itself (`agentd case --stdio` speaks it over stdio).
 AGENT: Agent = run_case
@@ -38,7 +38,7 @@ def run_env(home: Home | None, tasks_file: Path, case: str, reader: BinaryIO, wr
     profile's lessons and limits are used when `home` holds it."""
     taskset = load_tasks(tasks_file)
     task = taskset.get(case)
-    lessons, limits = "", Limits()
+    lessons, limits = "", EpisodeLimits()
     if home is not None and taskset.profile in list_profiles(home):
         profile = load_profile(home, taskset.profile)
         lessons, limits = profile.learned.lessons, profile.limits

@@ -36,17 +36,17 @@ TOOL_SHAPE = '{"type": "function", "function": {"name": ..., "description": ...,
 
 
 @dataclass
-class Imported:
+class ImportedSessions:
     records: list[SessionRecord]
     warnings: list[str] = field(default_factory=list)
 
 
-def import_file(home: Home, path: Path, profile_name: str) -> Imported:
+def import_file(home: Home, path: Path, profile_name: str) -> ImportedSessions:
     """Reads every transcript in `path` first, so a bad one leaves nothing half-imported."""
     profile = load_profile(home, profile_name)
     signer = load_wallet(home, profile.wallet)
     documents = _documents(path)
-    result = Imported([])
+    result = ImportedSessions([])
     store = open_sessions(home, write=True)
     seen: dict[str, str] = {}
     for where, doc in documents:

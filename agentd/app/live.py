@@ -27,7 +27,7 @@ from agentd.runtime import run_case
 from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, protect
 from agentd.tools import Toolbox, allowed_environment
 from agentd.wallets import load_wallet
-from improver import Budget, Completion, Ending, LimitReached, Limits, Model, ModelMisconfigured, ProviderError
+from improver import Budget, Completion, Ending, EpisodeLimits, LimitReached, Model, ModelMisconfigured, ProviderError
 
 VERIFY_TIMEOUT = 600.0
 
@@ -43,7 +43,7 @@ class LiveEpisode:
 
     llm: Model
     toolbox: Toolbox
-    limits: Limits
+    limits: EpisodeLimits
     timings: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -23,27 +23,27 @@ from agentd.home import PRIVATE_UMASK
 
 
 @dataclass(frozen=True)
-class Entry:
+class CommandEntry:
     module: str
     help: str  # the short help `agentd --help` shows without loading the module
     attribute: str = "command"
 
 
 # Every command, in the order `agentd --help` lists them.
-COMMANDS: dict[str, Entry] = {
-    "init": Entry("agentd.cli.init", "Create the home and the log's own key."),
-    "demo": Entry("agentd.cli.demo", "Run the invoices example end to end in a fresh home."),
-    "wallet": Entry("agentd.cli.wallet", "Wallets: keys that sign entries and hold funds."),
-    "ledger": Entry("agentd.cli.ledger", "The signed append-only log: read, prove, verify, export."),
-    "witness": Entry("agentd.cli.witness", "A witness: cosign logs' checkpoints after checking they only grew."),
-    "profile": Entry("agentd.cli.profile", "Profiles: the operator's words, models and tools."),
-    "run": Entry("agentd.cli.run", "Run one live session of a profile and record it."),
-    "sessions": Entry("agentd.cli.sessions", "Recorded sessions: list, show, import."),
-    "improve": Entry("agentd.cli.improve", "Improve the agent from its own work: tasks, seals, the loop."),
-    "lineage": Entry("agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"),
-    "kill-switch": Entry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
-    "sandbox": Entry("agentd.cli.sandbox", "The sandbox: check that nothing run in it gets out."),
-    "case": Entry("agentd.cli.case", "Run the agent runtime as a candidate over JSON lines."),
+COMMANDS: dict[str, CommandEntry] = {
+    "init": CommandEntry("agentd.cli.init", "Create the home and the log's own key."),
+    "demo": CommandEntry("agentd.cli.demo", "Run the invoices example end to end in a fresh home."),
+    "wallet": CommandEntry("agentd.cli.wallet", "Wallets: keys that sign entries and hold funds."),
+    "ledger": CommandEntry("agentd.cli.ledger", "The signed append-only log: read, prove, verify, export."),
+    "witness": CommandEntry("agentd.cli.witness", "A witness: cosign logs' checkpoints after checking they only grew."),
+    "profile": CommandEntry("agentd.cli.profile", "Profiles: the operator's words, models and tools."),
+    "run": CommandEntry("agentd.cli.run", "Run one live session of a profile and record it."),
+    "sessions": CommandEntry("agentd.cli.sessions", "Recorded sessions: list, show, import."),
+    "improve": CommandEntry("agentd.cli.improve", "Improve the agent from its own work: tasks, seals, the loop."),
+    "lineage": CommandEntry("agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"),
+    "kill-switch": CommandEntry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
+    "sandbox": CommandEntry("agentd.cli.sandbox", "The sandbox: check that nothing run in it gets out."),
+    "case": CommandEntry("agentd.cli.case", "Run the agent runtime as a candidate over JSON lines."),
 }
 
 

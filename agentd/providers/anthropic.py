@@ -26,7 +26,7 @@ from agentd.providers.chat import assistant, text_of, tool_call
 from agentd.providers.client import encode, is_count, malformed, post_json
 from agentd.providers.retry import RetryPolicy, with_retries
 from agentd.providers.settings import Endpoint
-from improver import Completion, ProviderError, Usage
+from improver import Completion, ProviderError, TokenUsage
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -150,7 +150,7 @@ def _completion(body: Any, requested: str) -> Completion:
     text = "".join(texts) or None
     tokens_in, tokens_out = counts
     return Completion(
-        assistant(text, calls), Usage(tokens_in + cached, tokens_out), model if isinstance(model, str) and model else requested
+        assistant(text, calls), TokenUsage(tokens_in + cached, tokens_out), model if isinstance(model, str) and model else requested
     )
 
 

@@ -23,7 +23,7 @@ from agentd.providers.chat import assistant, tool_call
 from agentd.providers.client import encode, is_count, malformed, post_json
 from agentd.providers.retry import RetryPolicy, with_retries
 from agentd.providers.settings import Endpoint
-from improver import Completion, Usage
+from improver import Completion, TokenUsage
 
 OPENAI_URL = "https://api.openai.com/v1"
 OPENAI_HOST = "api.openai.com"
@@ -77,7 +77,7 @@ def _completion(body: Any, requested: str) -> Completion:
     calls = [_call(c) for c in raw_calls]
     model = body.get("model")
     text = content if isinstance(content, str) else None
-    return Completion(assistant(text, calls), Usage(*counts), model if isinstance(model, str) and model else requested)
+    return Completion(assistant(text, calls), TokenUsage(*counts), model if isinstance(model, str) and model else requested)
 
 
 def _call(call: Any) -> dict[str, Any]:

@@ -68,7 +68,7 @@ from typing import Any, Callable
 from agentd.errors import AgentdError
 from agentd.home import load_toml
 from agentd.providers.chat import assistant, text_of, tool_call, tool_names
-from improver import Completion, ModelMisconfigured, ProviderError, Usage
+from improver import Completion, ModelMisconfigured, ProviderError, TokenUsage
 
 Bad = Callable[[str], AgentdError]  # makes an error that names the file, rule and line
 TEXT_CONDITIONS = ("system_contains", "system_not_contains", "last_contains", "last_not_contains")
@@ -80,7 +80,7 @@ RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]")
 
 
 @dataclass(frozen=True)
-class Seen:
+class Conversation:
     """What rules look at in a conversation; text lower-cased for matching."""
 
     system: str
@@ -91,7 +91,7 @@ class Seen:
     quote: str  # the last user or tool message as written, cut short, for errors
 
     @classmethod
-    def of(cls, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Seen:
+    def of(cls, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Conversation:
         system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
         task = next((text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
         last = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") in ("user", "tool")), "")
@@ -100,7 +100,7 @@ class Seen:
 
 
 @dataclass(frozen=True)
-class Rule:
+class ScriptRule:
     label: str  # `rule 2 ("pay")`, for messages
     system_contains: tuple[str, ...] = ()
     system_not_contains: tuple[str, ...] = ()
@@ -114,7 +114,7 @@ class Rule:
     calls: tuple[tuple[str, str], ...] = ()  # (name, arguments as JSON text)
     error: bool = False
 
-    def matches(self, seen: Seen) -> dict[str, str] | None:
+    def matches(self, seen: Conversation) -> dict[str, str] | None:
         """The captured groups when every condition holds, else None."""
         if not (
             all(s in seen.system for s in self.system_contains)
@@ -155,7 +155,7 @@ def _fill(value: Any, captured: dict[str, str]) -> Any:
 
 
 class ScriptModel:
-    def __init__(self, name: str, path: Path, rules: list[Rule]) -> None:
+    def __init__(self, name: str, path: Path, rules: list[ScriptRule]) -> None:
         self.name = name
         self.path = path
         self.rules = rules
@@ -163,7 +163,7 @@ class ScriptModel:
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
     ) -> Completion:
-        seen = Seen.of(messages, tools)
+        seen = Conversation.of(messages, tools)
         rule, captured = next(((r, c) for r in self.rules if (c := r.matches(seen)) is not None), (None, {}))
         if rule is None:
             raise ModelMisconfigured(
@@ -173,7 +173,7 @@ class ScriptModel:
         if rule.error:
             raise ProviderError(f"{self.name}: {rule.label} scripts a provider error")
         message = rule.reply(seen.turn, captured)
-        return Completion(message, Usage(_words_in(messages), _words(message)), self.name)
+        return Completion(message, TokenUsage(_words_in(messages), _words(message)), self.name)
 
 
 def load_script(name: str, path: Path) -> ScriptModel:
@@ -198,7 +198,7 @@ def _header_lines(path: Path) -> list[int]:
     return [n for n, line in enumerate(text.splitlines(), 1) if RULE_HEADER.match(line)]
 
 
-def _rule(path: Path, lines: list[int], index: int, raw: Any) -> Rule:
+def _rule(path: Path, lines: list[int], index: int, raw: Any) -> ScriptRule:
     label = f"rule {index + 1}"
     if isinstance(raw, dict) and isinstance(raw.get("name"), str):
         label += f" ({raw['name']!r})"
@@ -220,7 +220,7 @@ def _rule(path: Path, lines: list[int], index: int, raw: Any) -> Rule:
     fields["tools_offered"] = _strings(raw, "tools_offered", bad)
     fields["turn"] = _turns(raw.get("turn"), bad)
     fields.update(_reply(raw, bad))
-    return Rule(label, **fields)
+    return ScriptRule(label, **fields)
 
 
 def _strings(raw: dict[str, Any], key: str, bad: Bad) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from agentd.home import Home
 from agentd.providers import make_model
 from agentd.runtime import run_case
 from improver.harness import Command, RunResult, run_task
-from improver.protocol import Limits
+from improver.protocol import EpisodeLimits
 from improver.variant import Variant
 from sandbox import SandboxUnavailable, make_runner, python_request
 from tests.fakeservers import ModelServer
@@ -29,7 +29,7 @@ STDIO = Command(runner(), python_request(("-m", "agentd", "case", "--stdio"), pa
 # candidate out whatever the machine's speed; the candidate's own time (a Python process
 # starting, for the program) has the whole 5 s, which a loaded machine does not use up.
 SLOW = 2.0
-WALL = Limits(wall_seconds=2.5 * SLOW)
+WALL = EpisodeLimits(wall_seconds=2.5 * SLOW)
 
 
 def test_the_runtime_in_process_and_over_stdio_passes_a_task_it_does_right() -> None:
@@ -50,12 +50,12 @@ def test_a_loopback_server_that_always_500s_makes_the_run_errored(home: Home, mo
         factory = lambda spec: make_model(spec, home)  # noqa: E731
         for candidate in (run_case, STDIO):
             before = len(server.requests)
-            result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=1))
+            result = asyncio.run(run_task(paid_task(), variant, candidate, factory, EpisodeLimits(), retries=1))
             assert result.outcome == "errored" and result.attempts == 2
             assert len(server.requests) - before == 4  # 2 tries of the run x 2 attempts per call
 
 
-def loopback_run(home: Home, monkeypatch: pytest.MonkeyPatch, server: ModelServer, candidate, limits: Limits) -> RunResult:
+def loopback_run(home: Home, monkeypatch: pytest.MonkeyPatch, server: ModelServer, candidate, limits: EpisodeLimits) -> RunResult:
     """`candidate` on the paid task, on openai:m served by `server`."""
     home.root.mkdir(parents=True, exist_ok=True)
     home.config_path.write_text("[providers]\nattempts = 1\ntimeout = 30\n")
@@ -101,7 +101,7 @@ def test_a_scripted_model_without_a_rule_for_the_conversation_errors_the_run_wit
     variant = Variant(OPERATOR, "", (f"script:{rules}",))
     for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
         made.clear()
-        result = asyncio.run(run_task(paid_task(), variant, candidate, factory, Limits(), retries=2))
+        result = asyncio.run(run_task(paid_task(), variant, candidate, factory, EpisodeLimits(), retries=2))
         assert (result.outcome, result.failures, result.attempts) == ("errored", [], 1)
         assert result.reason.startswith(f"{rules}: no rule matches turn 1")
         assert len(made) == 1  # tried once: another try would only fail the same way

@@ -18,7 +18,7 @@ from agentd.profiles import load_profile
 from agentd.runtime import run_case
 from agentd.sessions import SessionRecord
 from agentd.tools import Toolbox
-from improver.protocol import Completion, Limits
+from improver.protocol import Completion, EpisodeLimits
 from tests.fakeservers import ModelServer, Reply
 
 TASK = "Pay invoice 21 from Acme, 5 USD, to acme."
@@ -120,7 +120,7 @@ class Broken:
 
 def test_any_other_fault_of_the_model_ends_the_session_errored(invoices: Path, home: Home) -> None:
     profile = load_profile(home, "invoices")
-    ending = asyncio.run(run_case(profile.case(TASK), LiveEpisode(Broken(), Toolbox(profile), Limits())))
+    ending = asyncio.run(run_case(profile.case(TASK), LiveEpisode(Broken(), Toolbox(profile), EpisodeLimits())))
     assert (ending.ended, ending.error) == ("errored", "broken:model failed: KeyError: 'choices'")
 
 

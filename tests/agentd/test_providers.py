@@ -15,7 +15,7 @@ from agentd.home import Home
 from agentd.providers import connections, make_model, settings
 from agentd.providers.retry import RetryPolicy
 from agentd.providers.settings import KEYLESS
-from improver.protocol import Completion, Model, ModelMisconfigured, ProviderError, Usage
+from improver.protocol import Completion, Model, ModelMisconfigured, ProviderError, TokenUsage
 from tests.fakeservers import ModelServer, Reply
 
 KEY = "sk-test-key-4242"
@@ -77,7 +77,7 @@ def test_a_text_answer_comes_back_in_chat_format_with_its_tokens(server: ModelSe
     server.queue(server.text("Paid.", tokens_in=31, tokens_out=4))
     completion = ask(model_for(server, fast_home))
     assert completion.message == {"role": "assistant", "content": "Paid."}
-    assert completion.usage == Usage(31, 4)
+    assert completion.usage == TokenUsage(31, 4)
     assert completion.model == "test-model"
     assert sent_key(server) == KEY
     assert server.requests[-1].body["model"] == "test-model"
@@ -91,7 +91,7 @@ def test_a_tool_call_answer_comes_back_with_its_arguments(server: ModelServer, f
     assert call["type"] == "function" and call["id"]
     assert call["function"]["name"] == "pay"
     assert json.loads(call["function"]["arguments"]) == {"invoice": 23}
-    assert completion.usage == Usage(40, 12)
+    assert completion.usage == TokenUsage(40, 12)
 
 
 def test_the_tools_offered_reach_the_server_in_its_own_format(server: ModelServer, fast_home: Home) -> None:
@@ -183,7 +183,7 @@ def test_anthropic_counts_cached_input_as_input(fast_home: Home, monkeypatch: py
         }  # fmt: skip
         s.queue(Reply(body=body))
         completion = ask(make_model("anthropic:m", fast_home))
-    assert completion.usage == Usage(125, 3)
+    assert completion.usage == TokenUsage(125, 3)
 
 
 def test_anthropic_refuses_a_part_it_cannot_carry_rather_than_drop_it(fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -287,7 +287,7 @@ def test_a_transient_fault_is_retried_and_the_answer_still_comes(server: ModelSe
     server.queue(fault(server), server.text("Paid after all.", tokens_in=9, tokens_out=3))
     completion = ask(model_for(server, fast_home))
     assert completion.message["content"] == "Paid after all."
-    assert completion.usage == Usage(9, 3)
+    assert completion.usage == TokenUsage(9, 3)
     assert len(server.requests) == 2
 
 
@@ -575,8 +575,8 @@ def test_the_last_user_or_tool_message_is_matched_and_calls_get_fixed_ids(tmp_pa
 def test_scripted_tokens_are_whitespace_words(tmp_path: Path, home: Home) -> None:
     model = script_model(tmp_path, home)
     messages = chat("Pay invoices.", user("Pay invoice 23."))  # 2 + 3 words
-    assert ask(model, messages, [READ_TOOL]).usage == Usage(5, 2)  # out: '{"number": 23}' is 2 words
-    assert ask(model, chat("Pay invoices.", user("All good.")), []).usage == Usage(4, 1)
+    assert ask(model, messages, [READ_TOOL]).usage == TokenUsage(5, 2)  # out: '{"number": 23}' is 2 words
+    assert ask(model, chat("Pay invoices.", user("All good.")), []).usage == TokenUsage(4, 1)
 
 
 def test_a_scripted_provider_error_is_a_provider_error(tmp_path: Path, home: Home) -> None:

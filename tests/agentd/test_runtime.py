@@ -12,10 +12,10 @@ from improver.protocol import (
     Budget,
     Case,
     Completion,
+    EpisodeLimits,
     LimitReached,
-    Limits,
     ProviderError,
-    Usage,
+    TokenUsage,
 )
 
 
@@ -25,7 +25,7 @@ def call(name: str, args: dict[str, Any], cid: str = "c1") -> dict[str, Any]:
 
 
 class ScriptedEpisode:
-    def __init__(self, replies: list[Any], limits: Limits = Limits()) -> None:
+    def __init__(self, replies: list[Any], limits: EpisodeLimits = EpisodeLimits()) -> None:
         self.replies = list(replies)
         self.seen: list[list[dict[str, Any]]] = []
         self.calls: list[tuple[str, str]] = []
@@ -37,7 +37,7 @@ class ScriptedEpisode:
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
-        return Completion(reply, Usage(10, 5), "script:test")
+        return Completion(reply, TokenUsage(10, 5), "script:test")
 
     async def tool(self, call_id, name, arguments):
         self.calls.append((name, arguments))
@@ -73,7 +73,7 @@ def test_a_provider_fault_ends_the_run_as_errored_not_done() -> None:
 
 
 def test_the_turn_limit_ends_the_run() -> None:
-    ep = ScriptedEpisode([call("read_invoice", {}, f"c{i}") for i in range(5)], Limits(max_turns=3))
+    ep = ScriptedEpisode([call("read_invoice", {}, f"c{i}") for i in range(5)], EpisodeLimits(max_turns=3))
     ending = asyncio.run(run_case(CASE, ep))
     assert ending.ended == "limit" and "3 turns" in ending.error
     assert len(ep.calls) == 3

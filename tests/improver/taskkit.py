@@ -8,7 +8,7 @@ import json
 from typing import Any, Callable
 
 from improver.harvest import Session, task_from
-from improver.protocol import Case, Completion, Ending, Episode, LimitReached, ProviderError, Usage
+from improver.protocol import Case, Completion, Ending, Episode, LimitReached, ProviderError, TokenUsage
 from improver.tasks import Task
 
 OPERATOR = "You pay our suppliers' invoices. Read the invoice first, then pay it."
@@ -103,7 +103,7 @@ class ScriptedModel:
         if isinstance(reply, Exception):
             raise reply
         words = sum(len(str(m.get("content") or "").split()) for m in messages)
-        return Completion(reply, Usage(words, len(str(reply.get("content") or "").split()) + 1), self.name)
+        return Completion(reply, TokenUsage(words, len(str(reply.get("content") or "").split()) + 1), self.name)
 
     @staticmethod
     def _turn(messages: list[dict[str, Any]]) -> int:

@@ -109,13 +109,13 @@ def test_a_policy_that_goes_away_ends_with_a_clear_error() -> None:
 
 
 def test_a_policy_too_slow_on_a_turn_is_the_policys_doing_not_an_infrastructure_fault() -> None:
-    from improver.protocol import Limits
+    from improver.protocol import EpisodeLimits
 
     to_env_r, to_env_w = os.pipe()
     to_policy_r, to_policy_w = os.pipe()
     with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer, open(to_env_w, "wb"):
         result = asyncio.run(
-            run_episode(paid_task("work-3"), OPERATOR, "", follows_the_protocol, reader, writer, Limits(wall_seconds=0.3))
+            run_episode(paid_task("work-3"), OPERATOR, "", follows_the_protocol, reader, writer, EpisodeLimits(wall_seconds=0.3))
         )
     with open(to_policy_r, "rb") as sent:
         lines = [json.loads(x) for x in sent.read().splitlines()]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from improver.harness import Command, RunResult, run_task
-from improver.protocol import Case, Ending, Episode, Limits
+from improver.protocol import Case, Ending, Episode, EpisodeLimits
 from improver.seal import make_canary
 from improver.variant import Variant
 from tests.improver.candidatekit import program
@@ -30,7 +30,7 @@ from tests.improver.taskkit import (
 VARIANT = Variant(OPERATOR, "", ("script:test",))
 
 
-def run(candidate, model: ScriptedModel | None = None, limits: Limits = Limits(), retries: int = 2, task=None) -> RunResult:
+def run(candidate, model: ScriptedModel | None = None, limits: EpisodeLimits = EpisodeLimits(), retries: int = 2, task=None) -> RunResult:
     model = model or ScriptedModel(pays_right())
     return asyncio.run(run_task(task or paid_task(), VARIANT, candidate, lambda spec: model, limits, retries))
 
@@ -84,7 +84,7 @@ def test_a_model_that_cannot_be_made_is_a_harness_fault() -> None:
     def factory(spec: str):
         raise RuntimeError("no key for openai")
 
-    result = asyncio.run(run_task(paid_task(), VARIANT, follows_the_protocol, factory, Limits(), retries=0))
+    result = asyncio.run(run_task(paid_task(), VARIANT, follows_the_protocol, factory, EpisodeLimits(), retries=0))
     assert result.outcome == "errored" and "no key for openai" in result.reason
 
 
@@ -110,25 +110,25 @@ def test_a_candidate_cannot_claim_a_pass(tmp_path: Path) -> None:
 
 def test_a_candidate_that_floods_its_output_fails(tmp_path: Path) -> None:
     flood = "for _ in range(100):\n    sys.stdout.write('x' * 10000)\nsys.stdout.flush()\ntime.sleep(30)\n"
-    result = run(program(tmp_path, flood), limits=Limits(max_output_bytes=50_000))
+    result = run(program(tmp_path, flood), limits=EpisodeLimits(max_output_bytes=50_000))
     assert result.outcome == "failed" and "flooded its output" in result.failures[0]
 
 
 def test_a_candidate_that_floods_in_many_lines_fails(tmp_path: Path) -> None:
     flood = "while True:\n    send('tool', {'id': '1', 'name': 'read_invoice', 'arguments': '{\"number\": \"23\"}'})\n    receive()\n"
-    result = run(program(tmp_path, flood), limits=Limits(max_output_bytes=20_000))
+    result = run(program(tmp_path, flood), limits=EpisodeLimits(max_output_bytes=20_000))
     assert result.outcome == "failed" and "flooded its output" in result.failures[0]
 
 
 def test_a_candidate_that_floods_after_it_said_it_was_done_is_still_stopped(tmp_path: Path) -> None:
     # Its output fills the harness's buffer, which stops reading it: the run must end all the same.
     flood = "send('done', {'answer': 'Paid.'})\nsys.stdout.write('x' * 1_000_000)\nsys.stdout.flush()\n"
-    result = run(program(tmp_path, flood), limits=Limits(max_output_bytes=50_000))
+    result = run(program(tmp_path, flood), limits=EpisodeLimits(max_output_bytes=50_000))
     assert (result.outcome, result.run.ended, result.run.answer) == ("failed", "done", "Paid.")
 
 
 def test_a_candidate_that_never_answers_is_stopped_at_the_wall_time(tmp_path: Path) -> None:
-    result = run(program(tmp_path, "time.sleep(600)\n"), limits=Limits(wall_seconds=1.0))
+    result = run(program(tmp_path, "time.sleep(600)\n"), limits=EpisodeLimits(wall_seconds=1.0))
     assert result.outcome == "failed" and "did not finish within 1 seconds" in result.failures[0]
 
 
@@ -169,14 +169,14 @@ def test_a_candidate_cannot_claim_it_errored() -> None:
 def test_the_turn_limit_ends_the_run_as_a_limit(tmp_path: Path) -> None:
     model = ScriptedModel(lambda messages: calls(("read_invoice", {"number": "23"})))
     for candidate in (follows_the_protocol, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
-        result = run(candidate, model, limits=Limits(max_turns=2))
+        result = run(candidate, model, limits=EpisodeLimits(max_turns=2))
         assert result.run.ended == "limit" and result.outcome == "failed" and result.turns == 2
         assert "limit of 2 turns" in result.reason
 
 
 def test_the_token_limit_ends_the_run_as_a_limit() -> None:
     model = ScriptedModel(lambda messages: calls(("read_invoice", {"number": "23"})))
-    result = run(follows_the_protocol, model, limits=Limits(max_tokens=30))
+    result = run(follows_the_protocol, model, limits=EpisodeLimits(max_tokens=30))
     assert result.run.ended == "limit" and "tokens" in result.reason
 
 
@@ -185,7 +185,7 @@ def test_a_candidate_in_process_that_floods_its_calls_fails() -> None:
         while True:
             await episode.tool("1", "pay", '{"to": "' + "x" * 10_000 + '"}')
 
-    result = run(agent, limits=Limits(max_output_bytes=50_000))
+    result = run(agent, limits=EpisodeLimits(max_output_bytes=50_000))
     assert result.outcome == "failed" and "flooded its output: more than 50000 bytes" in result.failures[0]
 
 

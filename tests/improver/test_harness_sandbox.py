@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from improver.harness import Command, RunResult, run_task
-from improver.protocol import Limits
+from improver.protocol import EpisodeLimits
 from improver.seal import make_canary
 from improver.variant import Variant
 from sandbox.choose import make_runner
@@ -26,7 +26,7 @@ WORD = "heron-42"
 SECRETS = {"OPENAI_API_KEY": "sk-harness-secret", "AGENTD_WALLET_PASSPHRASE": "passphrase-secret"}
 
 
-def run(candidate: Command, task=None, limits: Limits = Limits()) -> RunResult:
+def run(candidate: Command, task=None, limits: EpisodeLimits = EpisodeLimits()) -> RunResult:
     model = ScriptedModel(pays_right())
     return asyncio.run(run_task(task or paid_task(), VARIANT, candidate, lambda spec: model, limits, retries=2))
 
@@ -80,7 +80,7 @@ MISDEEDS = {
 def test_a_candidate_that_misbehaves_fails_and_is_never_errored(tmp_path: Path, misdeed: str) -> None:
     candidate = program(tmp_path, MISDEEDS[misdeed])
     tight = SandboxLimits(cpu_seconds=2, processes=16, memory_bytes=512 << 20)
-    result = run(replace(candidate, request=replace(candidate.request, limits=tight)), limits=Limits(max_output_bytes=200_000))
+    result = run(replace(candidate, request=replace(candidate.request, limits=tight)), limits=EpisodeLimits(max_output_bytes=200_000))
     assert result.outcome == "failed" and result.reward == 0.0 and result.attempts == 1
     assert result.failures[0].startswith("the candidate broke the run: it exited before it said it was done")
 
