@@ -13,8 +13,9 @@ from typing import Callable
 
 from agentd.app.adopt import lineage_of
 from agentd.app.examples import install_example
+from agentd.app.lineage import check_lineage
 from agentd.app.live import run_session
-from agentd.app.loop import RunRequest, check_lineage, run_improvement
+from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.marks import mark_line, mark_session
 from agentd.app.seals import seal_tasks
 from agentd.app.tasks import harvest_profile

@@ -1,5 +1,5 @@
-"""The glue between a home and the improver's seal and loop: files, wallets, the ledger,
-the kill switch, signals and the profile's learned.json."""
+"""The glue between a home and the improver's loop: files, wallets, the ledger, the kill
+switch, signals and the profile's learned.json."""
 
 from __future__ import annotations
 
@@ -18,25 +18,18 @@ from agentd.app.ledger import open_ledger
 from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.profiles import check_name, load_profile, profile_dir
+from agentd.profiles import load_profile
 from agentd.providers import make_model
 from agentd.wallets import load_wallet
 from improver import (
     Archive,
     Event,
-    ImproverError,
-    Lineage,
-    LineageReport,
     Loop,
     Model,
     Stop,
     Variant,
     current_seal,
     load_settings,
-    open_seal,
-)
-from improver import (
-    check_lineage as check_kept,
 )
 from ledger import Ledger
 
@@ -140,34 +133,3 @@ async def _run(loop: Loop, rounds: int) -> None:
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             running.remove_signal_handler(sig)
-
-
-def lineage_here(home: Home, profile: str) -> Lineage:
-    """The profile's lineage, for `lineage`: a name this home knows nothing of (no
-    profile, lineage or seal: an auditor's copy may hold only the last two) is an error."""
-    check_name(profile)
-    routes = home.routes
-    if not profile_dir(home, profile).is_dir() and not routes.lineage(profile).exists() and not routes.sealed_files(profile):
-        raise AgentdError(f"profile {profile!r} has no profile, lineage or seal in {home.root}")
-    return lineage_of(home, profile)
-
-
-def check_lineage(home: Home, profile: str) -> LineageReport:
-    """Proves the profile's kept changes against the ledger, reading alone (an auditor's
-    copy may be read-only). A seal file that does not open (changed, damaged) is one of
-    the problems the check names, never a reason it cannot run."""
-    lineage = lineage_here(home, profile)
-    settle_seals(home)
-    paths = sorted(home.routes.sealed_files(profile))
-    seals, broken = {}, []
-    for path in paths:
-        try:
-            seal = open_seal(path)
-        except ImproverError as exc:
-            broken.append(str(exc))
-            continue
-        seals[seal.id] = seal
-    with open_ledger(home, check=False, read_only=True) as ledger:
-        report = check_kept(lineage, profile, ledger, seals)
-    report.problems[:0] = broken
-    return report

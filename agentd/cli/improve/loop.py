@@ -9,7 +9,8 @@ import click
 
 from agentd.app.adopt import adopt as adopt_step
 from agentd.app.adopt import undo as undo_step
-from agentd.app.loop import RunRequest, check_lineage, lineage_here, run_improvement
+from agentd.app.lineage import check_lineage, lineage_here
+from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.seals import Sealed, seal_tasks
 from agentd.cli.options import (
     EXIT_ERROR,

@@ -1,0 +1,44 @@
+"""A profile's lineage as this home holds it, and its proof against the ledger: what
+`agentd lineage` shows and `--check` proves, reading alone."""
+
+from __future__ import annotations
+
+from agentd.app.adopt import lineage_of
+from agentd.app.ledger import open_ledger
+from agentd.app.seals import settle_seals
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.profiles import check_name, profile_dir
+from improver import ImproverError, Lineage, LineageReport, open_seal
+from improver import check_lineage as check_kept
+
+
+def lineage_here(home: Home, profile: str) -> Lineage:
+    """The profile's lineage, for `lineage`: a name this home knows nothing of (no
+    profile, lineage or seal: an auditor's copy may hold only the last two) is an error."""
+    check_name(profile)
+    routes = home.routes
+    if not profile_dir(home, profile).is_dir() and not routes.lineage(profile).exists() and not routes.sealed_files(profile):
+        raise AgentdError(f"profile {profile!r} has no profile, lineage or seal in {home.root}")
+    return lineage_of(home, profile)
+
+
+def check_lineage(home: Home, profile: str) -> LineageReport:
+    """Proves the profile's kept changes against the ledger, reading alone (an auditor's
+    copy may be read-only). A seal file that does not open (changed, damaged) is one of
+    the problems the check names, never a reason it cannot run."""
+    lineage = lineage_here(home, profile)
+    settle_seals(home)
+    paths = sorted(home.routes.sealed_files(profile))
+    seals, broken = {}, []
+    for path in paths:
+        try:
+            seal = open_seal(path)
+        except ImproverError as exc:
+            broken.append(str(exc))
+            continue
+        seals[seal.id] = seal
+    with open_ledger(home, check=False, read_only=True) as ledger:
+        report = check_kept(lineage, profile, ledger, seals)
+    report.problems[:0] = broken
+    return report
