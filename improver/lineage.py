@@ -18,6 +18,7 @@ from improver.errors import ImproverError
 from improver.files import append_line, read_lines
 from improver.seal import Seal
 from improver.stats import Comparison
+from improver.variant import Variant
 from ledger import Entry, Ledger, LedgerError
 
 KIND = "agent.improvement/v1"
@@ -83,6 +84,23 @@ class Lineage:
         """The claim of the last kept change published, which the next one follows."""
         claims = [line["claim"] for _, line in self.kept() if line.get("claim")]
         return claims[-1] if claims else None
+
+    def recover(self, profile: str, ledger: Ledger, seals: set[str]) -> list[dict[str, Any]]:
+        """Appends a kept line for each of the profile's claims on its seals that the
+        lineage lacks: a loop killed between publishing a change and recording it left
+        the claim alone, and the next kept change must follow it. Returns the lines added."""
+        have = {line.get("claim") for _, line in self.kept()}
+        added = []
+        for entry in ledger.entries(kind=KIND):
+            body = entry.body
+            if body.get("profile") != profile or body.get("seal") not in seals or entry.claim_id in have:
+                continue
+            line = {"at": entry.at, "profile": profile, "round": None, "decision": "kept", "recovered": True}
+            line |= {f: body.get(f) for f in CLAIMED} | {"claim": entry.claim_id, "pulse": entry.pulse}
+            line["variant"] = Variant.from_json(body.get("after")).id
+            self.append(line)
+            added.append(line)
+        return added
 
 
 def summary(line: dict[str, Any]) -> str:

@@ -31,6 +31,11 @@ class Routes:
         """Every seal file of the profile, in no particular order (improver.seal.seals_of orders them)."""
         return list(self.root.glob(f"{profile}-sealed-*.json"))
 
+    def seal_ids(self, profile: str) -> set[str]:
+        """The ids of the profile's seals here, read from their files' names."""
+        prefix = f"{profile}-sealed-"
+        return {path.stem[len(prefix) :] for path in self.sealed_files(profile)}
+
     def archive(self, profile: str, train_digest: str) -> Path:
         return self.root / f"{profile}-archive-{train_digest[:ARCHIVE_DIGEST]}.json"
 

@@ -95,6 +95,10 @@ def _loop(
     def halted() -> str | None:
         return f"the kill switch is on (since {killswitch.since(home)})" if killswitch.is_on(home) else None
 
+    lineage = lineage_of(home, profile_name)
+    if ledger is not None:
+        for line in lineage.recover(profile_name, ledger, home.routes.seal_ids(profile_name)):
+            on_event(Event("recovered", f"step {line['step']}: published as claim {line['claim']} but not recorded (the loop was stopped in between); recorded now"))
     allowed = list(dict.fromkeys([*profile.models, *profile.run_models, *request.models]))
     try:
         return Loop(
@@ -107,7 +111,7 @@ def _loop(
             proposer=proposer or make_model(request.proposer, home, base_dir=profile.dir),
             settings=load_settings(profile.dir / "improver.json"),
             archive=Archive.load(home.routes.archive(profile_name, train.digest), train.digest),
-            lineage=lineage_of(home, profile_name),
+            lineage=lineage,
             runs=request.runs,
             limits=profile.limits,
             concurrency=request.concurrency,

@@ -274,6 +274,22 @@ def test_check_names_a_claim_that_is_not_in_the_lineage(agentd, home: Home) -> N
     assert r.code == 3 and "keeps a change of invoices that" in r.err
 
 
+
+def test_a_loop_killed_between_publishing_and_recording_a_change_records_it_next_time(agentd, home: Home) -> None:
+    sealed(home)
+    events(agentd, "--proposer", PROPOSER, "--runs", "2", "--wallet", PROFILE)
+    path = lineage_of(home, PROFILE).path
+    kept = next(json.loads(line) for line in path.read_text().splitlines() if '"decision":"kept"' in line)
+    path.write_text("".join(line for line in path.read_text().splitlines(True) if '"decision":"kept"' not in line))
+    code, got, err = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--wallet", PROFILE)
+    assert code == 0, err
+    recovered = [e for e in got if e["event"] == "recovered"]
+    assert len(recovered) == 1 and kept["step"] in recovered[0]["text"] and kept["claim"] in recovered[0]["text"]
+    (line,) = [line for _, line in lineage_of(home, PROFILE).kept() if line["step"] == kept["step"]]
+    assert line["claim"] == kept["claim"] and line["pulse"] == kept["pulse"] and line["recovered"] is True
+    r = agentd("lineage", PROFILE, "--check")
+    assert r.code == 0, r.err
+
 def test_check_names_a_claim_rewritten_in_the_store(agentd, home: Home) -> None:
     import sqlite3
 
