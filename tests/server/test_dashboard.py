@@ -44,10 +44,8 @@ def serving(home: Home, status: Callable[[], dict[str, Any]] | None = None) -> I
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        for _ in range(500):
-            if server.started:
-                break
-            thread.join(0.02)
+        while not server.started and thread.is_alive():  # a server that fails to start ends its thread
+            thread.join(0.05)
         assert server.started, "the dashboard did not start"
         yield f"http://127.0.0.1:{port}"
     finally:
