@@ -9,9 +9,9 @@ from __future__ import annotations
 from agentd import claims as agent_claims
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.wallets import existing_log_key, log_key
+from agentd.wallets import existing_log_key, log_key, log_key_id
 from improver import register_claims
-from ledger import CheckpointPolicy, Ledger, RuleSet, open_store, register_funds
+from ledger import CheckpointPolicy, Ledger, RuleSet, open_store, parse_checkpoint, register_funds
 
 
 def rule_set() -> RuleSet:
@@ -52,3 +52,21 @@ def open_for_signing(home: Home) -> Ledger:
     """For the commands that sign a checkpoint only when none covers the log yet
     (`ledger checkpoint`, `ledger prove`): read-only when the home is."""
     return open_ledger(home, read_only=not home.writable)
+
+
+def tree_to_prove(ledger: Ledger, size: int | None, home: Home) -> tuple[int, str | None]:
+    """The tree size to prove against (`size`, else the whole log) and the log's signed
+    checkpoint of it when there is one or this home can sign it. The checkpoint comes
+    first and fixes the size: signed after the proof, an append landing in between
+    would give it another."""
+    wanted = size or ledger.size
+    if not wanted:
+        raise AgentdError("the log is empty: there is nothing to prove yet")
+    found = ledger.checkpoint_of(wanted)
+    if found is not None:
+        return wanted, found
+    if (size is not None and size != ledger.size) or ledger.state().authority != log_key_id(home):
+        return wanted, None
+    note = ledger.checkpoint()
+    signed = parse_checkpoint(note).size
+    return (signed, note) if size is None or signed == size else (size, None)

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from agentd.app.ledger import open_for_signing, open_ledger, rule_set
+from agentd.app.ledger import open_for_signing, open_ledger, rule_set, tree_to_prove
 from agentd.cli.options import App, CheckFailed, emit_json, emit_table, json_option, pass_app, progress, users_umask
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
@@ -155,7 +155,7 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
         raise click.UsageError("give either PULSE|CLAIM (inclusion) or --from-size M (consistency)")
     with open_for_signing(app.home) as ledger:
         pulse = _resolve(ledger, ref).pulse if ref is not None else None
-        tree_size, note = _tree_to_prove(ledger, size, app.home)
+        tree_size, note = tree_to_prove(ledger, size, app.home)
         if from_size is not None:
             proof = ledger.consistency_proof(from_size, tree_size).to_json()
         else:
@@ -356,24 +356,6 @@ def _resolve(ledger: Ledger, ref: str) -> Entry:
         except LedgerError:
             return ledger.get(int(ref))
     return ledger.find(ref)
-
-
-def _tree_to_prove(ledger: Ledger, size: int | None, home: Home) -> tuple[int, str | None]:
-    """The tree size to prove against (`size`, else the whole log) and the log's signed
-    checkpoint of it when there is one or this home can sign it. The checkpoint comes
-    first and fixes the size: signed after the proof, an append landing in between
-    would give it another."""
-    wanted = size or ledger.size
-    if not wanted:
-        raise AgentdError("the log is empty: there is nothing to prove yet")
-    found = ledger.checkpoint_of(wanted)
-    if found is not None:
-        return wanted, found
-    if (size is not None and size != ledger.size) or ledger.state().authority != log_key_id(home):
-        return wanted, None
-    note = ledger.checkpoint()
-    signed = parse_checkpoint(note).size
-    return (signed, note) if size is None or signed == size else (size, None)
 
 
 def _wallet_id(home: Home, who: str) -> str:

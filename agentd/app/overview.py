@@ -1,0 +1,282 @@
+"""What the dashboard shows, read from the home: profiles and their schedules, the
+archive as a tree, the pass rate over kept steps, seals, recent sessions, and the ledger
+entry by entry with its inclusion proof and the checkpoint it is proved against.
+
+Reading alone, except that proving an entry signs a checkpoint of the whole log when
+none covers it yet and this home holds the log's key (as `agentd ledger prove` does).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from apscheduler.triggers.cron import CronTrigger
+
+from agentd.app.adopt import lineage_of
+from agentd.app.killswitch import is_on
+from agentd.app.ledger import open_for_signing, open_ledger, tree_to_prove
+from agentd.app.seals import settle_seals
+from agentd.app.sessions import open_sessions
+from agentd.errors import AgentdError
+from agentd.home import Home, load_toml
+from agentd.profiles import list_profiles, profile_dir
+from improver import Archive, ImproverError, open_seal, seals_of
+from ledger import Entry
+
+JOBS = ("improve", "harvest", "code")  # the jobs a profile's [schedule] may name
+RECENT_SESSIONS = 20
+
+
+@dataclass(frozen=True)
+class Schedule:
+    job: str
+    cron: str
+    next_run: str | None
+    last_run: str | None = None
+    last_result: str | None = None
+
+
+@dataclass
+class ProfileView:
+    name: str
+    schedules: list[Schedule]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SealView:
+    profile: str
+    id: str
+    made: str
+    sealed_tasks: int
+    train_tasks: int
+    canaries: int
+    confirmations: int
+    spent: int
+    claim: str | None
+    pulse: int | None
+
+    @property
+    def left(self) -> int:
+        return max(self.confirmations - self.spent, 0)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A variant in the archive, with its own tallies and those of its whole line."""
+
+    number: int
+    label: str
+    parent: int | None
+    passed: int
+    judged: int
+    line_passed: int
+    line_judged: int
+    kept: bool
+    step: str | None  # the kept step's id in the lineage
+    children: list[Node] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Point:
+    """The pass rate after a kept step (step None: the agent before the first one)."""
+
+    step: str | None
+    change: str
+    choose: tuple[int, int]
+    sealed: tuple[int, int] | None
+
+
+@dataclass
+class ArchiveView:
+    profile: str
+    seal: str
+    roots: list[Node]
+
+
+@dataclass
+class Overview:
+    home: str
+    kill_switch: bool
+    profiles: list[ProfileView]
+    seals: list[SealView]
+    sessions: list[dict[str, Any]]
+    warnings: list[str]
+    from_daemon: bool  # schedules as the running daemon reports them, last runs included
+
+
+@dataclass(frozen=True)
+class EntryView:
+    pulse: int
+    kind: str
+    author: str
+    at: str
+    claim: str
+    body: dict[str, Any]
+    raw_b64: str
+    proof: dict[str, Any] | None  # `agentd ledger prove`'s document, checkpoint included
+    size: int
+    log_key: str  # base64 of the log's public key (its genesis names it); "" in listings
+
+
+def overview(home: Home, status: dict[str, Any] | None = None) -> Overview:
+    """The front page: schedules (from the daemon's status when it runs, else from each
+    profile.toml), seals and recent sessions."""
+    warnings: list[str] = []
+    profiles = profiles_from_status(status) if status is not None else [scheduled(home, name) for name in list_profiles(home)]
+    seals: list[SealView] = []
+    for name in list_profiles(home):
+        seals += seal_views(home, name, warnings)
+    kill = bool(status["kill_switch"]) if status is not None else is_on(home)
+    return Overview(str(home.root), kill, profiles, seals, recent_sessions(home), warnings, status is not None)
+
+
+def profiles_from_status(status: dict[str, Any]) -> list[ProfileView]:
+    return [
+        ProfileView(
+            str(p["name"]),
+            [Schedule(str(s["job"]), str(s["cron"]), s.get("next_run"), s.get("last_run"), s.get("last_result")) for s in p.get("schedules", [])],
+            [str(w) for w in p.get("warnings", [])],
+        )
+        for p in status.get("profiles", [])
+    ]
+
+
+def scheduled(home: Home, name: str, now: datetime | None = None) -> ProfileView:
+    """A profile's jobs as its profile.toml `[schedule]` names them (`improve = "0 3 * * *"`,
+    or a table with `cron`), each with its next run; the last run is the daemon's to know."""
+    view = ProfileView(name, [])
+    try:
+        table = load_toml(profile_dir(home, name) / "profile.toml").get("schedule", {})
+    except AgentdError as exc:
+        view.warnings.append(str(exc))
+        return view
+    for job in JOBS:
+        value = table.get(job) if isinstance(table, dict) else None
+        cron = value.get("cron") if isinstance(value, dict) else value
+        if cron is None:
+            continue
+        try:
+            trigger = CronTrigger.from_crontab(str(cron), timezone=timezone.utc)
+        except ValueError as exc:
+            view.warnings.append(f"schedule {job}: {cron!r} is not a cron expression ({exc})")
+            continue
+        fire = trigger.get_next_fire_time(None, now or datetime.now(timezone.utc))
+        view.schedules.append(Schedule(job, str(cron), fire.strftime("%Y-%m-%dT%H:%M:%SZ") if fire else None))
+    return view
+
+
+def seal_views(home: Home, profile: str, warnings: list[str]) -> list[SealView]:
+    """The profile's seals, newest first; a damaged one is a warning, not a broken page."""
+    settle_seals(home)
+    try:
+        paths = seals_of(home.routes, profile)
+    except ImproverError as exc:
+        warnings.append(str(exc))
+        return []
+    views = []
+    for path in reversed(paths):
+        try:
+            seal = open_seal(path)
+        except ImproverError as exc:
+            warnings.append(str(exc))
+            continue
+        t, state = seal.terms, seal.state()
+        views.append(
+            SealView(profile, seal.id, t.made, t.sealed_tasks, t.train_tasks, t.canaries, t.confirmations, state.spent, state.claim, state.pulse)
+        )
+    return views
+
+
+def recent_sessions(home: Home, count: int = RECENT_SESSIONS) -> list[dict[str, Any]]:
+    """The last sessions recorded, newest first, with their outcome and a person's mark."""
+    if not home.exists:
+        return []
+    records = open_sessions(home).list()[-count:]
+    return [{**r.summary(), "check": r.check, "mark": r.mark, "mark_note": r.mark_note} for r in reversed(records)]
+
+
+def archives(home: Home, profile: str) -> list[ArchiveView]:
+    """Each seal's archive of the profile as a tree, newest seal first; kept variants carry
+    the step the lineage recorded for them."""
+    steps = {line["variant"]: line["step"] for _, line in lineage_of(home, profile).kept() if "variant" in line}
+    views = []
+    for path in reversed(seals_of(home.routes, profile)):
+        seal = open_seal(path)
+        digest = seal.terms.train_digest
+        archive = Archive.load(home.routes.archive(profile, digest), digest)
+        views.append(ArchiveView(profile, seal.id, tree(archive, steps)))
+    return views
+
+
+def tree(archive: Archive, steps: dict[str, str]) -> list[Node]:
+    nodes: dict[int, Node] = {}
+    roots: list[Node] = []
+    for a in archive.variants:  # parents always come before their children
+        line = archive.line(a.number)
+        line_passed = sum(m.passed for m in line)
+        node = Node(a.number, a.label, a.parent, a.passed, a.judged, line_passed, sum(m.judged for m in line), a.kept, steps.get(a.variant.id))
+        nodes[a.number] = node
+        (nodes[a.parent].children if a.parent in nodes else roots).append(node)
+    return roots
+
+
+def progress(home: Home, profile: str) -> list[Point]:
+    """The pass rate over kept steps: the agent before the first, then after each."""
+    kept = [line for _, line in lineage_of(home, profile).kept()]
+    if not kept:
+        return []
+    first = kept[0]
+    points = [Point(None, "the agent as it was", _pair(first["choose"]["current"]), _pair(first["sealed"]["current"]))]
+    return points + [Point(k["step"], k["change"], _pair(k["choose"]["change"]), _pair(k["sealed"]["change"])) for k in kept]
+
+
+def _pair(counts: list[int]) -> tuple[int, int]:
+    return int(counts[0]), int(counts[1])
+
+
+def known_profile(home: Home, profile: str) -> bool:
+    return profile in list_profiles(home) or bool(home.routes.sealed_files(profile))
+
+
+def ledger_size(home: Home) -> int:
+    if not home.exists:
+        return 0
+    with open_ledger(home, read_only=True) as ledger:
+        return ledger.size
+
+
+def entries(home: Home, start: int, limit: int) -> list[EntryView]:
+    """Entries from Pulse `start` on, at most `limit` of them, without proofs."""
+    if not home.exists:
+        return []
+    found = []
+    with open_ledger(home, read_only=True) as ledger:
+        for entry in ledger.entries(start=start):
+            if len(found) == limit:
+                break
+            found.append(_view(entry, None, ledger.size, ""))
+    return found
+
+
+def entry(home: Home, pulse: int) -> EntryView | None:
+    """One entry, decoded, with its inclusion proof in the whole log and the log's signed
+    checkpoint of that tree (signed now when none covers it and this home can); None when
+    the log holds no such Pulse."""
+    if not home.exists:
+        return None
+    with open_for_signing(home) as ledger:
+        if not 1 <= pulse <= ledger.size:
+            return None
+        found = ledger.get(pulse)
+        size, note = tree_to_prove(ledger, None, home)
+        proof = {**ledger.inclusion_proof(pulse, size).to_json(), "checkpoint": note}
+        return _view(found, proof, ledger.size, base64.b64encode(ledger.public_key).decode())
+
+
+def _view(e: Entry, proof: dict[str, Any] | None, size: int, key: str) -> EntryView:
+    assert e.pulse is not None
+    return EntryView(e.pulse, e.kind, e.author, e.at, e.claim_id, e.body, base64.b64encode(e.raw).decode(), proof, size, key)

@@ -1,0 +1,225 @@
+"""The dashboard in a real headless Chromium, served over loopback by uvicorn on the
+demo's home: what an operator looks for in the morning, and the inclusion proof that
+the page itself checks against the log's signed checkpoint.
+
+Debian's chromium is driven by Playwright (no browser download); the tests skip where
+it is missing, except under AGENTD_REQUIRE_CHROMIUM=1 (CI), where they must run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+
+from agentd.app.demo import PROFILE, run_demo
+from agentd.app.ledger import open_ledger
+from agentd.home import Home
+from agentd.server.dashboard import routes
+from tests.examplekit import LESSON
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+# An hourly harvest at a minute that does not exist: named on the page, the other job still shown.
+SCHEDULE = '\n[schedule]\nimprove = "0 3 * * *"\nharvest = "61 * * * *"\n'
+
+
+@contextmanager
+def serving(home: Home, status: Callable[[], dict[str, Any]] | None = None) -> Iterator[str]:
+    """The dashboard over `home`, served by uvicorn on a free loopback port in a thread."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=routes(home, status)), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started and thread.is_alive():  # a server that fails to start ends its thread
+            thread.join(0.05)
+        assert server.started, "the dashboard did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Home:
+    """The demo's home (sessions, a seal, a kept lesson), with a schedule in its profile."""
+    home = Home(tmp_path_factory.mktemp("dashboard") / "home")
+    assert run_demo(home, lambda line: None, lambda line: None)
+    with (home.profiles_dir / PROFILE / "profile.toml").open("a") as f:
+        f.write(SCHEDULE)
+    return home
+
+
+@pytest.fixture(scope="module")
+def site(demo_home: Home) -> Iterator[str]:
+    with serving(demo_home) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        if os.environ.get("AGENTD_REQUIRE_CHROMIUM") == "1":
+            pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def test_the_overview_shows_schedules_seals_and_sessions(site: str, page: Any, tmp_path: Path) -> None:
+    page.goto(site + "/")
+    page.screenshot(path=tmp_path / "overview.png", full_page=True)
+    profiles = page.inner_text("#profiles")
+    assert "invoices" in profiles and "0 3 * * *" in profiles
+    improve = page.locator("#profiles tr", has_text="0 3 * * *").inner_text()
+    assert "03:00:00 UTC" in improve  # the next run, from the cron expression
+    assert "not known: the daemon is not running" in improve
+    assert "schedule harvest: '61 * * * *' is not a cron expression" in profiles
+    seals = page.locator("#seals tbody tr").first.inner_text()
+    assert "1 of 4" in seals and "3 left" in seals and "Pulse 20" in seals
+    sessions = page.locator("#sessions tbody tr")
+    assert sessions.count() == 12
+    newest = sessions.first.inner_text()
+    assert "Pay invoice 36 from Initech" in newest and "bad" in newest and "paid the payee the invoice named" in newest
+    assert "passed" in sessions.last.inner_text() and "good" in sessions.last.inner_text()
+    assert page.inner_text("#kill-switch") == "kill switch off"
+
+
+def test_the_archive_is_a_tree_with_the_kept_step_and_its_chart(site: str, page: Any, tmp_path: Path) -> None:
+    page.goto(site + "/")
+    page.click("#profiles a:text-is('invoices')")
+    page.screenshot(path=tmp_path / "profile.png", full_page=True)
+    kept = page.locator("#archive li.kept")
+    assert kept.count() == 1
+    text = kept.inner_text()
+    assert LESSON in text and "kept as step" in text and "24/24 (100%)" in text
+    root = page.locator('#archive li[data-variant="0"] > .variant').inner_text()
+    assert "the agent as it was" in root and "12/24 (50%)" in root and "its line 48/72 (67%)" in root
+    assert page.locator('#archive li[data-variant="0"] li').count() == 2  # both tried changes grew from it
+    chart = page.locator("svg#chart")
+    assert chart.is_visible()
+    assert chart.locator("circle.choose").count() == 2  # before, and after the kept step
+    rows = page.locator("#progress tbody tr")
+    assert "12/24 (50%)" in rows.first.inner_text() and "24/24 (100%)" in rows.last.inner_text()
+
+
+def test_an_entry_is_decoded_and_its_proof_checked_in_the_page(site: str, page: Any, demo_home: Home, tmp_path: Path) -> None:
+    page.goto(site + "/ledger")
+    assert page.locator("#entries tbody tr").count() == 21
+    page.click("#entries a:text-is('21')")
+    page.wait_for_selector("#proof-status.ok, #proof-status.failed")
+    page.screenshot(path=tmp_path / "entry.png", full_page=True)
+    assert "agent.improvement/v1" in page.inner_text("h1")
+    body = json.loads(page.inner_text("#entry-body"))
+    assert body["after"]["lessons"] == LESSON and body["confirmation"] == 1
+    status = page.inner_text("#proof-status")
+    assert status.startswith("Proof checked: Pulse 21 is in the log's tree of 21 entries"), status
+    assert "signature by the log's key: checked" in page.inner_text("#proof-steps")
+    with open_ledger(demo_home, read_only=True) as ledger:  # what the page checked is what the log signed
+        doc = json.loads(page.input_value("#proof-doc"))
+        assert doc["checkpoint"] == ledger.checkpoint_of(21)
+        assert doc["claim"] == ledger.get(21).claim_id
+
+
+@pytest.mark.parametrize(
+    "tamper, reason",
+    [
+        (lambda doc: {**doc, "proof": [doc["proof"][1], doc["proof"][0], *doc["proof"][2:]]}, "leads to a different root"),
+        (lambda doc: {**doc, "leaf_hash": doc["proof"][0]}, "do not hash to the proof's leaf hash"),
+        (lambda doc: {**doc, "proof": doc["proof"][:-1]}, "shorter than the tree is deep"),
+        (lambda doc: {**doc, "checkpoint": doc["checkpoint"].replace("\n\n\u2014 ", "\n\n\u2014 x", 1)}, "no signature by the log's key"),
+    ],
+)
+def test_a_tampered_proof_is_shown_failing(site: str, page: Any, tmp_path: Path, tamper: Callable, reason: str) -> None:
+    page.goto(site + "/ledger/5")
+    page.wait_for_selector("#proof-status.ok")
+    doc = json.loads(page.input_value("#proof-doc"))
+    page.fill("#proof-doc", json.dumps(tamper(doc)))
+    page.click("#check-proof")
+    page.wait_for_selector("#proof-status.failed")
+    page.screenshot(path=tmp_path / "tampered.png", full_page=True)
+    status = page.inner_text("#proof-status")
+    assert status.startswith("Proof FAILED") and reason in status, status
+
+
+def test_a_forged_checkpoint_signature_is_shown_failing(site: str, page: Any) -> None:
+    page.goto(site + "/ledger/3")
+    page.wait_for_selector("#proof-status.ok")
+    doc = json.loads(page.input_value("#proof-doc"))
+    text, signature = doc["checkpoint"].split("\n\n")
+    name, blob = signature.rstrip("\n").split(" ")[1:]
+    forged = blob[:20] + ("A" if blob[20] != "A" else "B") + blob[21:]  # past the key hash: the signature itself
+    page.fill("#proof-doc", json.dumps({**doc, "checkpoint": f"{text}\n\n\u2014 {name} {forged}\n"}))
+    page.click("#check-proof")
+    page.wait_for_selector("#proof-status.failed")
+    assert "the checkpoint's signature does not hold" in page.inner_text("#proof-status")
+
+
+def test_an_unknown_pulse_or_profile_is_a_404_page_with_a_line(site: str, page: Any, tmp_path: Path) -> None:
+    response = page.goto(site + "/ledger/99")
+    assert response.status == 404
+    assert page.inner_text("#problem") == "no entry at Pulse 99: the ledger holds 21 entries"
+    page.screenshot(path=tmp_path / "missing.png", full_page=True)
+    assert page.goto(site + "/ledger/abc").status == 404
+    response = page.goto(site + "/profiles/nobody")
+    assert response.status == 404 and "no profile 'nobody'" in page.inner_text("#problem")
+
+
+def test_with_the_daemons_status_the_last_run_and_its_warnings_show(demo_home: Home, page: Any) -> None:
+    status = {
+        "home": str(demo_home.root),
+        "kill_switch": True,
+        "profiles": [
+            {
+                "name": PROFILE,
+                "schedules": [
+                    {"job": "improve", "cron": "0 3 * * *", "next_run": "2030-01-02T03:00:00+00:00",
+                     "last_run": "2030-01-01T03:00:00+00:00", "last_result": "kept 1 change"},
+                ],  # fmt: skip
+                "seal": None,
+                "warnings": ["the seal is spent: seal fresh tasks"],
+            }
+        ],
+    }
+    with serving(demo_home, lambda: status) as url:
+        page.goto(url + "/")
+        row = page.locator("#profiles tr", has_text="0 3 * * *").inner_text()
+        assert "2030-01-02 03:00:00 UTC" in row and "2030-01-01 03:00:00 UTC" in row and "kept 1 change" in row
+        assert "the seal is spent: seal fresh tasks" in page.inner_text("#profiles")
+        assert "kill switch ON" in page.inner_text("#kill-switch")
+
+
+def test_a_fresh_home_shows_what_to_do_first(tmp_path: Path) -> None:
+    home = Home(tmp_path / "empty")
+    with serving(home) as url:
+        front = httpx.get(url + "/")
+        assert front.status_code == 200 and "No profile yet" in front.text and "No seal yet" in front.text
+        assert httpx.get(url + "/ledger").status_code == 200
+        missing = httpx.get(url + "/ledger/1")
+        assert missing.status_code == 404 and "no entry at Pulse 1" in missing.text
