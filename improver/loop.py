@@ -334,7 +334,8 @@ class Loop:
         self._decide(
             "kept",
             f"kept {label}: {screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
-            f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}, as step {step}",
+            f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}, as step {step}"
+            + (f", chosen beside practice tasks {self.practice.digest[:16]}" if self.practice else ""),
             label, change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse,
         )  # fmt: skip
         if claim:

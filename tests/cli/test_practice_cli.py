@@ -153,6 +153,7 @@ def test_run_with_practice_chooses_on_them_too_and_the_kept_step_names_the_set(a
     assert (got[0]["passed"], got[0]["judged"]) == (6, 14)  # 6 tasks to choose on and 1 practice task, 2 runs each
     kept = next(e for e in got if e["event"] == "kept")
     assert kept["after"]["lessons"] == LESSON and kept["practice"] == digest
+    assert kept["text"].endswith(f", chosen beside practice tasks {digest[:16]}")
     assert kept["choose"]["change"] == [14, 14]
     assert kept["sealed"]["change"][1] == 12  # the sealed tasks alone: 6 of them, 2 runs each
     claim = json.loads(agentd("ledger", "show", kept["claim"], "--json").out)
