@@ -208,7 +208,8 @@ def _reply(call: dict[str, Any], attempt: Attempt | None) -> dict[str, Any]:
 
 def _mend(refused: list[Attempt], still: int, turns_left: int) -> dict[str, Any]:
     text = (
-        f"{len(refused)} of the tasks you wrote were refused, each for the reason its answer gives. "
+        f"{len(refused)} of the tasks you wrote {'was' if len(refused) == 1 else 'were'} refused, each for the reason "
+        "its answer gives. "
         f"Mend them, or write others: {still} more wanted, with {TOOL_NAME}. "
         f"You have {turns_left} more {'answer' if turns_left == 1 else 'answers'}."
     )
