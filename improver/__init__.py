@@ -80,6 +80,12 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "Interrupted": ("loop", "Interrupted"),
     "Loop": ("loop", "Loop"),
     "Stop": ("loop", "Stop"),
+    "Practice": ("practice", "Practice"),
+    "PracticeRequest": ("practice", "PracticeRequest"),
+    "PracticeRunner": ("practice", "Runner"),
+    "SealReached": ("writing", "SealReached"),
+    "with_practice": ("practice", "with_practice"),
+    "write_practice": ("practice", "write_practice"),
     "Lineage": ("lineage", "Lineage"),
     "LineageReport": ("lineage", "Report"),
     "check_lineage": ("lineage", "check"),
@@ -143,6 +149,8 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
     from improver.loop import Event, Interrupted, Loop, Stop
+    from improver.practice import Practice, PracticeRequest, with_practice, write_practice
+    from improver.practice import Runner as PracticeRunner
     from improver.protocol import (
         ASK_PERSON_TOOL,
         ENDINGS,
@@ -170,3 +178,4 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.validate import Validation
     from improver.validate import validate as validate_tasks
     from improver.variant import Variant
+    from improver.writing import SealReached

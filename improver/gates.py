@@ -38,6 +38,16 @@ class SealedText:
         """The sealed task `text` shares a run of eight words with, if any."""
         return next((self.runs[r] for r in _runs(text) if r in self.runs), None)
 
+    def beyond(self, shown: Iterable[Task]) -> SealedText:
+        """Only the runs no task in `shown` holds too: a task written like the tasks its
+        writer was shown may repeat their words, which a sealed task may happen to share."""
+        seen = SealedText.of(shown).runs
+        return SealedText({r: name for r, name in self.runs.items() if r not in seen})
+
+    def in_task(self, task: Task) -> str | None:
+        """The sealed task a written task shares a run of eight words with, if any."""
+        return next((found for text in _texts(task) if (found := self.shared_with(text))), None)
+
 
 def _texts(task: Task) -> list[str]:
     """What a sealed task says: what was asked and what its stand-ins answered."""

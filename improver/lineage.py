@@ -25,7 +25,7 @@ KIND = "agent.improvement/v1"
 # The fields of a kept line that its claim must hold, exactly.
 CLAIMED = (
     "profile", "step", "seal", "seal_claim", "follows", "change", "before", "after",
-    "choose", "sealed", "confirmation", "confirmations", "level", "test", "errored",
+    "choose", "sealed", "confirmation", "confirmations", "level", "test", "errored", "practice",
 )  # fmt: skip
 
 

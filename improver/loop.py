@@ -32,12 +32,13 @@ from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
 from improver.harness import Candidate, ModelFactory
 from improver.lineage import KIND, Lineage, comparison_json
+from improver.practice import with_practice
 from improver.proposer import TOOL_NAME, Failed, Proposal, Tried, describe, messages_for, propose
 from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
 from improver.seal import Seal, SealSpent, is_canary
 from improver.settings import Settings
 from improver.stats import Comparison, Tally
-from improver.tasks import Task
+from improver.tasks import Task, TaskSet
 from improver.trials import Halted, TaskTally, TrialResult, run_trials
 from improver.variant import Variant
 
@@ -87,9 +88,10 @@ class Loop:
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
     on_event: Callable[[Event], None] = lambda event: None
     progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
+    practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.practice)
 
     def __post_init__(self) -> None:
-        self.train = self.seal.train()
+        self.train = with_practice(self.seal, self.practice)
         self.sealed_text = SealedText.of(self.seal.real_tasks)
         self.used = TokenUsage()
         self.per_run = 0.0  # the most tokens a run has cost, to stop before a budget is passed
@@ -321,6 +323,7 @@ class Loop:
             "level": sealed.level,
             "test": sealed.test,
             "errored": errored,
+            **({"practice": self.practice.digest} if self.practice else {}),
         }
         claim, pulse = self.publish(KIND, body) if self.publish else (None, None)
         kept = self._archived(change)
@@ -331,7 +334,8 @@ class Loop:
         self._decide(
             "kept",
             f"kept {label}: {screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
-            f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}, as step {step}",
+            f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}, as step {step}"
+            + (f", chosen beside practice tasks {self.practice.digest[:16]}" if self.practice else ""),
             label, change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse,
         )  # fmt: skip
         if claim:

@@ -1,11 +1,12 @@
-"""The routes folder: where a profile's seals, archives, lineage, loop lock and record of
-exports are kept. Every path under it is named here, and nowhere else.
+"""The routes folder: where a profile's seals, archives, lineage, practice sets, loop lock
+and record of exports are kept. Every path under it is named here, and nowhere else.
 
     PROFILE-sealed-SEAL.json     a seal: its terms, sealed tasks and state (improver.seal)
     PROFILE-train-SEAL.json      the seal's tasks to choose changes on
     PROFILE-archive-TRAIN.json   every variant tried on those tasks (improver.archive)
     PROFILE-lineage.jsonl        every decision the loop made (improver.lineage)
     PROFILE-exported.json        what was exported for training (improver.export)
+    PROFILE-practice-SET.json    practice tasks a model wrote (improver.practice)
     PROFILE-loop.lock            held by one loop, adopt or undo of the profile at a time
 """
 
@@ -41,6 +42,9 @@ class Routes:
 
     def lineage(self, profile: str) -> Path:
         return self.root / f"{profile}-lineage.jsonl"
+
+    def practice(self, profile: str, set_digest: str) -> Path:
+        return self.root / f"{profile}-practice-{set_digest[:ARCHIVE_DIGEST]}.json"
 
     def exported(self, profile: str) -> Path:
         return self.root / f"{profile}-exported.json"

@@ -209,12 +209,27 @@ def parse_set(data: Any, where: str) -> TaskSet:
 
 def parse_task(data: Any, where: str, index: int = 1, profile: str | None = None) -> Task:
     """One task; `where` and `index` place it in errors until its name is known."""
+    task = build_task(data, where, index, profile)
+    where = f"{where}: task {task.name}"
+    _field(data, "digest", str, where)
+    if task.digest != data["digest"]:
+        raise ImproverError(
+            f"{where}: field 'digest' does not match the task (recorded {data['digest'][:16]}, "
+            f"computed {task.digest[:16]}): the task was changed after it was written"
+        )
+    return task
+
+
+def build_task(data: Any, where: str, index: int = 1, profile: str | None = None) -> Task:
+    """A task from its fields, every one checked, before it has a digest (a task a model
+    writes has none yet); parse_task holds a stored task to its digest as well."""
     if not isinstance(data, dict):
         raise ImproverError(f"{where}: task #{index}: a task must be a JSON object")
     name = data.get("name")
     where = f"{where}: task {name}" if isinstance(name, str) and name else f"{where}: task #{index}"
     for name, kind in TASK_FIELDS.items():
-        _field(data, name, kind, where)
+        if name != "digest":
+            _field(data, name, kind, where)
     if not data["name"].strip():
         raise ImproverError(f"{where}: field 'name' must not be empty")
     if profile is not None and data["profile"] != profile:
@@ -230,7 +245,7 @@ def parse_task(data: Any, where: str, index: int = 1, profile: str | None = None
     _run(data["solution"], f"{where}: field 'solution'")
     for i, failure in enumerate(data["failures"]):
         _run(failure, f"{where}: field 'failures': failure #{i + 1}", why=True)
-    task = Task(
+    return Task(
         name=data["name"],
         profile=data["profile"],
         task=data["task"],
@@ -241,12 +256,6 @@ def parse_task(data: Any, where: str, index: int = 1, profile: str | None = None
         solution=Run.from_json(data["solution"]),
         failures=tuple(Run.from_json(f) for f in data["failures"]),
     )
-    if task.digest != data["digest"]:
-        raise ImproverError(
-            f"{where}: field 'digest' does not match the task (recorded {data['digest'][:16]}, "
-            f"computed {task.digest[:16]}): the task was changed after it was written"
-        )
-    return task
 
 
 def _exclusion(data: Any, where: str, profile: str) -> Exclusion:

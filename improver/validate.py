@@ -49,21 +49,39 @@ async def _replayed(task: Task, run: Run, variant: Variant) -> RunResult:
     return result
 
 
-async def check_task(task: Task, operator: str = "") -> str | None:
-    """Why `task` cannot be trusted, or None when its solution and failures bear it out."""
+# Why a task is not borne out, by kind: what a writer is told, and what counts leave out.
+NO_RUN_PASSES = "no run passes it"
+CARELESS_RUN_PASSES = "a careless run passes it"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kind: str  # NO_RUN_PASSES or CARELESS_RUN_PASSES
+    why: str  # which check the solution failed, or which failure passed
+
+
+async def refusal(task: Task, operator: str = "") -> Refusal | None:
+    """Why `task` cannot be trusted, by kind, or None when its solution and failures bear it out."""
     if not task.checks:
-        return "it has no checks, so no run could pass or fail it"
+        return Refusal(NO_RUN_PASSES, "it has no checks, so no run could pass or fail it")
     if not task.failures:
-        return "it has no failures, so nothing shows its checks can fail"
+        return Refusal(CARELESS_RUN_PASSES, "it has no failures, so nothing shows its checks can fail")
     variant = Variant(operator, "", ())
     solution = await _replayed(task, task.solution, variant)
     if not solution.passed:
-        return f"its solution does not pass (not held: {'; '.join(solution.failures)})"
+        return Refusal(NO_RUN_PASSES, f"its solution does not pass (not held: {'; '.join(solution.failures)})")
     for i, failure in enumerate(task.failures, 1):
         result = await _replayed(task, failure, variant)
         if result.passed:
-            return f"failure {i} ({failure.why}) passes it: its checks cannot tell that wrong run from a right one"
+            why = f"failure {i} ({failure.why}) passes it: its checks cannot tell that wrong run from a right one"
+            return Refusal(CARELESS_RUN_PASSES, why)
     return None
+
+
+async def check_task(task: Task, operator: str = "") -> str | None:
+    """Why `task` cannot be trusted, or None when its solution and failures bear it out."""
+    found = await refusal(task, operator)
+    return found.why if found else None
 
 
 async def validate(taskset: TaskSet) -> Validation:

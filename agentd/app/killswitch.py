@@ -51,6 +51,11 @@ def since(home: Home) -> str:
         return f.read(1000).strip()
 
 
+def halted(home: Home) -> str | None:
+    """Why a step about to start must not (the switch is on), or None: asked before each run."""
+    return f"the kill switch is on (since {since(home)})" if is_on(home) else None
+
+
 def refuse_if_on(home: Home, what: str) -> None:
     """Called before every session, proposal and run of a trial."""
     if is_on(home):

@@ -7,6 +7,7 @@ import asyncio
 import signal
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -15,6 +16,7 @@ from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, lineage_of, make_current
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
+from agentd.app.practice import load_practice
 from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError
 from agentd.home import Home
@@ -30,6 +32,7 @@ from improver import (
     Variant,
     current_seal,
     load_settings,
+    with_practice,
 )
 from ledger import Ledger
 
@@ -45,6 +48,7 @@ class RunRequest:
     max_tokens: int | None = None
     concurrency: int = 8
     seed: int | None = None
+    practice: Path | None = None  # practice tasks to choose on beside the seal's
 
 
 def run_improvement(
@@ -81,7 +85,8 @@ def _loop(
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
     profile = load_profile(home, profile_name)
     seal = current_seal(home.routes, profile_name)
-    train = seal.train()
+    practice = load_practice(request.practice, profile_name) if request.practice else None
+    train = with_practice(seal, practice)
     signer = load_wallet(home, request.wallet) if request.wallet else None
 
     def publish(kind: str, body: dict) -> tuple[str, int]:
@@ -91,9 +96,6 @@ def _loop(
 
     def apply(variant: Variant, step: str) -> None:
         make_current(load_profile(home, profile_name), variant, step)
-
-    def halted() -> str | None:
-        return f"the kill switch is on (since {killswitch.since(home)})" if killswitch.is_on(home) else None
 
     lineage = lineage_of(home, profile_name)
     if ledger is not None:
@@ -117,11 +119,12 @@ def _loop(
             concurrency=request.concurrency,
             publish=publish if signer else None,
             apply=apply if request.apply else None,
-            halted=halted,
+            halted=lambda: killswitch.halted(home),
             max_tokens=request.max_tokens,
             rng=np.random.default_rng(request.seed),
             on_event=on_event,
             progress=progress,
+            practice=practice,
         )
     except Stop as exc:
         raise AgentdError(str(exc)) from None

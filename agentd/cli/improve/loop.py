@@ -113,11 +113,14 @@ def _warn_if_powerless(sealed: Sealed) -> None:
 @click.option("--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (proposer and trials) would be passed.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial.")
 @click.option("--seed", type=int, help="Seed the draw of variants to build on (default: random).")
+@click.option("--practice", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Practice tasks (agentd improve practice) to choose on too; never sealed.")  # fmt: skip
 @json_option
 @pass_app
 def run(
     app: App, profile: str, proposer: str, rounds: int, runs: int, apply: bool, wallet: str | None,
-    models: tuple[str, ...], max_tokens: int | None, concurrency: int, seed: int | None, as_json: bool,
+    models: tuple[str, ...], max_tokens: int | None, concurrency: int, seed: int | None, practice: Path | None,
+    as_json: bool,
 ) -> None:  # fmt: skip
     """Let PROFILE's agent improve itself on its current seal: each round a proposer
     writes changes, which are tried on the tasks to choose on and kept only when better
@@ -132,7 +135,7 @@ def run(
         else:
             click.echo(event.text)
 
-    request = RunRequest(proposer, rounds, runs, apply, wallet, models, max_tokens, concurrency, seed)
+    request = RunRequest(proposer, rounds, runs, apply, wallet, models, max_tokens, concurrency, seed, practice)
     stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
