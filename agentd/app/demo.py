@@ -77,15 +77,15 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     return not report.problems
 
 
-def record_sessions(home: Home, folder: Path, say: Callable[[str], None]) -> None:
+def record_sessions(home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE) -> None:
     """The example's twelve sessions: six checked by its check.py, six marked bad by a person."""
     check = f"python3 {folder / 'check.py'}"
     for number, supplier, usd, payee in TASKS:
         task = f"Pay invoice {number} from {supplier}, {usd} USD, to {payee}."
         if int(number) < NAMES_ANOTHER_PAYEE:
-            record = run_session(home, PROFILE, task, verify=check)
+            record = run_session(home, profile, task, verify=check)
             say(f"session {record.id[:12]}: {task} -> {record.answer} (check {record.check})")
             continue
-        record = run_session(home, PROFILE, task)
+        record = run_session(home, profile, task)
         say(f"session {record.id[:12]}: {task} -> {record.answer}")
         say(mark_line(mark_session(home, record.id, good=False, note="paid the payee the invoice named")))

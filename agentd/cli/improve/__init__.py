@@ -1,11 +1,11 @@
 """`agentd improve`: the agent improving itself from its own work. The commands on tasks
-are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py."""
+are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py, those of code changes in code.py."""
 
 from __future__ import annotations
 
 import click
 
-from agentd.cli.improve import loop, tasks
+from agentd.cli.improve import code, loop, tasks
 
 
 @click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
@@ -15,7 +15,7 @@ def command() -> None:
 
 for _each in (tasks.mark, tasks.harvest, tasks.validate, tasks.env, tasks.export):
     command.add_command(_each)
-for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage):
+for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage, code.code, code.releases_command):
     command.add_command(_each)
 
 lineage = loop.lineage  # also `agentd lineage`
