@@ -22,7 +22,7 @@ from sandbox import GitError, run_git
 GIT_DIR = ".git"
 # Files through which a copy could tell git to run a filter or fetch a submodule.
 GIT_FILES = (".gitattributes", ".gitmodules")
-DIFF = ("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color")
+DIFF = ("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-color")
 
 
 def source_commit(source: Path) -> str:

@@ -6,8 +6,9 @@ else's code is turned off instead:
 
 - no system or global configuration (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL` is
   /dev/null, `HOME` an empty directory), no attributes file of the user's;
-- hooks (`core.hooksPath` /dev/null), the filesystem monitor, the pager, external diffs
-  and textconv off on every call, and handed down to every git it starts;
+- hooks (`core.hooksPath` /dev/null), the filesystem monitor and the pager off on every
+  call, and handed down to every git it starts; external diffs and textconv off on
+  every command that shows a diff (`--no-ext-diff --no-textconv`);
 - `GIT_CEILING_DIRECTORIES` at the repository's parent, so git never walks up out of
   the directory it is given into a repository around it;
 - no prompt for credentials, no replace objects, a fixed author and date, and an
@@ -38,7 +39,6 @@ HARDENED = (
     "core.attributesFile=/dev/null",
     "core.askPass=",
     "core.sshCommand=false",
-    "diff.external=",
     "protocol.allow=never",
     "protocol.file.allow=always",
     "init.defaultBranch=main",
@@ -48,6 +48,7 @@ HARDENED = (
     "commit.gpgSign=false",
 )
 FIXED_DATE = "2000-01-01T00:00:00Z"
+SHOWS_DIFFS = ("diff", "show", "log")
 
 
 class GitError(SandboxError):
@@ -79,6 +80,8 @@ def run_git(args: Sequence[str], repo: Path, stdin: bytes = b"") -> bytes:
     argv = [GIT]
     for setting in HARDENED:
         argv += ["-c", setting]
+    if args and args[0] in SHOWS_DIFFS:
+        args = (args[0], "--no-ext-diff", "--no-textconv", *args[1:])
     with tempfile.TemporaryDirectory(prefix="agentd-git-home-") as home:
         try:
             done = subprocess.run(
