@@ -166,7 +166,7 @@ class CodeLoop(Loop):
         commit = self.workshop.commit
         tree, why = await self._unless_stopped(self.workshop.built(b""))
         if tree is None:
-            raise Stop(f"the code as it stands (commit {commit[:12]}) does not pass its own {why.removeprefix('the ')}")
+            raise Stop(f"the code as it stands (commit {commit[:12]}) cannot be scored: {why}")
         self.built[self.current.id] = Built(tree, b"", "the code as it stands")
         self._emit("code", f"the code as it stands: commit {commit[:12]} of {self.workshop.source}, built and tested", commit=commit)
         await super()._baseline()

@@ -61,8 +61,18 @@ def clone_at(origin: Path, commit: str, target: Path, patch: bytes = b"") -> Pat
 
 
 def files_of(clone: Path, target: Path) -> Path:
-    """The clone's files without its git directory: what a coder or a build is given."""
+    """The clone's files without its git directory: what a coder or a build is given,
+    readable by the sandbox's own uid whatever the umask here (folders 0755, files 0644,
+    or 0755 when git has them executable)."""
     shutil.copytree(clone, target, symlinks=True, ignore=shutil.ignore_patterns(GIT_DIR))
+    target.chmod(0o755)
+    for root, dirs, files in os.walk(target):
+        for name in dirs:
+            Path(root, name).chmod(0o755)
+        for name in files:
+            path = Path(root, name)
+            if not path.is_symlink():
+                path.chmod(0o755 if path.stat().st_mode & 0o100 else 0o644)
     return target
 
 
