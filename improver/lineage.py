@@ -4,8 +4,10 @@
 judged or kept, and for a loop that stopped. A kept change published with a wallet is
 also an `agent.improvement/v1` claim holding the change, the agent before and after,
 the counts on both sets, the intervals and the level, naming its seal and the kept
-change it follows. `check` holds each kept line to its claim and each claim to a seal
-issued before it whose tasks here still hash to what it published.
+change it follows; a kept change to code is an `agent.release/v1` claim holding the
+same and its release (improver/release.py). `check` holds each kept line to its claim,
+each release to its patch and record, and each claim to a seal issued before it whose
+tasks here still hash to what it published.
 """
 
 from __future__ import annotations

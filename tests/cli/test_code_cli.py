@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from agentd.app.code import CodeRequest, run_code
 from agentd.home import Home
 from agentd.profiles import load_profile
@@ -55,6 +57,10 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     check = agentd("lineage", CODE, "--check")
     assert check.code == 0, check.err
     assert f"release {rid}, its patch as published, on the ledger as claim" in check.out
+
+    step = json.loads(agentd("lineage", CODE, "--json").out)["kept"][0]["step"]
+    refused = agentd("improve", "adopt", CODE, step)
+    assert refused.code == 1 and "a change to code, a release, not lessons: apply its patch with git apply" in refused.err
 
     patch.write_text(patch.read_text().replace("a person must check it first", "pay anyway"))
     tampered = agentd("lineage", CODE, "--check")
@@ -108,6 +114,9 @@ def test_bad_values_and_sources_are_refused_in_one_line(agentd, home: Home, tmp_
     dirty = improve_code(agentd, home)
     assert dirty.code == 1 and "has uncommitted changes (M agent.py" in dirty.err and "Traceback" not in dirty.err
     assert len(dirty.err.strip().splitlines()) == 1
+    with FileLock(str(home.routes.loop_lock(CODE)), timeout=0):
+        locked = agentd("improve", "code", CODE, "--source", plain, "--coder", "script:models/coder.toml", *HARNESS)
+    assert locked.code == 1 and "holds" in locked.err and "wait for it to end" in locked.err
     assert agentd("kill-switch", "on").code == 0
     halted = improve_code(agentd, home)
     assert halted.code == 1 and "kill switch" in halted.err
