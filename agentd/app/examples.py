@@ -38,8 +38,8 @@ def install_example(home: Home, name: str) -> Path:
             # Plain copies: the package's own modes (0644 and 0755) are not the home's.
             shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.lock"),
                             copy_function=shutil.copyfile, dirs_exist_ok=True)  # fmt: skip
-    make_private(target)
     if (target / SOURCE).is_dir():
         init_checkout(target / SOURCE, f"The {name} example's {SOURCE}, as shipped")
+    make_private(target)  # its git directory too
     load_profile(home, name)  # the copy must load, or the example itself is broken
     return target
