@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +124,32 @@ def test_bad_values_and_sources_are_refused_in_one_line(agentd, home: Home, tmp_
     assert agentd("kill-switch", "on").code == 0
     halted = improve_code(agentd, home)
     assert halted.code == 1 and "kill switch" in halted.err
+
+
+def test_sigterm_during_a_build_stops_cleanly_leaves_nothing_running_and_the_next_run_goes_on(agentd, agentd_process, home: Home) -> None:
+    sealed(home, wallet=CODE, profile=CODE)
+    marker = b"sleep\x00117\x00"  # the build's own process, not agentd's command line that names it
+    argv = ["improve", "code", CODE, "--source", source(home), "--coder", "script:models/coder.toml", *HARNESS]
+    slow = [*argv, "--build", "sleep 117; echo built"]
+    proc = agentd_process(*slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not running(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"stopped: interrupted during a build, a test or the coder" in out and b"Traceback" not in err
+    assert running(marker) == [] and not home.routes.code_work(CODE).exists()
+    again = agentd(*argv, "--rounds", "2")
+    assert again.code == 0 and "kept as release" in again.out, again.out
+
+
+def running(cmdline: bytes) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
