@@ -188,20 +188,20 @@ class CodeLoop(Loop):
         self.used = self.used + coded.usage
         self.proposer_cost = max(self.proposer_cost, coded.usage.total)
         self._check_canary(coded.said)
-        await self._consider(await self._proposal(coded, copy, parent), parent)
+        await self._consider(await self._proposal(coded, copy), parent)
         self.built = {self.current.id: self.built[self.current.id]}
         self.workshop.sweep(keep=self.built[self.current.id].tree.parent)
 
-    async def _proposal(self, coded: Coded, copy: Path, parent: Archived) -> Proposal:
+    async def _proposal(self, coded: Coded, copy: Path) -> Proposal:
         """The coder's change as a proposal: its variant once built, else why it is refused."""
         if coded.problem:
             return Proposal(None, coded.said, coded.problem, coded.summary)
         patch, why = self.workshop.patch_of(copy)
+        self._check_canary(patch.decode(errors="replace"))  # whatever else is wrong with it
         label = f"{coded.summary} ({summary_of(patch)})" if patch else coded.summary
         why = why or refusal(patch, self.limits_of_patch) or self._sealed_words(patch)
         if why:
             return Proposal(None, coded.said, why, label)
-        self._check_canary(patch.decode())
         self._go()
         tree, why = await self._unless_stopped(self.workshop.built(patch))
         if tree is None:

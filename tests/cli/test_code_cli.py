@@ -153,3 +153,22 @@ def running(cmdline: bytes) -> list[str]:
         except OSError:
             continue
     return found
+
+
+def test_a_coder_that_writes_a_canarys_code_word_stops_the_loop(agentd, home: Home) -> None:
+    made = sealed(home, wallet=CODE, profile=CODE)
+    word = code_word(made.seal.canaries[0])
+    rules = f"""
+[[rule]]
+turn = 1
+[[rule.calls]]
+name = "write_file"
+arguments = {{ path = "notes.txt", content = "{word}" }}
+
+[[rule]]
+text = "Notes."
+"""
+    (home.profiles_dir / CODE / "models" / "leaky.toml").write_text(rules)
+    r = agentd("improve", "code", CODE, "--source", source(home), "--coder", "script:models/leaky.toml", *HARNESS, "--allow", "notes.txt")
+    assert r.code == 1 and "holds the code word of" in r.out and "seal fresh tasks" in r.out
+    assert made.seal.state().spent == 0
