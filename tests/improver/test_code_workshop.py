@@ -19,7 +19,7 @@ from improver.harness import run_task
 from improver.release import Commands
 from improver.variant import Variant
 from sandbox.choose import make_runner
-from sandbox.runner import Limits
+from sandbox.runner import Limits, SandboxUnavailable
 from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, paid_task, pays_right, says
 
 AGENT = 'import json, sys\ncase = json.loads(sys.stdin.readline())\nprint("RULES = pay")\n'
@@ -191,3 +191,19 @@ def test_a_coder_with_malformed_arguments_or_paths_out_of_the_copy_is_told_so_an
     assert (ws.source / "agent.py").read_text() == AGENT and not (tmp_path / "escape.py").exists()
     assert not Path("/etc/agentd-pwned").exists() and coded.summary == "Done." and coded.problem == ""
     assert ws.patch_of(copy)[1] == "link is a symbolic link (to /etc); the copy may hold none"
+
+
+@pytest.mark.parametrize("name", ["bwrap", "docker"])
+def test_each_runner_builds_a_tree_and_runs_the_coders_command_in_the_copy(tmp_path: Path, name: str) -> None:
+    try:
+        runner = make_runner(name, QUICK)
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+    ws = Workshop(checkout(tmp_path), tmp_path / "work", Commands("python3 -m py_compile agent.py", "python3 -m py_compile test_agent.py", "python3 agent.py"), runner)
+    tree, why = asyncio.run(ws.built(b""))
+    assert tree is not None, why
+    copy = ws.copy_for_coder(b"")
+    said = asyncio.run(ws.coder_command(copy, "echo hi > new.txt && ls"))
+    assert said.startswith("exit status 0") and "new.txt" in said
+    patch, why = ws.patch_of(copy)
+    assert why is None and b"+hi" in patch
