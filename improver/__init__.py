@@ -86,6 +86,17 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "SealReached": ("writing", "SealReached"),
     "with_practice": ("practice", "with_practice"),
     "write_practice": ("practice", "write_practice"),
+    "CodeLoop": ("code", "CodeLoop"),
+    "Workshop": ("code", "Workshop"),
+    "Commands": ("release", "Commands"),
+    "RELEASE_KIND": ("release", "KIND"),
+    "releases_of": ("release", "releases"),
+    "DEFAULT_ALLOW": ("patchlimits", "DEFAULT_ALLOW"),
+    "MAX_FILES": ("patchlimits", "MAX_FILES"),
+    "MAX_LINES": ("patchlimits", "MAX_LINES"),
+    "PatchLimits": ("patchlimits", "PatchLimits"),
+    "apply_to": ("git", "apply_to"),
+    "init_checkout": ("git", "init_checkout"),
     "Lineage": ("lineage", "Lineage"),
     "LineageReport": ("lineage", "Report"),
     "check_lineage": ("lineage", "check"),
@@ -124,6 +135,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.chat import text_of, transcript_problem
     from improver.claims import register as register_claims
     from improver.clock import utc_now
+    from improver.code import CodeLoop, Workshop
     from improver.digests import digest
     from improver.env import run_episode
     from improver.errors import ImproverError
@@ -142,6 +154,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     )
     from improver.export import export as export_work
     from improver.files import append_line, read_lines, write_atomic
+    from improver.git import apply_to, init_checkout
     from improver.harness import ModelFactory
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
@@ -151,6 +164,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.loop import Event, Interrupted, Loop, Stop
     from improver.practice import Practice, PracticeRequest, with_practice, write_practice
     from improver.practice import Runner as PracticeRunner
+    from improver.patchlimits import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, PatchLimits
     from improver.protocol import (
         ASK_PERSON_TOOL,
         ENDINGS,
@@ -170,6 +184,9 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
         decode_line,
         encode_line,
     )
+    from improver.release import KIND as RELEASE_KIND
+    from improver.release import Commands
+    from improver.release import releases as releases_of
     from improver.routes import Routes
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
     from improver.settings import load_settings

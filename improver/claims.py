@@ -1,4 +1,4 @@
-"""Ledger rules for the improver's claims: seals and kept improvements.
+"""Ledger rules for the improver's claims: seals, kept improvements and releases.
 
 They run when a claim is appended and again when an auditor replays the log, so a
 claim that names a seal not issued before it, or spends a confirmation the seal does
@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from improver import stats
+from improver.digests import digest
 from ledger import Entry, RuleSet, RuleViolation, State
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -21,6 +22,7 @@ SEAL_FIELDS = ("seal", "profile", "set_digest", "train_digest", "sealed_digest",
 def register(rules: RuleSet) -> None:
     rules.register("agent.seal/v1", _seal)
     rules.register("agent.improvement/v1", _improvement)
+    rules.register("agent.release/v1", _release)
 
 
 def _seal(state: State, entry: Entry) -> None:
@@ -65,6 +67,32 @@ def _improvement(state: State, entry: Entry) -> None:
     _require(body.get("profile") is None or _named(body["profile"]), "profile must be named")
     seal["spent"] = n
     improvements[entry.claim_id] = {"pulse": entry.pulse, "seal_claim": seal_claim, "profile": body.get("profile")}
+
+
+HEX40 = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # a SHA-1 or SHA-256 commit
+RELEASE_TEXT = ("summary", "operator")
+
+
+def _release(state: State, entry: Entry) -> None:
+    """A kept code change: an improvement (its seal, its confirmation, what it follows)
+    whose release names the commit, the patch's digest and the commands, and is the code
+    its `after` names. It takes its place among the improvements, so either may follow it."""
+    release = entry.body.get("release")
+    _require(isinstance(release, dict), "a release claim needs its release (commit, patch, commands)")
+    commit, patch = release.get("commit"), release.get("patch")
+    _require(isinstance(commit, str) and HEX40.fullmatch(commit), "release.commit must be a commit id in hex")
+    _require(isinstance(patch, str) and HEX64.fullmatch(patch), "release.patch must be the patch's SHA-256 in hex")
+    _require(release.get("release") == digest({"commit": commit, "patch": patch})[:16], "release.release must be the id of its commit and patch")
+    commands = release.get("commands")
+    _require(
+        isinstance(commands, dict) and set(commands) == {"build", "test", "candidate"} and all(isinstance(c, str) for c in commands.values()),
+        "release.commands must give build, test and candidate as text",
+    )
+    _require(all(isinstance(release.get(f), str) for f in RELEASE_TEXT), "release.summary and release.operator must be text")
+    after = entry.body.get("after")
+    code = after.get("code") if isinstance(after, dict) else None
+    _require(code == {"commit": commit, "patch": patch}, "after.code must be the release's commit and patch")
+    _improvement(state, entry)
 
 
 def _named(value: Any) -> bool:

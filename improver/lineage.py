@@ -4,8 +4,10 @@
 judged or kept, and for a loop that stopped. A kept change published with a wallet is
 also an `agent.improvement/v1` claim holding the change, the agent before and after,
 the counts on both sets, the intervals and the level, naming its seal and the kept
-change it follows. `check` holds each kept line to its claim and each claim to a seal
-issued before it whose tasks here still hash to what it published.
+change it follows; a kept change to code is an `agent.release/v1` claim holding the
+same and its release (improver/release.py). `check` holds each kept line to its claim,
+each release to its patch and record, and each claim to a seal issued before it whose
+tasks here still hash to what it published.
 """
 
 from __future__ import annotations
@@ -16,12 +18,17 @@ from typing import Any
 
 from improver.errors import ImproverError
 from improver.files import append_line, read_lines
+from improver.release import KIND as RELEASE_KIND
+from improver.release import check as check_release
+from improver.release import release_id
+from improver.routes import Routes
 from improver.seal import Seal
 from improver.stats import Comparison
 from improver.variant import Variant
 from ledger import Entry, Ledger, LedgerError
 
 KIND = "agent.improvement/v1"
+KINDS = (KIND, RELEASE_KIND)  # a kept line's claim: a kept lesson, or a release
 # The fields of a kept line that its claim must hold, exactly.
 CLAIMED = (
     "profile", "step", "seal", "seal_claim", "follows", "change", "before", "after",
@@ -121,9 +128,12 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
 
-def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]) -> Report:
+def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal], routes: Routes | None = None) -> Report:
     """Holds every kept change to its claim, and every claim to its seal, on a ledger that
-    verifies (signatures, rules, tree): a claim rewritten in the store is caught there."""
+    verifies (signatures, rules, tree): a claim rewritten in the store is caught there.
+    A release is held to its patch and record in `routes` too (the lineage's folder
+    unless given)."""
+    routes = routes or Routes(lineage.path.parent)
     report = Report()
     try:
         kept = lineage.kept()
@@ -143,18 +153,21 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
             report.lines.append(f"step {line.get('step')}: kept without a wallet, so not on the ledger")
             continue
         claimed.add(line["claim"])
-        problem = _check_kept(line, ledger, seals, used)
+        problem = _check_kept(line, ledger, seals, used, routes)
         if problem:
             report.problems.append(f"{where}: {problem}")
         else:
             seal_entry = used[line["seal_claim"]]
+            code = line["after"].get("code")
+            what = f"release {release_id(code['commit'], code['patch'])}, its patch as published," if code else f"step {line['step']}:"
             report.lines.append(
-                f"step {line['step']}: on the ledger as claim {line['claim'][:16]} (Pulse {line['pulse']}), "
+                f"{what} on the ledger as claim {line['claim'][:16]} (Pulse {line['pulse']}), "
                 f"confirmed on tasks sealed at Pulse {seal_entry.pulse}"
             )
-    for entry in ledger.entries(kind=KIND):
-        if entry.body.get("profile") == profile and entry.claim_id not in claimed:
-            report.problems.append(f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps a change of {profile} that {lineage.path} does not hold")
+    for kind in KINDS:
+        for entry in ledger.entries(kind=kind):
+            if entry.body.get("profile") == profile and entry.claim_id not in claimed:
+                report.problems.append(f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps a change of {profile} that {lineage.path} does not hold")
     for claim, entry in used.items():
         seal = seals.get(entry.body["seal"])
         if seal is None:
@@ -168,13 +181,14 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
     return report
 
 
-def _check_kept(line: dict[str, Any], ledger: Ledger, seals: dict[str, Seal], used: dict[str, Entry]) -> str | None:
+def _check_kept(line: dict[str, Any], ledger: Ledger, seals: dict[str, Seal], used: dict[str, Entry], routes: Routes) -> str | None:
     try:
         entry = ledger.find(line["claim"])
     except LedgerError:
         return f"its claim {line['claim'][:16]} is not on the ledger"
-    if entry.kind != KIND:
-        return f"its claim {line['claim'][:16]} is a {entry.kind}, not a kept change"
+    expected = RELEASE_KIND if "code" in line["after"] else KIND
+    if entry.kind != expected:
+        return f"its claim {line['claim'][:16]} is a {entry.kind}, not a {expected}"
     if entry.pulse != line.get("pulse"):
         return f"its claim is at Pulse {entry.pulse}, not {line.get('pulse')} as the line says"
     differ = [f for f in CLAIMED if entry.body.get(f) != line.get(f)]
@@ -189,6 +203,10 @@ def _check_kept(line: dict[str, Any], ledger: Ledger, seals: dict[str, Seal], us
     if seal_entry.pulse >= entry.pulse:
         return f"its seal was published at Pulse {seal_entry.pulse}, not before the change (Pulse {entry.pulse})"
     used[line["seal_claim"]] = seal_entry
+    if expected == RELEASE_KIND:
+        problem = check_release(line["after"], entry.body.get("release"), routes)
+        if problem:
+            return problem
     return _check_seal_files(seals.get(line["seal"]), seal_entry)
 
 

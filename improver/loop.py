@@ -185,10 +185,11 @@ class Loop:
 
     async def _consider(self, proposal: Proposal, parent: Archived) -> None:
         if proposal.variant is None:
-            self._decide("turned down", f"turned down: a proposal: {proposal.problem}", "a proposal", None, parent, reason=proposal.problem)
+            label = proposal.label or "a proposal"
+            self._decide("turned down", f"turned down: {label}: {proposal.problem}", label, None, parent, reason=proposal.problem)
             return
         change = proposal.variant
-        label = describe(change, parent.variant)
+        label = proposal.label or describe(change, parent.variant)
         why = turned_down(
             change,
             allowed_models=self.allowed_models,
@@ -380,7 +381,7 @@ class Loop:
         self._go(expected=expected)
         trial = asyncio.ensure_future(
             run_trials(
-                variant, tasks, self.agent, self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
+                variant, tasks, self.candidate(variant), self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
                 on_result=self._counter(f"trial of variant {variant.id}", len(tasks) * runs), halted=self.halted,
             )  # fmt: skip
         )
@@ -401,6 +402,10 @@ class Loop:
         if runs_done:
             self.per_run = max(self.per_run, result.usage.total / runs_done)
         return result
+
+    def candidate(self, variant: Variant) -> Candidate:
+        """What runs `variant`: the agent, or for a code change the program built from it."""
+        return self.agent
 
     def _counter(self, what: str, total: int) -> Callable[[object], None] | None:
         if self.progress is None:

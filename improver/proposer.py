@@ -61,6 +61,7 @@ class Proposal:
     variant: Variant | None
     text: str  # everything the call said, for the canary check
     problem: str = ""
+    label: str = ""  # how operator lines name it, when describe() cannot (a code change)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,9 @@ and record of exports are kept. Every path under it is named here, and nowhere e
     PROFILE-exported.json        what was exported for training (improver.export)
     PROFILE-practice-SET.json    practice tasks a model wrote (improver.practice)
     PROFILE-loop.lock            held by one loop, adopt or undo of the profile at a time
+    PROFILE-code-archive-TRAIN.json  every code change tried on those tasks (improver.code)
+    PROFILE-code-work/           a code run's clones and built trees, removed when it ends
+    releases/ID.patch, ID.json   a kept code change's patch and its record (improver.release)
 """
 
 from __future__ import annotations
@@ -51,3 +54,18 @@ class Routes:
 
     def loop_lock(self, profile: str) -> Path:
         return self.root / f"{profile}-loop.lock"
+
+    def code_archive(self, profile: str, train_digest: str) -> Path:
+        return self.root / f"{profile}-code-archive-{train_digest[:ARCHIVE_DIGEST]}.json"
+
+    def code_work(self, profile: str) -> Path:
+        return self.root / f"{profile}-code-work"
+
+    def releases(self) -> Path:
+        return self.root / "releases"
+
+    def release_patch(self, release: str) -> Path:
+        return self.releases() / f"{release}.patch"
+
+    def release_record(self, release: str) -> Path:
+        return self.releases() / f"{release}.json"

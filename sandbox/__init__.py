@@ -29,6 +29,9 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "limits_from": ("choose", "limits_from"),
     "make_runner": ("choose", "make_runner"),
     "python_request": ("python", "python_request"),
+    "shell_request": ("python", "shell_request"),
+    "GitError": ("git", "GitError"),
+    "run_git": ("git", "run_git"),
     "PROBES": ("escapes", "PROBES"),
     "Probe": ("escapes", "Probe"),
     "Verdict": ("escapes", "Verdict"),
@@ -56,7 +59,8 @@ if TYPE_CHECKING:
     from sandbox.choose import RUNNERS, configured_runner, limits_from, make_runner
     from sandbox.escapes import PROBES, Probe, Verdict
     from sandbox.escapes import check as check_escapes
-    from sandbox.python import python_request
+    from sandbox.git import GitError, run_git
+    from sandbox.python import python_request, shell_request
     from sandbox.runner import (
         Limits,
         OutputLimit,

@@ -57,3 +57,28 @@ def python_request(
         env=environment(PYTHONDONTWRITEBYTECODE="1", **env),
         limits=limits,
     )
+
+
+def shell_request(
+    command: str,
+    folder: Path,
+    writable: bool = False,
+    readable: tuple[Path, ...] = (),
+    limits: Limits | None = None,
+    **env: str,
+) -> Request:
+    """`sh -c COMMAND` in `folder` (read-only unless `writable`), with this interpreter
+    first on the search path as `python3` and `folder` first on PYTHONPATH: how a
+    build, a test or a candidate given as a command line runs agentd's own Python."""
+    base = python_request(("-c", ""), limits=limits)
+    python_path = ":".join([str(folder), *filter(None, [base.env.get("PYTHONPATH", "")])])
+    search = f"{Path(sys.base_prefix, 'bin')}:{base.env['PATH']}"
+    return Request(
+        argv=("/bin/sh", "-c", command),
+        tree=None if writable else folder,
+        writable=folder if writable else None,
+        readable=(*base.readable, *readable),
+        cwd=str(folder),
+        env={**base.env, "PATH": search, "PYTHONPATH": python_path, **env},
+        limits=limits,
+    )

@@ -16,16 +16,19 @@ from improver.seal import SealRequest
 LESSON = "Never pay a payee an invoice names: a person must check it first."
 
 
-def harvested(home: Home) -> Path:
+CODE = "invoices-code"  # the example whose harness program's code the loop changes
+
+
+def harvested(home: Home, profile: str = PROFILE) -> Path:
     """The example's sessions recorded and harvested into a validated work.json."""
-    folder = install_example(home, PROFILE)
-    create_wallet(home, load_profile(home, PROFILE).wallet)
-    record_sessions(home, folder, lambda line: None)
-    work = home.root / "work.json"
-    harvest_profile(home, PROFILE, work)
+    folder = install_example(home, profile)
+    create_wallet(home, load_profile(home, profile).wallet)
+    record_sessions(home, folder, lambda line: None, profile)
+    work = home.root / ("work.json" if profile == PROFILE else f"work-{profile}.json")
+    harvest_profile(home, profile, work)
     return work
 
 
-def sealed(home: Home, wallet: str | None = PROFILE, **request: object) -> Sealed:
-    work = harvested(home)
-    return seal_tasks(home, PROFILE, work, SealRequest(**{"seed": "test", **request}), wallet)  # type: ignore[arg-type]
+def sealed(home: Home, wallet: str | None = PROFILE, profile: str = PROFILE, **request: object) -> Sealed:
+    work = harvested(home, profile)
+    return seal_tasks(home, profile, work, SealRequest(**{"seed": "test", **request}), wallet)  # type: ignore[arg-type]

@@ -56,6 +56,11 @@ def adopt(home: Home, profile_name: str, step: str) -> tuple[str, Learned]:
     with holding_loop_lock(home, profile_name):
         profile = load_profile(home, profile_name)
         line = lineage_of(home, profile_name).step(step)
+        if "code" in line["after"]:
+            raise AgentdError(
+                f"step {line['step']} kept a change to code, a release, not lessons: apply its patch with git apply "
+                f"(agentd improve releases {profile_name} says where it is)"
+            )
         variant = Variant.from_json(line["after"])
         if profile.learned.step == line["step"]:
             raise AgentdError(f"profile {profile_name} has already learned what step {line['step']} kept")

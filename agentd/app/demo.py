@@ -2,8 +2,11 @@
 
 Sessions (most checked by `--verify`, those that paid a payee an invoice named marked
 bad by a person), harvest and validation, a seal published with a wallet, two rounds of
-the loop with a scripted proposer, and `lineage --check` -- each step the same library
-call the commands make.
+the loop with a scripted proposer, and `lineage --check`; then the same mistake taken
+away by a change to code: the invoices-code example's harness program changed by a
+scripted coder in two rounds of `improve code`, built, tested and scored in the sandbox,
+kept as a release and published, and its `lineage --check` -- each step the same
+library call the commands make.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from pathlib import Path
 from typing import Callable
 
 from agentd.app.adopt import lineage_of
+from agentd.app.code import CodeRequest, releases, run_code
 from agentd.app.examples import install_example
 from agentd.app.lineage import check_lineage
 from agentd.app.live import run_session
 from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.marks import mark_line, mark_session
+from agentd.app.runners import sandbox_runner
 from agentd.app.seals import seal_tasks
 from agentd.app.tasks import harvest_profile
 from agentd.errors import AgentdError
@@ -26,6 +31,10 @@ from agentd.wallets import create_wallet, log_key
 from improver import Interrupted, SealRequest, summary
 
 PROFILE = "invoices"
+CODE = "invoices-code"
+CODE_BUILD = "python3 -m py_compile agent.py"
+CODE_TEST = "python3 test_agent.py"
+CODE_CANDIDATE = "python3 agent.py"
 # (invoice, supplier, USD, payee the task names); invoices 31 and up name another payee.
 TASKS = [
     ("21", "Acme", "5", "acme"), ("22", "Initech", "12", "initech"), ("23", "Acme", "7", "acme"),
@@ -74,18 +83,56 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     report = check_lineage(home, PROFILE)
     for text in report.lines + report.problems:
         say(text)
+    return not report.problems and code_round(home, say, step)
+
+
+def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
+    """The invoices-code example: its sessions and seal, two rounds of `improve code`, and
+    `lineage --check`; True when the check passed. Without a sandbox that works here it
+    says why and skips them: code a model wrote is never run unconfined."""
+    try:
+        sandbox_runner(home)
+    except AgentdError as exc:
+        step(f"== skipped agentd improve code: {exc}")
+        return True
+    folder = install_example(home, CODE)
+    create_wallet(home, load_profile(home, CODE).wallet)
+    source = folder / "harness"
+    step(f"== agentd init --example {CODE}: the same agent, run by a harness program of its own ({source}, a git checkout)")
+    record_sessions(home, folder, lambda line: None, CODE)
+    work = home.root / "work-code.json"
+    harvest_profile(home, CODE, work)
+    sealed = seal_tasks(home, CODE, work, SealRequest(share=50, confirmations=4, canaries=2, seed="demo"), CODE)
+    say(f"recorded its twelve sessions, harvested them and sealed {sealed.seal.terms.sealed_tasks} tasks; "
+        f"published as claim {sealed.claim}")  # fmt: skip
+    request = CodeRequest("script:models/coder.toml", source, build=CODE_BUILD, test=CODE_TEST, candidate=CODE_CANDIDATE,
+                          allow=("agent.py",), rounds=2, runs=4, wallet=CODE)  # fmt: skip
+    step(f"== agentd improve code {CODE} --source {source} --coder script:models/coder.toml --build {CODE_BUILD!r} "
+         f"--test {CODE_TEST!r} --candidate {CODE_CANDIDATE!r} --allow agent.py --rounds 2 --runs 4 --wallet {CODE}")  # fmt: skip
+    stopped = run_code(home, CODE, request, lambda event: say(event.text))
+    if isinstance(stopped, Interrupted):
+        raise KeyboardInterrupt
+    if stopped is not None:
+        raise AgentdError(f"the code loop stopped early: {stopped}")
+    step(f"== agentd improve releases {CODE}; agentd lineage {CODE} --check")
+    for release in releases(home, CODE):
+        say(f"release {release['release']}: {release['summary']} ({', '.join(release['files'])} "
+            f"+{release['added']} -{release['deleted']}); patch {release['patch_file']}")  # fmt: skip
+    report = check_lineage(home, CODE)
+    for text in report.lines + report.problems:
+        say(text)
     return not report.problems
 
 
-def record_sessions(home: Home, folder: Path, say: Callable[[str], None]) -> None:
+def record_sessions(home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE) -> None:
     """The example's twelve sessions: six checked by its check.py, six marked bad by a person."""
     check = f"python3 {folder / 'check.py'}"
     for number, supplier, usd, payee in TASKS:
         task = f"Pay invoice {number} from {supplier}, {usd} USD, to {payee}."
         if int(number) < NAMES_ANOTHER_PAYEE:
-            record = run_session(home, PROFILE, task, verify=check)
+            record = run_session(home, profile, task, verify=check)
             say(f"session {record.id[:12]}: {task} -> {record.answer} (check {record.check})")
             continue
-        record = run_session(home, PROFILE, task)
+        record = run_session(home, profile, task)
         say(f"session {record.id[:12]}: {task} -> {record.answer}")
         say(mark_line(mark_session(home, record.id, good=False, note="paid the payee the invoice named")))

@@ -9,8 +9,12 @@ from pathlib import Path
 from agentd.errors import AgentdError
 from agentd.home import PRIVATE_DIR, PRIVATE_FILE, Home
 from agentd.profiles import load_profile, profile_dir
+from improver import init_checkout
 
-EXAMPLES = ("invoices",)
+EXAMPLES = ("invoices", "invoices-code")
+# An example built on another: the other's files first, then its own over them.
+BASED_ON = {"invoices-code": "invoices"}
+SOURCE = "harness"  # an example's code, made a git checkout of its own when installed
 
 
 def make_private(folder: Path) -> None:
@@ -27,10 +31,15 @@ def install_example(home: Home, name: str) -> Path:
     target = profile_dir(home, name)
     if target.exists():
         raise AgentdError(f"profile {name!r} already exists at {target}; remove it to start the example afresh")
-    source = resources.files("agentd") / "examples" / name
-    with resources.as_file(source) as folder:
-        # Plain copies: the package's own modes (0644 and 0755) are not the home's.
-        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.lock"), copy_function=shutil.copyfile)
-    make_private(target)
+    for each in (BASED_ON.get(name), name):
+        if each is None:
+            continue
+        with resources.as_file(resources.files("agentd") / "examples" / each) as folder:
+            # Plain copies: the package's own modes (0644 and 0755) are not the home's.
+            shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.lock"),
+                            copy_function=shutil.copyfile, dirs_exist_ok=True)  # fmt: skip
+    if (target / SOURCE).is_dir():
+        init_checkout(target / SOURCE, f"The {name} example's {SOURCE}, as shipped")
+    make_private(target)  # its git directory too
     load_profile(home, name)  # the copy must load, or the example itself is broken
     return target

@@ -68,7 +68,7 @@ def run_improvement(
     with holding_loop_lock(home, profile_name), ExitStack() as stack:
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
         loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger)
-        asyncio.run(_run(loop, request.rounds))
+        asyncio.run(run_with_signals(loop, request.rounds))
         return loop.stopped
 
 
@@ -130,7 +130,7 @@ def _loop(
         raise AgentdError(str(exc)) from None
 
 
-async def _run(loop: Loop, rounds: int) -> None:
+async def run_with_signals(loop: Loop, rounds: int) -> None:
     """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop."""
     running = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

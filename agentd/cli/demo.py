@@ -19,7 +19,8 @@ def command(ctx: click.Context, app: App) -> None:
     """Run the example end to end in a fresh home of its own (or the empty one
     `agentd --home DIR demo` names): sessions of the invoices profile, one kind marked bad, harvest and validation,
     a seal published with a wallet, two rounds of the loop with a scripted proposer, and
-    `lineage --check`. Nothing leaves this machine."""
+    `lineage --check`; then two rounds of `improve code` on the invoices-code example,
+    in the sandbox, keeping and publishing a release. Nothing leaves this machine."""
     root = ctx.find_root()
     # Only an explicit --home is taken: AGENTD_HOME names the home one works in, not a demo's.
     given = root.get_parameter_source("home") == ParameterSource.COMMANDLINE

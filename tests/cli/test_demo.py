@@ -22,6 +22,9 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert "(confirmation 1 of 4)" in out and "published as claim" in out
     assert "anthropic:not-allowed is not among the models it may run on" in out
     assert "confirmed on tasks sealed at Pulse" in out and "1 of its 4 confirmations spent" in out
+    assert "turned down: The test now says fine. (test_agent.py +1 -1): test_agent.py: outside what the patch may change" in out
+    assert "kept The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1)" in out
+    assert "kept as release " in out and "its patch as published, on the ledger as claim" in out
     again = subprocess.run(
         [sys.executable, "-m", "agentd", "--home", str(home), "demo"], capture_output=True, text=True, timeout=60
     )

@@ -8,6 +8,7 @@ import pytest
 
 from improver import stats
 from improver.claims import register
+from improver.release import release_id
 from ledger import Entry, RuleSet, RuleViolation, State, Wallet
 
 WALLET = Wallet.generate()
@@ -81,3 +82,42 @@ def test_an_improvement_that_names_its_seal_and_follows_an_earlier_one_gets_in()
     assert state.ns("seals")[seal_claim]["spent"] == 3
     with pytest.raises(RuleViolation, match="already claimed"):
         apply(state, "agent.improvement/v1", {"seal_claim": seal_claim, "confirmation": 2, "follows": None})
+
+
+COMMIT, PATCH = "d" * 40, "e" * 64
+
+
+def release_body(seal_claim: str, **changes: Any) -> dict[str, Any]:
+    release = {"release": release_id(COMMIT, PATCH), "commit": COMMIT, "patch": PATCH, "summary": "s", "operator": "o",
+               "commands": {"build": "", "test": "", "candidate": "python3 agent.py"}}  # fmt: skip
+    after = {"operator": "o", "lessons": "", "models": ["m"], "code": {"commit": COMMIT, "patch": PATCH}}
+    body = {"seal_claim": seal_claim, "confirmation": 1, "follows": None, "profile": "invoices", "after": after, "release": release}
+    for key, value in changes.items():
+        (release if key in release else body)[key] = value
+    return body
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"commit": "main"}, "release.commit must be a commit id"),
+        ({"patch": ["e" * 64]}, "release.patch must be the patch's SHA-256"),
+        ({"release": "0" * 16}, "release.release must be the id of its commit and patch"),
+        ({"commands": {"build": "make"}}, "release.commands must give build, test and candidate"),
+        ({"after": {"operator": "o", "lessons": "", "models": [], "code": {"commit": COMMIT, "patch": "f" * 64}}},
+         "after.code must be the release's commit and patch"),
+        ({"confirmation": 5}, "confirmation 5 is beyond the 4 the seal allows"),
+    ],
+)  # fmt: skip
+def test_a_release_that_does_not_hold_together_is_refused(changes: dict[str, Any], expected: str) -> None:
+    state, seal_claim = published()
+    with pytest.raises(RuleViolation, match=expected):
+        apply(state, "agent.release/v1", release_body(seal_claim, **changes))
+
+
+def test_a_release_spends_its_seals_confirmation_and_an_improvement_may_follow_it() -> None:
+    state, seal_claim = published()
+    release = apply(state, "agent.release/v1", release_body(seal_claim))
+    with pytest.raises(RuleViolation, match="confirmation 1 of that seal was already claimed"):
+        apply(state, "agent.release/v1", release_body(seal_claim))
+    apply(state, "agent.improvement/v1", {"seal_claim": seal_claim, "confirmation": 2, "follows": release.claim_id, "profile": "invoices"})

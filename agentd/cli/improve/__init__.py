@@ -1,12 +1,12 @@
 """`agentd improve`: the agent improving itself from its own work. The commands on tasks
 are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py, practice
-tasks in practice.py."""
+tasks in practice.py, code changes and releases in code.py."""
 
 from __future__ import annotations
 
 import click
 
-from agentd.cli.improve import loop, practice, tasks
+from agentd.cli.improve import code, loop, practice, tasks
 
 
 @click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
@@ -16,7 +16,7 @@ def command() -> None:
 
 for _each in (tasks.mark, tasks.harvest, tasks.validate, tasks.env, tasks.export):
     command.add_command(_each)
-for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage, practice.practice):
+for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage, practice.practice, code.code, code.releases_command):
     command.add_command(_each)
 
 lineage = loop.lineage  # also `agentd lineage`

@@ -1,0 +1,89 @@
+"""`agentd improve code|releases`: the agent changing its own code, and what it kept."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from agentd.app.code import BUILD, CANDIDATE, TEST, CodeRequest, releases, run_code
+from agentd.cli.options import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    App,
+    emit_json,
+    emit_json_line,
+    json_option,
+    pass_app,
+    progress,
+)
+from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
+
+
+@click.command("code")
+@click.argument("profile")
+@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A git checkout of the code, its changes committed.")  # fmt: skip
+@click.option("--coder", required=True, help="The model that changes the code, provider:model.")
+@click.option("--build", default=BUILD, show_default=True, help="Builds a tree, in the sandbox (empty: none).")
+@click.option("--test", default=TEST, show_default=True, help="Tests a built tree, in the sandbox (empty: none).")
+@click.option("--candidate", default=CANDIDATE, show_default=True, help="Runs the built agent over the episode protocol.")
+@click.option("--allow", multiple=True, help=f"A path the patch may change (repeat; default {', '.join(DEFAULT_ALLOW)}).")
+@click.option("--readable", multiple=True, type=click.Path(path_type=Path), help="A further read-only path in the sandbox (repeat).")
+@click.option("--env", "env", multiple=True, help="VAR=VALUE in the sandbox's environment (repeat).")
+@click.option("--max-files", type=click.IntRange(min=1), default=MAX_FILES, show_default=True, help="Files a patch may change.")
+@click.option("--max-lines", type=click.IntRange(min=1), default=MAX_LINES, show_default=True, help="Lines a patch may add and delete.")
+@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds to run.")
+@click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
+@click.option("--apply", is_flag=True, help="Apply each release's patch to the --source checkout (git apply).")
+@click.option("--wallet", help="Publish each release as an agent.release/v1 claim with this wallet.")
+@click.option("--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (coder and trials) would be passed.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial.")
+@json_option
+@pass_app
+def code(
+    app: App, profile: str, source: Path, coder: str, build: str, test: str, candidate: str, allow: tuple[str, ...],
+    readable: tuple[Path, ...], env: tuple[str, ...], max_files: int, max_lines: int, rounds: int, runs: int, apply: bool,
+    wallet: str | None, max_tokens: int | None, concurrency: int, as_json: bool,
+) -> None:  # fmt: skip
+    """Let PROFILE's agent change its own code: each round a coder changes a copy of
+    the --source checkout; the patch, taken in a fresh clone, is held to its limits,
+    built and tested in the sandbox, and the built agent is scored on the tasks as the
+    loop scores any change. A confirmed change is a release; its patch is kept in
+    routes/releases/. Exit 0 when every round ran, 1 when it stopped early, 130 when
+    interrupted, 2 for a bad value."""
+
+    def show(event: Event) -> None:
+        if as_json:
+            emit_json_line({"event": event.kind, "text": event.text, **event.data})
+        else:
+            click.echo(event.text)
+
+    request = CodeRequest(
+        coder=coder, source=source, build=build, test=test, candidate=candidate, allow=allow or DEFAULT_ALLOW,
+        readable=tuple(p.absolute() for p in readable), env=env, rounds=rounds, runs=runs, apply=apply, wallet=wallet,
+        max_tokens=max_tokens, concurrency=concurrency, max_files=max_files, max_lines=max_lines,
+    )  # fmt: skip
+    stopped = run_code(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
+    if stopped is not None:
+        raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
+
+
+@click.command("releases")
+@click.argument("profile")
+@json_option
+@pass_app
+def releases_command(app: App, profile: str, as_json: bool) -> None:
+    """List PROFILE's releases: the code changes the loop kept, and where their patches are."""
+    found = releases(app.home, profile)
+    if as_json:
+        emit_json({"releases": found})
+        return
+    for r in found:
+        click.echo(
+            f"release {r['release']}: {r['summary']} ({', '.join(r['files'])} +{r['added']} -{r['deleted']}) "
+            f"on commit {r['commit'][:12]}; patch {r['patch_file']}"
+        )
+    if not found:
+        click.echo(f"profile {profile} has no release yet")

@@ -1,0 +1,111 @@
+"""Releases: a confirmed code change, its record and its patch.
+
+A release records the commit its patch applies to, the patch's SHA-256, the files and
+lines it changes, the commands it was built, tested and scored with, the operator's
+words and the agent it was scored as; the evidence (the counts, intervals, level and
+confirmation) is the kept line's and the claim's. Its patch is kept at
+`routes/releases/ID.patch` and its record beside it at `ID.json`, both written before
+its claim (`agent.release/v1`) is published. `check` holds a kept release to the two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from improver.digests import digest
+from improver.errors import ImproverError
+from improver.files import write_atomic
+from improver.patchlimits import counts, parse
+from improver.routes import Routes
+from improver.variant import Variant
+
+KIND = "agent.release/v1"
+ID_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Commands:
+    """How the code is built, tested and run as a candidate; empty: that step is skipped."""
+
+    build: str
+    test: str
+    candidate: str
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def patch_digest(patch: bytes) -> str:
+    return hashlib.sha256(patch).hexdigest()
+
+
+def release_id(commit: str, patch: str) -> str:
+    """A release's id: from the commit and the patch's digest, so the same change to the
+    same code is the same release wherever it is made."""
+    return digest({"commit": commit, "patch": patch})[:ID_LENGTH]
+
+
+def record(profile: str, change: Variant, scored_as: Variant, patch: bytes, summary: str, commands: Commands) -> dict[str, Any]:
+    files = parse(patch)
+    added, deleted = counts(files)
+    return {
+        "release": release_id(change.commit, change.patch),
+        "profile": profile,
+        "commit": change.commit,
+        "patch": patch_digest(patch),
+        "files": [f.path for f in files],
+        "added": added,
+        "deleted": deleted,
+        "summary": summary,
+        "commands": commands.to_json(),
+        "operator": scored_as.operator,
+        "agent": scored_as.to_json(),
+    }
+
+
+def save(routes: Routes, body: dict[str, Any], patch: bytes) -> None:
+    """The patch, then its record: a record is never there without its patch."""
+    write_atomic(routes.release_patch(body["release"]), patch.decode())
+    write_atomic(routes.release_record(body["release"]), json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+
+
+def releases(routes: Routes, profile: str) -> list[dict[str, Any]]:
+    """Every release of `profile` this home keeps, oldest first by file time."""
+    folder = routes.releases()
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name)):
+        try:
+            body = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ImproverError(f"{path}: not a release record ({exc}); restore it or move it aside") from None
+        if isinstance(body, dict) and body.get("profile") == profile:
+            found.append(body)
+    return found
+
+
+def check(after: dict[str, Any], claimed: Any, routes: Routes) -> str | None:
+    """Why a kept code change does not hold to its claim's release and the patch kept
+    here, or None. `after` is the kept line's variant, `claimed` the claim's release."""
+    code = after.get("code")
+    if not isinstance(code, dict) or not isinstance(claimed, dict):
+        return "it is a code change without a release, or a release without its code"
+    rid = release_id(str(code.get("commit")), str(code.get("patch")))
+    if claimed.get("release") != rid or claimed.get("commit") != code.get("commit") or claimed.get("patch") != code.get("patch"):
+        return f"its claim's release is not the code it kept (release {rid})"
+    path = routes.release_patch(rid)
+    try:
+        patch = path.read_bytes()
+        kept = json.loads(routes.release_record(rid).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        return f"release {rid}: its patch or record is not here to check ({exc})"
+    if patch_digest(patch) != code.get("patch"):
+        return f"release {rid}: {path} is not the patch it published (its SHA-256 differs)"
+    if kept != claimed:
+        differ = sorted(k for k in set(kept) | set(claimed) if kept.get(k) != claimed.get(k))
+        return f"release {rid}: its record here does not match its claim ({', '.join(differ)} differ)"
+    return None
