@@ -162,9 +162,9 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
     from improver.loop import Event, Interrupted, Loop, Stop
+    from improver.patchlimits import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, PatchLimits
     from improver.practice import Practice, PracticeRequest, with_practice, write_practice
     from improver.practice import Runner as PracticeRunner
-    from improver.patchlimits import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, PatchLimits
     from improver.protocol import (
         ASK_PERSON_TOOL,
         ENDINGS,
