@@ -51,6 +51,13 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "validate_tasks": ("validate", "validate"),
     "ModelFactory": ("harness", "ModelFactory"),
     "run_episode": ("env", "run_episode"),
+    "DEFAULT_ENV_HOST": ("openenv", "DEFAULT_HOST"),
+    "DEFAULT_ENV_PORT": ("openenv", "DEFAULT_PORT"),
+    "MAX_ENV_SESSIONS": ("openenv", "MAX_SESSIONS"),
+    "EnvServer": ("openenv", "EnvServer"),
+    "EnvSetup": ("openenv", "EnvSetup"),
+    "env_address": ("openenv", "address"),
+    "env_socket": ("openenv", "listen"),
     "ENVIRONMENTS": ("export", "ENVIRONMENTS"),
     "EXPORT_PASS_OVER": ("export", "EXPORT_PASS_OVER"),
     "Export": ("export", "Export"),
@@ -143,6 +150,12 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
     from improver.loop import Event, Interrupted, Loop, Stop
+    from improver.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
+    from improver.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
+    from improver.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
+    from improver.openenv import EnvServer, EnvSetup
+    from improver.openenv import address as env_address
+    from improver.openenv import listen as env_socket
     from improver.protocol import (
         ASK_PERSON_TOOL,
         ENDINGS,

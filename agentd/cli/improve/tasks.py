@@ -8,17 +8,22 @@ from pathlib import Path
 import click
 
 from agentd.app.agent import run_env
+from agentd.app.envserver import serve_tasks
 from agentd.app.marks import mark_line, mark_session
 from agentd.app.tasks import export_profile, harvest_profile, validate_file
 from agentd.cli.options import App, emit_json, json_option, pass_app
 from improver import (
+    DEFAULT_ENV_HOST,
+    DEFAULT_ENV_PORT,
     ENVIRONMENTS,
     EXPORT_PASS_OVER,
     HARVEST_PASS_OVER,
+    MAX_ENV_SESSIONS,
     SFT,
     SFT_VALIDATION,
     TASKS,
     VALIDATION_SHARE,
+    TaskSet,
     Validation,
 )
 
@@ -140,21 +145,47 @@ def _validation_lines(result: Validation) -> None:
 
 @click.command("env")
 @click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The task set file.")
-@click.option("--case", "case", required=True, help="The name of the task to run as an episode.")
+@click.option("--case", "case", help="The name of the task to run as one episode over stdin and stdout.")
+@click.option("--serve", is_flag=True, help="Serve every task of the set as an OpenEnv environment instead.")
+@click.option("--host", default=DEFAULT_ENV_HOST, show_default=True, help="With --serve: the address to listen on.")
+@click.option("--port", default=DEFAULT_ENV_PORT, show_default=True, type=click.IntRange(0, 65535), help="With --serve: the port (0: any free one).")
+@click.option(
+    "--max-sessions",
+    default=MAX_ENV_SESSIONS,
+    show_default=True,
+    type=click.IntRange(1),
+    help="With --serve: WebSocket sessions at once; one more is refused with CAPACITY_REACHED.",
+)
 @pass_app
-def env(app: App, tasks_file: Path, case: str) -> int:
-    """Run one task as an episode for a trainer: the policy being trained gives the
-    model's turns on stdin, a line at a time.
+def env(app: App, tasks_file: Path, case: str | None, serve: bool, host: str, port: int, max_sessions: int) -> int:
+    """Run tasks as episodes for a trainer: the policy being trained gives the model's
+    turns; the reward is the share of the task's checks that held.
 
-    Each turn this writes {"request": {"messages", "tools", "max_tokens"}} and reads back
-    {"message": {"role": "assistant", ...}} (text, or tool calls the task's stand-ins
-    answer). At the end it writes {"done": {"case", "reward", "passed", "failures",
-    "calls", "ended"}}; reward is the share of the task's checks that held. A malformed
-    line from the policy ends the episode with {"error": ...} and exit status 1. The
-    task file's operator words are used and, when there is a home holding the profile,
-    its current lessons; no home is needed.
+    With --case, one task over stdio: each turn this writes {"request": {"messages",
+    "tools", "max_tokens"}} and reads back {"message": {"role": "assistant", ...}} (text,
+    or tool calls the task's stand-ins answer). At the end it writes {"done": {"case",
+    "reward", "passed", "failures", "calls", "ended"}}. A malformed line from the policy
+    ends the episode with {"error": ...} and exit status 1.
+
+    With --serve, every task as an OpenEnv environment on http://HOST:PORT (the address
+    is printed on stderr once it listens; Ctrl-C stops it): the WebSocket session at
+    /ws (reset, step, state, close), GET /health, /metadata, /schema, /state and the
+    stateless POST /reset and /step. An episode that could not be run (not the
+    policy's doing) ends with outcome "errored" and reward null. See the README.
+
+    The task file's operator words are used and, when there is a home holding the
+    profile, its current lessons and limits; no home is needed.
     """
-    return run_env(app.home_if_any(), tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
+    if serve == (case is not None):
+        raise click.UsageError("give --case NAME (one episode over stdio) or --serve (an OpenEnv server), not both")
+    if case is not None:
+        return run_env(app.home_if_any(), tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
+
+    def listening(address: str, taskset: TaskSet) -> None:
+        click.echo(f"serving {_n(len(taskset.tasks), 'task')} of profile {taskset.profile} as an OpenEnv environment on {address}", err=True)
+
+    serve_tasks(app.home_if_any(), tasks_file, host, port, max_sessions, listening)
+    return 0
 
 
 @click.command("export")
