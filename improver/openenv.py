@@ -531,5 +531,5 @@ def _text(message: dict[str, Any]) -> str | None:
 async def _close(ws: WebSocket) -> None:
     try:
         await ws.close()
-    except (RuntimeError, OSError):
+    except (WebSocketDisconnect, RuntimeError, OSError):
         pass  # already closed by the client
