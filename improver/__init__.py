@@ -55,6 +55,10 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "DEFAULT_ENV_PORT": ("openenv", "DEFAULT_PORT"),
     "MAX_ENV_SESSIONS": ("openenv", "MAX_SESSIONS"),
     "EnvServer": ("openenv", "EnvServer"),
+    "Evaluation": ("passk", "Evaluation"),
+    "parse_ks": ("passk", "parse_ks"),
+    "run_eval": ("passk", "run_eval"),
+    "RunResult": ("harness", "RunResult"),
     "EnvSetup": ("openenv", "EnvSetup"),
     "env_address": ("openenv", "address"),
     "env_socket": ("openenv", "listen"),
@@ -143,7 +147,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     )
     from improver.export import export as export_work
     from improver.files import append_line, read_lines, write_atomic
-    from improver.harness import ModelFactory
+    from improver.harness import ModelFactory, RunResult
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
     from improver.lineage import Lineage, summary
@@ -156,6 +160,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.openenv import EnvServer, EnvSetup
     from improver.openenv import address as env_address
     from improver.openenv import listen as env_socket
+    from improver.passk import Evaluation, parse_ks, run_eval
     from improver.protocol import (
         ASK_PERSON_TOOL,
         ENDINGS,
