@@ -39,6 +39,8 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "encode_line": ("protocol", "encode_line"),
     # tasks, harvest, validation, episodes, export
     "MATCHES": ("tasks", "MATCHES"),
+    "Rubric": ("rubric", "Rubric"),
+    "parse_rubric": ("rubric", "parse_rubric"),
     "Task": ("tasks", "Task"),
     "TaskSet": ("tasks", "TaskSet"),
     "load_tasks": ("tasks", "load_tasks"),
@@ -181,6 +183,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
         encode_line,
     )
     from improver.routes import Routes
+    from improver.rubric import Rubric, parse_rubric
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
     from improver.settings import load_settings
     from improver.stats import TESTS

@@ -5,6 +5,8 @@ replayed through the harness against its own stand-ins, must pass; each of its f
 (for a harvested task that went well, a run that does nothing and finishes; for one that
 went badly, the session's own run) must fail. A task that does not is left out of the
 set and kept under `excluded` with the reason, so the exclusion can be audited.
+Both are judged on the reward too, the rubric's when the task has one: the solution must
+score 1 and every failure less.
 """
 
 from __future__ import annotations
@@ -59,10 +61,16 @@ async def check_task(task: Task, operator: str = "") -> str | None:
     solution = await _replayed(task, task.solution, variant)
     if not solution.passed:
         return f"its solution does not pass (not held: {'; '.join(solution.failures)})"
+    if solution.reward < 1.0:
+        return f"its solution scores {solution.reward:g} under the rubric, not 1: its checks carry no weight"
     for i, failure in enumerate(task.failures, 1):
         result = await _replayed(task, failure, variant)
         if result.passed:
             return f"failure {i} ({failure.why}) passes it: its checks cannot tell that wrong run from a right one"
+        if result.reward >= solution.reward:
+            # Under a rubric a failed check may weigh nothing: the reward is what a
+            # trainer sees, so it must tell the wrong run from the right one too.
+            return f"failure {i} ({failure.why}) scores the full reward under the rubric: its reward cannot tell that wrong run from a right one"
     return None
 
 

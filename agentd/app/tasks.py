@@ -85,7 +85,9 @@ def harvest_profile(home: Home, profile_name: str, out: Path | None, stem: str |
     """Harvests and validates the profile's sessions; writes the set to `out` when given."""
     profile = load_profile(home, profile_name)
     records = open_sessions(home).list(profile=profile.name)
-    harvested = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"))
+    harvested = harvest_sessions(
+        [session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"), profile.rubric
+    )
     validation = asyncio.run(validate_tasks(harvested.taskset))
     if out is not None:
         validation.taskset.save(out)
