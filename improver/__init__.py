@@ -65,6 +65,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "env_address": ("openenv", "address"),
     "env_socket": ("openenv", "listen"),
     "ENVIRONMENTS": ("export", "ENVIRONMENTS"),
+    "GROUPS": ("groups", "GROUPS"),
     "EXPORT_PASS_OVER": ("export", "EXPORT_PASS_OVER"),
     "Export": ("export", "Export"),
     "ExportRecord": ("export", "ExportRecord"),
@@ -149,6 +150,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     )
     from improver.export import export as export_work
     from improver.files import append_line, read_lines, write_atomic
+    from improver.groups import GROUPS
     from improver.harness import ModelFactory, RunResult
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions

@@ -20,6 +20,7 @@ from agentd.sessions import SessionRecord
 from improver import (
     TASKS,
     VALIDATION_SHARE,
+    Archive,
     Export,
     ExportRecord,
     Harvest,
@@ -144,6 +145,7 @@ def export_profile(
         home.routes.exported(profile.name),
         validation,
         force,
+        Archive.load(home.routes.archive(profile.name, taskset.digest), taskset.digest),
     )
 
 

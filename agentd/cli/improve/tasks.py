@@ -17,6 +17,7 @@ from improver import (
     DEFAULT_ENV_PORT,
     ENVIRONMENTS,
     EXPORT_PASS_OVER,
+    GROUPS,
     HARVEST_PASS_OVER,
     MAX_ENV_SESSIONS,
     SFT,
@@ -210,7 +211,9 @@ def env(app: App, tasks_file: Path, case: str | None, serve: bool, host: str, po
 def export(app: App, profile: str, out: Path, validation: float, tasks_file: Path | None, force: bool, as_json: bool) -> None:
     """Write PROFILE's work out for a trainer: sft.jsonl (sessions that went well, in
     OpenAI's chat fine-tuning format), sft-validation.jsonl (held apart), tasks.json and
-    environments.jsonl (tasks to reinforce in), and a README.md saying what each is.
+    environments.jsonl (tasks to reinforce in), groups.jsonl (each task's runs in the
+    loop's archive with group-relative advantages, for GRPO-style training), and a
+    README.md saying what each is.
 
     Sessions that did not finish, were compacted, are confidential, hold a secret this
     machine keeps, whose task is sealed or whose transcript is malformed are passed over.
@@ -228,6 +231,8 @@ def export(app: App, profile: str, out: Path, validation: float, tasks_file: Pat
                 "sft_validation": report.held_apart,
                 "tasks": report.tasks,
                 "not_good": report.not_good,
+                "groups": report.groups,
+                "groups_without_signal": report.flat_groups,
                 "passed_over": {reason: report.passed_over[reason] for reason in EXPORT_PASS_OVER},
                 "record": str(record),
             }
@@ -237,6 +242,7 @@ def export(app: App, profile: str, out: Path, validation: float, tasks_file: Pat
     click.echo(f"  {SFT}: {_n(report.sft, 'session')} that went well")
     click.echo(f"  {SFT_VALIDATION}: {_n(report.held_apart, 'session')} held apart for validation")
     click.echo(f"  {TASKS}, {ENVIRONMENTS}: {_n(report.tasks, 'task')}")
+    click.echo(f"  {GROUPS}: {_n(report.groups, 'task')} with runs in the loop's archive ({report.flat_groups} with no signal)")
     click.echo("passed over: " + ", ".join(f"{report.passed_over[r]} {r}" for r in EXPORT_PASS_OVER))
     if report.not_good:
         click.echo(f"not in {SFT}: {_n(report.not_good, 'session')} that did not go well or whose outcome is unknown")
