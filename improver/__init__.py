@@ -58,6 +58,11 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "MAX_ENV_SESSIONS": ("openenv", "MAX_SESSIONS"),
     "EnvServer": ("openenv", "EnvServer"),
     "Evaluation": ("passk", "Evaluation"),
+    "Judged": ("judge", "Judged"),
+    "Proposal": ("judge", "Proposal"),
+    "judge_sessions": ("judge", "judge"),
+    "read_proposals": ("judge", "read_proposals"),
+    "save_proposals": ("judge", "save_proposals"),
     "parse_ks": ("passk", "parse_ks"),
     "run_eval": ("passk", "run_eval"),
     "RunResult": ("harness", "RunResult"),
@@ -154,6 +159,8 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.harness import ModelFactory, RunResult
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
+    from improver.judge import Judged, Proposal, read_proposals, save_proposals
+    from improver.judge import judge as judge_sessions
     from improver.lineage import Lineage, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage

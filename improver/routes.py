@@ -6,6 +6,7 @@ exports are kept. Every path under it is named here, and nowhere else.
     PROFILE-archive-TRAIN.json   every variant tried on those tasks (improver.archive)
     PROFILE-lineage.jsonl        every decision the loop made (improver.lineage)
     PROFILE-exported.json        what was exported for training (improver.export)
+    PROFILE-judged.json          marks a judge proposed, not yet accepted (improver.judge)
     PROFILE-loop.lock            held by one loop, adopt or undo of the profile at a time
 """
 
@@ -39,6 +40,9 @@ class Routes:
 
     def exported(self, profile: str) -> Path:
         return self.root / f"{profile}-exported.json"
+
+    def judged(self, profile: str) -> Path:
+        return self.root / f"{profile}-judged.json"
 
     def loop_lock(self, profile: str) -> Path:
         return self.root / f"{profile}-loop.lock"

@@ -1,12 +1,12 @@
 """`agentd improve`: the agent improving itself from its own work. The commands on tasks
 are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py, pass@k in
-evaluate.py."""
+evaluate.py, the judge in judge.py."""
 
 from __future__ import annotations
 
 import click
 
-from agentd.cli.improve import evaluate, loop, tasks
+from agentd.cli.improve import evaluate, judge, loop, tasks
 
 
 @click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
@@ -19,5 +19,6 @@ for _each in (tasks.mark, tasks.harvest, tasks.validate, tasks.env, tasks.export
 for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage):
     command.add_command(_each)
 command.add_command(evaluate.eval_command)
+command.add_command(judge.judge)
 
 lineage = loop.lineage  # also `agentd lineage`

@@ -9,6 +9,7 @@ import click
 
 from agentd.app.agent import run_env
 from agentd.app.envserver import serve_tasks
+from agentd.app.judge import accept
 from agentd.app.marks import mark_line, mark_session
 from agentd.app.tasks import export_profile, harvest_profile, validate_file
 from agentd.cli.options import App, emit_json, json_option, pass_app
@@ -31,19 +32,28 @@ from improver import (
 
 @click.command("mark")
 @click.argument("session")
-@click.option("--good/--bad", required=True, help="How the session went.")
+@click.option("--good/--bad", default=None, help="How the session went.")
+@click.option("--accept-judged", is_flag=True, help="Mark it as the judge proposed (agentd improve judge), accepted by your wallet.")
 @click.option("--note", default="", help="What went well or badly, for the record.")
 @click.option("--wallet", help="Sign the mark with this wallet (default: the profile's).")
 @json_option
 @pass_app
-def mark(app: App, session: str, good: bool, note: str, wallet: str | None, as_json: bool) -> None:
-    """Mark SESSION (any unique prefix of its id) as having gone well or badly.
+def mark(app: App, session: str, good: bool | None, accept_judged: bool, note: str, wallet: str | None, as_json: bool) -> None:
+    """Mark SESSION (any unique prefix of its id) as having gone well or badly, or as
+    its judge proposed (--accept-judged: the mark is recorded as the judge's, accepted
+    by the signing wallet, the judge's reason as its note).
 
     A later mark supersedes an earlier one; both stay on the ledger (agent.mark/v1).
     """
-    record = mark_session(app.home, session, good, note, wallet)
+    if (good is None) == (not accept_judged):
+        raise click.UsageError("give --good or --bad, or --accept-judged")
+    if accept_judged:
+        record, proposal = accept(app.home, session, wallet)
+        note = proposal.reason
+    else:
+        record = mark_session(app.home, session, bool(good), note, wallet)
     if as_json:
-        emit_json({"session": record.id, "outcome": record.mark, "note": note})
+        emit_json({"session": record.id, "outcome": record.mark, "note": note} | ({"by": f"judge:{proposal.model}"} if accept_judged else {}))
     else:
         click.echo(mark_line(record))
 
