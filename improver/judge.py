@@ -5,8 +5,8 @@ on the ledger, until a person accepts it; then it becomes a mark recorded as the
 judge's (`by: judge:MODEL`) and accepted by that person's wallet. The judge is asked
 for one JSON object, `{"mark": "good" | "bad", "reason": "..."}`; an answer that is not
 one, or a model that fails, proposes nothing and is counted with the reason. The judge
-is never trained; the caller keeps sealed sessions from it, so nothing is chosen on
-what a seal holds.
+is never trained; it is shown only sessions whose outcome is unknown, which never
+became tasks, so never a sealed one.
 """
 
 from __future__ import annotations

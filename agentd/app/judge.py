@@ -1,6 +1,10 @@
 """`agentd improve judge` and accepting what it proposes: a model proposes marks for the
 sessions nobody marked; a person accepts or declines each, and only an accepted one goes
-on the ledger, as the judge's mark accepted by that person's wallet."""
+on the ledger, as the judge's mark accepted by that person's wallet.
+
+Only sessions whose outcome is unknown are judged, and only sessions with a known outcome
+become tasks, so the judge is never shown a sealed task's session.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,18 @@ from dataclasses import dataclass, field
 from agentd.app.agent import model_factory
 from agentd.app.marks import mark_session
 from agentd.app.sessions import open_sessions
-from agentd.app.tasks import _sealed_sessions, transcript_of
+from agentd.app.tasks import transcript_of
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.sessions import SessionRecord
-from improver import Judged, Proposal, judge_sessions, open_seal, read_proposals, save_proposals, seals_of
+from improver import Judged, Proposal, judge_sessions, read_proposals, save_proposals
 
 
 @dataclass
 class JudgeRun:
     judged: Judged
-    passed_over: Counter[str] = field(default_factory=Counter)  # sealed, proposed already, beyond --limit
+    passed_over: Counter[str] = field(default_factory=Counter)  # proposed already, beyond --limit
 
 
 def judge_profile(home: Home, profile_name: str, spec: str, rubric: str = "", limit: int | None = None) -> JudgeRun:
@@ -32,14 +36,12 @@ def judge_profile(home: Home, profile_name: str, spec: str, rubric: str = "", li
     records = open_sessions(home).list(profile=profile.name)
     path = home.routes.judged(profile.name)
     proposals = read_proposals(path)
-    sealed_tasks = [t for p in seals_of(home.routes, profile.name) for t in open_seal(p).real_tasks]
-    sealed = _sealed_sessions(records, sealed_tasks, profile.name, profile.operator)
     run = JudgeRun(Judged())
     chosen: list[SessionRecord] = []
     for record in records:
         if record.outcome != "unknown":
             continue
-        reason = "sealed" if record.id in sealed else "proposed already" if record.id in proposals else None
+        reason = "proposed already" if record.id in proposals else None
         if reason is None and limit is not None and len(chosen) >= limit:
             reason = "beyond --limit"
         if reason:

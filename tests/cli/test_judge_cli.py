@@ -54,6 +54,8 @@ def test_the_judge_proposes_and_nothing_is_marked_until_accepted(agentd, session
 
 def test_accept_all_marks_every_proposal_and_bad_usage_is_refused(agentd, sessions: list[str]) -> None:
     good, bad, _ = sessions
+    limited = json.loads(agentd("improve", "judge", "invoices", "--model", "script:judge.toml", "--limit", "1", "--json").out)
+    assert [p["session"] for p in limited["proposed"]] == [good] and limited["passed_over"] == {"beyond --limit": 2}
     r = agentd("improve", "judge", "invoices", "--model", "script:judge.toml", "--accept", "all", "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["accepted"] == [good, bad]

@@ -26,8 +26,8 @@ def judge(app: App, profile: str, spec: str | None, rubric: str, limit: int | No
 
     Nothing is marked until a person accepts it (here, or with `agentd improve mark
     SESSION --accept-judged`); an accepted mark goes on the ledger as the judge's
-    (by: judge:MODEL) accepted by the signing wallet. Sealed sessions are never shown to
-    the judge. A judge that errors or answers out of form proposes nothing for that
+    (by: judge:MODEL) accepted by the signing wallet. Only sessions whose outcome is
+    unknown are judged: they never became tasks, so none is sealed. A judge that errors or answers out of form proposes nothing for that
     session; it is counted.
     """
     if spec is None and not review and answer is None:
