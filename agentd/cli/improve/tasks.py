@@ -170,7 +170,8 @@ def _validation_lines(result: Validation) -> None:
 @pass_app
 def env(app: App, tasks_file: Path, case: str | None, serve: bool, host: str, port: int, max_sessions: int) -> int:
     """Run tasks as episodes for a trainer: the policy being trained gives the model's
-    turns; the reward is the share of the task's checks that held.
+    turns; the reward is the share of the task's checks that held (or its rubric's
+    reward, when it has one).
 
     With --case, one task over stdio: each turn this writes {"request": {"messages",
     "tools", "max_tokens"}} and reads back {"message": {"role": "assistant", ...}} (text,
