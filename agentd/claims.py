@@ -43,6 +43,9 @@ def _mark(state: State, entry: Entry) -> None:
     _require(_one_of(body.get("outcome"), ("good", "bad")), "outcome must be good or bad")
     _require(isinstance(body.get("note", ""), str), "note must be text")
     _require(session["ended"] != "errored", "an errored session cannot be marked")
+    if "by" in body:  # proposed by someone else (a judge), accepted by whoever signs it
+        _require(isinstance(body["by"], str) and body["by"], "by must name who proposed the mark")
+        _require(body.get("accepted_by") == entry.author, "accepted_by must be the wallet that signs the mark")
 
 
 def _one_of(value: Any, allowed: tuple[str, ...]) -> bool:

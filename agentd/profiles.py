@@ -16,7 +16,7 @@ from typing import Any
 
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home, load_toml
-from improver import MATCHES, Case, EpisodeLimits, write_atomic
+from improver import MATCHES, Case, EpisodeLimits, ImproverError, Rubric, parse_rubric, write_atomic
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -75,6 +75,7 @@ class Profile:
     confidential: bool = False
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     learned: Learned = field(default_factory=Learned)
+    rubric: Rubric | None = None  # [rubric]: its tasks' gates and weights (improver.rubric)
 
     @property
     def toml_path(self) -> Path:
@@ -152,7 +153,17 @@ def _parse(name: str, folder: Path, path: Path, data: dict[str, Any]) -> Profile
         confidential=_get(data, "confidential", bool, where, default=False),
         limits=limits,
         learned=load_learned(folder / "learned.json"),
+        rubric=_rubric(data, names, where),
     )
+
+
+def _rubric(data: dict[str, Any], tools: list[str], where: str) -> Rubric | None:
+    if "rubric" not in data:
+        return None
+    try:
+        return parse_rubric(data["rubric"], tools)
+    except ImproverError as exc:
+        raise AgentdError(f"{where}: [rubric]: {exc}") from None
 
 
 def _limits(data: dict[str, Any], where: str) -> EpisodeLimits:

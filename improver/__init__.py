@@ -39,6 +39,8 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "encode_line": ("protocol", "encode_line"),
     # tasks, harvest, validation, episodes, export
     "MATCHES": ("tasks", "MATCHES"),
+    "Rubric": ("rubric", "Rubric"),
+    "parse_rubric": ("rubric", "parse_rubric"),
     "Task": ("tasks", "Task"),
     "TaskSet": ("tasks", "TaskSet"),
     "load_tasks": ("tasks", "load_tasks"),
@@ -51,7 +53,24 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "validate_tasks": ("validate", "validate"),
     "ModelFactory": ("harness", "ModelFactory"),
     "run_episode": ("env", "run_episode"),
+    "DEFAULT_ENV_HOST": ("openenv", "DEFAULT_HOST"),
+    "DEFAULT_ENV_PORT": ("openenv", "DEFAULT_PORT"),
+    "MAX_ENV_SESSIONS": ("openenv", "MAX_SESSIONS"),
+    "EnvServer": ("openenv", "EnvServer"),
+    "Evaluation": ("passk", "Evaluation"),
+    "Judged": ("judge", "Judged"),
+    "Proposal": ("judge", "Proposal"),
+    "judge_sessions": ("judge", "judge"),
+    "read_proposals": ("judge", "read_proposals"),
+    "save_proposals": ("judge", "save_proposals"),
+    "parse_ks": ("passk", "parse_ks"),
+    "run_eval": ("passk", "run_eval"),
+    "RunResult": ("harness", "RunResult"),
+    "EnvSetup": ("openenv", "EnvSetup"),
+    "env_address": ("openenv", "address"),
+    "env_socket": ("openenv", "listen"),
     "ENVIRONMENTS": ("export", "ENVIRONMENTS"),
+    "GROUPS": ("groups", "GROUPS"),
     "EXPORT_PASS_OVER": ("export", "EXPORT_PASS_OVER"),
     "Export": ("export", "Export"),
     "ExportRecord": ("export", "ExportRecord"),
@@ -155,13 +174,23 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.export import export as export_work
     from improver.files import append_line, read_lines, write_atomic
     from improver.git import apply_to, init_checkout
-    from improver.harness import ModelFactory
+    from improver.groups import GROUPS
+    from improver.harness import ModelFactory, RunResult
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
+    from improver.judge import Judged, Proposal, read_proposals, save_proposals
+    from improver.judge import judge as judge_sessions
     from improver.lineage import Lineage, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
     from improver.loop import Event, Interrupted, Loop, Stop
+    from improver.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
+    from improver.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
+    from improver.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
+    from improver.openenv import EnvServer, EnvSetup
+    from improver.openenv import address as env_address
+    from improver.openenv import listen as env_socket
+    from improver.passk import Evaluation, parse_ks, run_eval
     from improver.patchlimits import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, PatchLimits
     from improver.practice import Practice, PracticeRequest, with_practice, write_practice
     from improver.practice import Runner as PracticeRunner
@@ -188,6 +217,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.release import Commands
     from improver.release import releases as releases_of
     from improver.routes import Routes
+    from improver.rubric import Rubric, parse_rubric
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
     from improver.settings import load_settings
     from improver.stats import TESTS

@@ -122,6 +122,11 @@ def assistant_message(line: bytes, turn: int) -> dict[str, Any]:
         raise EpisodeAborted(f"turn {turn}: {exc}; send {{\"message\": {{\"role\": \"assistant\", ...}}}}") from None
     if kind != "message":
         raise EpisodeAborted(f"turn {turn}: expected {{\"message\": ...}}, got {kind!r}")
+    return checked_message(message, turn)
+
+
+def checked_message(message: dict[str, Any], turn: int) -> dict[str, Any]:
+    """The policy's message as the runtime is given it; EpisodeAborted saying what is wrong."""
     if message.get("role", "assistant") != "assistant":
         raise EpisodeAborted(f"turn {turn}: the message's role must be \"assistant\", not {message.get('role')!r}")
     content = message.get("content")

@@ -6,6 +6,7 @@
   so a session stays on its side from one export to the next.
 - `tasks.json` and `environments.jsonl`: the tasks to reinforce in (a task set file, and
   one line per task naming the command that runs it as an episode).
+- `groups.jsonl`: each task's runs in the loop's archive, with group-relative advantages (improver.groups).
 - `README.md`: what each file is.
 
 Passed over: sessions that did not finish, were compacted, held confidential content,
@@ -27,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from improver.archive import Archive
 from improver.chat import transcript_problem
 from improver.errors import ImproverError
 from improver.files import write_atomic
+from improver.groups import GROUPS, make_groups, readme_section
 from improver.locks import holding
 from improver.tasks import Task, TaskSet
 
@@ -87,6 +90,8 @@ class Export:
     not_good: int = 0  # sessions that did not go well (or whose outcome is unknown)
     passed_over: Counter[str] = field(default_factory=Counter)
     record: ExportRecord = ExportRecord()
+    groups: int = 0  # tasks in groups.jsonl
+    flat_groups: int = 0  # of them, groups with no signal
 
 
 def pass_over_reason(t: Transcript) -> str | None:
@@ -135,8 +140,10 @@ def export(
     record_path: Path,
     validation: float = VALIDATION_SHARE,
     force: bool = False,
+    archive: Archive | None = None,
 ) -> Export:
-    """Records what goes out in `record_path`, then writes the five files into `out`.
+    """Records what goes out in `record_path`, then writes the files into `out`
+    (groups.jsonl from `archive`, the loop's record of the runs on these tasks).
 
     The record comes first: an export that stops half-way has recorded more than it
     wrote, which only makes a later seal refuse more, never seal what was trained on."""
@@ -156,13 +163,16 @@ def export(
             (held if held_apart(t.id, validation) else train).append(t)
     report.sft, report.held_apart, report.tasks = len(train), len(held), len(taskset.tasks)
     report.record = record_exported(record_path, [t.id for t in train + held], taskset.tasks)
+    groups = make_groups(archive, taskset.tasks)
+    report.groups, report.flat_groups = len(groups.lines), groups.flat
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / SFT, _jsonl(sft_line(t) for t in train))
         write_atomic(out / SFT_VALIDATION, _jsonl(sft_line(t) for t in held))
         taskset.save(out / TASKS)
         write_atomic(out / ENVIRONMENTS, _jsonl(_environment(task, env_command) for task in taskset.tasks))
-        write_atomic(out / README, readme(report, taskset, env_command, validation))
+        write_atomic(out / GROUPS, groups.jsonl())
+        write_atomic(out / README, readme(report, taskset, env_command, validation) + readme_section(groups))
     except OSError as exc:
         raise ImproverError(
             f"cannot write the export into {out}: {exc.strerror or exc}; what it holds is recorded in {record_path} already"

@@ -41,7 +41,6 @@ import asyncio
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Union
 
-from improver.checks import score
 from improver.errors import ImproverError
 from improver.protocol import (
     Agent,
@@ -58,6 +57,7 @@ from improver.protocol import (
     decode_line,
     encode_line,
 )
+from improver.rubric import score_run
 from improver.runs import Call, Run
 from improver.tasks import Task
 from improver.variant import Variant
@@ -256,12 +256,12 @@ def _scored(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int)
         return RunResult(task.name, "errored", 0.0, [], run, episode.error, usage, turns, attempt, not episode.final)
     if episode.fault:
         run = Run(calls, ended.answer, "broken")
-        checked = score(task.checks, task.tools, run)
+        checked = score_run(task.checks, task.tools, run, task.rubric)
         failures = [f"the candidate broke the run: it {episode.fault}", *checked.failures]
         return RunResult(task.name, "failed", 0.0, failures, run, episode.fault, usage, turns, attempt)
     how = "limit" if episode.limit else ended.how
     run = Run(calls, ended.answer, how)
-    checked = score(task.checks, task.tools, run)
+    checked = score_run(task.checks, task.tools, run, task.rubric)
     outcome: RunOutcome = "passed" if checked.passed else "failed"
     reason = episode.limit or ended.reason
     return RunResult(task.name, outcome, checked.reward, checked.failures, run, reason, usage, turns, attempt)

@@ -30,6 +30,7 @@ from typing import Any
 from improver.chat import text_of, transcript_problem
 from improver.checks import changing_tools
 from improver.protocol import ASK_PERSON_TOOL
+from improver.rubric import Rubric
 from improver.runs import Call, Run
 from improver.standins import collect
 from improver.tasks import Task, TaskSet
@@ -76,8 +77,9 @@ def pass_over_reason(session: Session) -> str | None:
     return None
 
 
-def harvest(sessions: list[Session], profile: str, operator: str, stem: str) -> Harvest:
-    """Sessions in the order they started; returns the tasks and what was passed over."""
+def harvest(sessions: list[Session], profile: str, operator: str, stem: str, rubric: Rubric | None = None) -> Harvest:
+    """Sessions in the order they started; returns the tasks (each with the profile's
+    `rubric`, when it declares one) and what was passed over."""
     tasks: list[Task] = []
     passed_over: Counter[str] = Counter()
     malformed: dict[str, str] = {}
@@ -89,11 +91,11 @@ def harvest(sessions: list[Session], profile: str, operator: str, stem: str) -> 
         if reason:
             passed_over[reason] += 1
         else:
-            tasks.append(task_from(session, f"{stem}-{len(tasks) + 1}", profile))
+            tasks.append(task_from(session, f"{stem}-{len(tasks) + 1}", profile, rubric))
     return Harvest(TaskSet(profile, operator, tuple(tasks)), len(sessions), passed_over, malformed)
 
 
-def task_from(session: Session, name: str, profile: str) -> Task:
+def task_from(session: Session, name: str, profile: str, rubric: Rubric | None = None) -> Task:
     """The task a session makes; its transcript must be well formed (harvest checks)."""
     exchanges = exchanges_of(session.transcript)
     calls = tuple(call for call, _ in exchanges)
@@ -111,6 +113,7 @@ def task_from(session: Session, name: str, profile: str) -> Task:
         source={"session": session.id, "outcome": session.outcome, "claim": session.claim},
         solution=solution,
         failures=failures,
+        rubric=rubric,
     )
 
 

@@ -7,6 +7,7 @@ and record of exports are kept. Every path under it is named here, and nowhere e
     PROFILE-lineage.jsonl        every decision the loop made (improver.lineage)
     PROFILE-exported.json        what was exported for training (improver.export)
     PROFILE-practice-SET.json    practice tasks a model wrote (improver.practice)
+    PROFILE-judged.json          marks a judge proposed, not yet accepted (improver.judge)
     PROFILE-loop.lock            held by one loop, adopt or undo of the profile at a time
     PROFILE-code-archive-TRAIN.json  every code change tried on those tasks (improver.code)
     PROFILE-code-work/           a code run's clones and built trees, removed when it ends
@@ -51,6 +52,9 @@ class Routes:
 
     def exported(self, profile: str) -> Path:
         return self.root / f"{profile}-exported.json"
+
+    def judged(self, profile: str) -> Path:
+        return self.root / f"{profile}-judged.json"
 
     def loop_lock(self, profile: str) -> Path:
         return self.root / f"{profile}-loop.lock"

@@ -5,7 +5,8 @@ A task: its `name`, the `profile`, what was asked (`task`), the `tools` offered 
 answer}`), its `checks` (improver.checks), where it came from (`source`: `{session,
 outcome, claim}` for a harvested task), a `solution` (a run that passes every check:
 `{calls: [{tool, arguments}], answer, ended}`), its `failures` (runs of the same shape,
-each with a `why`, that must each fail a check), and its `digest`: SHA-256 of the
+each with a `why`, that must each fail a check), a `rubric` when its profile declares
+one (improver.rubric; absent otherwise), and its `digest`: SHA-256 of the
 task's RFC 8785 canonical JSON without the digest.
 
 A task set file: `{profile, operator, tasks, excluded: [{task, reason}], validated,
@@ -30,6 +31,7 @@ from improver import checks
 from improver.digests import canonical, digest
 from improver.errors import ImproverError
 from improver.files import write_atomic
+from improver.rubric import Rubric, parse_rubric
 from improver.runs import RUN_ENDINGS, Run
 from improver.standins import StandIns
 
@@ -68,9 +70,12 @@ class Task:
     source: dict[str, Any]
     solution: Run
     failures: tuple[Run, ...]
+    rubric: Rubric | None = None  # the profile's, when it declares one (improver.rubric)
 
     def content(self) -> dict[str, Any]:
-        """The task as JSON, without its digest: what the digest is taken over."""
+        """The task as JSON, without its digest: what the digest is taken over. A task
+        without a rubric has no "rubric" field, so its digest is what it always was."""
+        rubric = {"rubric": self.rubric.to_json()} if self.rubric is not None else {}
         return {
             "name": self.name,
             "profile": self.profile,
@@ -81,6 +86,7 @@ class Task:
             "source": self.source,
             "solution": self.solution.to_json(),
             "failures": [f.to_json() for f in self.failures],
+            **rubric,
         }
 
     @cached_property
@@ -242,6 +248,14 @@ def build_task(data: Any, where: str, index: int = 1, profile: str | None = None
         wrong = checks.problem(check)
         if wrong:
             raise ImproverError(f"{where}: field 'checks': check #{i + 1}: {wrong}")
+    rubric = None
+    if "rubric" in data:
+        try:
+            # Its selectors' tools are the profile's, checked when harvest wrote it: a
+            # session recorded before a tool was added need not offer it.
+            rubric = parse_rubric(data["rubric"])
+        except ImproverError as exc:
+            raise ImproverError(f"{where}: field 'rubric': {exc}") from None
     _run(data["solution"], f"{where}: field 'solution'")
     for i, failure in enumerate(data["failures"]):
         _run(failure, f"{where}: field 'failures': failure #{i + 1}", why=True)
@@ -255,6 +269,7 @@ def build_task(data: Any, where: str, index: int = 1, profile: str | None = None
         source=data["source"],
         solution=Run.from_json(data["solution"]),
         failures=tuple(Run.from_json(f) for f in data["failures"]),
+        rubric=rubric,
     )
 
 

@@ -5,6 +5,8 @@ replayed through the harness against its own stand-ins, must pass; each of its f
 (for a harvested task that went well, a run that does nothing and finishes; for one that
 went badly, the session's own run) must fail. A task that does not is left out of the
 set and kept under `excluded` with the reason, so the exclusion can be audited.
+Both are judged on the reward too, the rubric's when the task has one: the solution must
+score 1 and every failure less.
 """
 
 from __future__ import annotations
@@ -70,10 +72,17 @@ async def refusal(task: Task, operator: str = "") -> Refusal | None:
     solution = await _replayed(task, task.solution, variant)
     if not solution.passed:
         return Refusal(NO_RUN_PASSES, f"its solution does not pass (not held: {'; '.join(solution.failures)})")
+    if solution.reward < 1.0:
+        return Refusal(NO_RUN_PASSES, f"its solution scores {solution.reward:g} under the rubric, not 1: its checks carry no weight")
     for i, failure in enumerate(task.failures, 1):
         result = await _replayed(task, failure, variant)
         if result.passed:
             why = f"failure {i} ({failure.why}) passes it: its checks cannot tell that wrong run from a right one"
+            return Refusal(CARELESS_RUN_PASSES, why)
+        if result.reward >= solution.reward:
+            # Under a rubric a failed check may weigh nothing: the reward is what a
+            # trainer sees, so it must tell the wrong run from the right one too.
+            why = f"failure {i} ({failure.why}) scores the full reward under the rubric: its reward cannot tell that wrong run from a right one"
             return Refusal(CARELESS_RUN_PASSES, why)
     return None
 

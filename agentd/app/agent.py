@@ -38,9 +38,15 @@ def run_env(home: Home | None, tasks_file: Path, case: str, reader: BinaryIO, wr
     profile's lessons and limits are used when `home` holds it."""
     taskset = load_tasks(tasks_file)
     task = taskset.get(case)
-    lessons, limits = "", EpisodeLimits()
-    if home is not None and taskset.profile in list_profiles(home):
-        profile = load_profile(home, taskset.profile)
-        lessons, limits = profile.learned.lessons, profile.limits
+    lessons, limits = episode_settings(home, taskset.profile)
     result = asyncio.run(run_episode(task, taskset.operator, lessons, AGENT, reader, writer, limits))
     return 0 if result is not None else 1
+
+
+def episode_settings(home: Home | None, profile_name: str) -> tuple[str, EpisodeLimits]:
+    """The lessons and limits a trainer's episodes run with: the profile's when `home`
+    holds it, else none and the defaults (a task file needs no home)."""
+    if home is None or profile_name not in list_profiles(home):
+        return "", EpisodeLimits()
+    profile = load_profile(home, profile_name)
+    return profile.learned.lessons, profile.limits

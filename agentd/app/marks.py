@@ -15,7 +15,9 @@ from agentd.sessions import MARK_KIND, SessionRecord, settle
 from agentd.wallets import load_wallet
 
 
-def mark_session(home: Home, session: str, good: bool, note: str = "", wallet: str | None = None) -> SessionRecord:
+def mark_session(home: Home, session: str, good: bool, note: str = "", wallet: str | None = None, by: str | None = None) -> SessionRecord:
+    """Marks the session, signed by `wallet`; `by` names who proposed the mark when it was
+    not the signer (a judge: "judge:MODEL"), and the entry says the signer accepted it."""
     store = open_sessions(home, write=True)
     record = store.get(session)
     if record.ended == "errored":
@@ -27,7 +29,8 @@ def mark_session(home: Home, session: str, good: bool, note: str = "", wallet: s
     with store.writing(), open_ledger(home) as ledger:
         store.begin([record], MARK_KIND, ledger.size, outcome, note)
         try:
-            ledger.append(signer, MARK_KIND, {"session": record.id, "session_claim": record.claim_id, "outcome": outcome, "note": note})
+            body = {"session": record.id, "session_claim": record.claim_id, "outcome": outcome, "note": note}
+            ledger.append(signer, MARK_KIND, body | ({"by": by, "accepted_by": signer.id} if by else {}))
         except BaseException:
             settle(store, ledger)
             raise

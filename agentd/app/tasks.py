@@ -20,6 +20,7 @@ from agentd.sessions import SessionRecord
 from improver import (
     TASKS,
     VALIDATION_SHARE,
+    Archive,
     Export,
     ExportRecord,
     Harvest,
@@ -85,7 +86,9 @@ def harvest_profile(home: Home, profile_name: str, out: Path | None, stem: str |
     """Harvests and validates the profile's sessions; writes the set to `out` when given."""
     profile = load_profile(home, profile_name)
     records = open_sessions(home).list(profile=profile.name)
-    harvested = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"))
+    harvested = harvest_sessions(
+        [session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"), profile.rubric
+    )
     validation = asyncio.run(validate_tasks(harvested.taskset))
     if out is not None:
         validation.taskset.save(out)
@@ -142,6 +145,7 @@ def export_profile(
         home.routes.exported(profile.name),
         validation,
         force,
+        Archive.load(home.routes.archive(profile.name, taskset.digest), taskset.digest),
     )
 
 

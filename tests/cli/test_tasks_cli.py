@@ -192,7 +192,7 @@ def test_export_writes_training_data_and_records_it(agentd, home: Home, sessions
     out = tmp_path / "export"
     r = agentd("improve", "export", "invoices", "--out", out, "--validation", "0.5")
     assert r.code == 0, r.err
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "environments.jsonl", "sft-validation.jsonl", "sft.jsonl", "tasks.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "environments.jsonl", "groups.jsonl", "sft-validation.jsonl", "sft.jsonl", "tasks.json"]
     good = [s for s in sessions if s.outcome == "good" and s.ended == "done" and not s.compacted and not s.secrets]
     sft = [json.loads(line) for line in (out / "sft.jsonl").read_text().splitlines()]
     held = [json.loads(line) for line in (out / "sft-validation.jsonl").read_text().splitlines()]

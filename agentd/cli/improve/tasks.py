@@ -8,36 +8,52 @@ from pathlib import Path
 import click
 
 from agentd.app.agent import run_env
+from agentd.app.envserver import serve_tasks
+from agentd.app.judge import accept
 from agentd.app.marks import mark_line, mark_session
 from agentd.app.tasks import export_profile, harvest_profile, validate_file
 from agentd.cli.options import App, emit_json, json_option, pass_app
 from improver import (
+    DEFAULT_ENV_HOST,
+    DEFAULT_ENV_PORT,
     ENVIRONMENTS,
     EXPORT_PASS_OVER,
+    GROUPS,
     HARVEST_PASS_OVER,
+    MAX_ENV_SESSIONS,
     SFT,
     SFT_VALIDATION,
     TASKS,
     VALIDATION_SHARE,
+    TaskSet,
     Validation,
 )
 
 
 @click.command("mark")
 @click.argument("session")
-@click.option("--good/--bad", required=True, help="How the session went.")
+@click.option("--good/--bad", default=None, help="How the session went.")
+@click.option("--accept-judged", is_flag=True, help="Mark it as the judge proposed (agentd improve judge), accepted by your wallet.")
 @click.option("--note", default="", help="What went well or badly, for the record.")
 @click.option("--wallet", help="Sign the mark with this wallet (default: the profile's).")
 @json_option
 @pass_app
-def mark(app: App, session: str, good: bool, note: str, wallet: str | None, as_json: bool) -> None:
-    """Mark SESSION (any unique prefix of its id) as having gone well or badly.
+def mark(app: App, session: str, good: bool | None, accept_judged: bool, note: str, wallet: str | None, as_json: bool) -> None:
+    """Mark SESSION (any unique prefix of its id) as having gone well or badly, or as
+    its judge proposed (--accept-judged: the mark is recorded as the judge's, accepted
+    by the signing wallet, the judge's reason as its note).
 
     A later mark supersedes an earlier one; both stay on the ledger (agent.mark/v1).
     """
-    record = mark_session(app.home, session, good, note, wallet)
+    if (good is None) == (not accept_judged):
+        raise click.UsageError("give --good or --bad, or --accept-judged")
+    if accept_judged:
+        record, proposal = accept(app.home, session, wallet)
+        note = proposal.reason
+    else:
+        record = mark_session(app.home, session, bool(good), note, wallet)
     if as_json:
-        emit_json({"session": record.id, "outcome": record.mark, "note": note})
+        emit_json({"session": record.id, "outcome": record.mark, "note": note} | ({"by": f"judge:{proposal.model}"} if accept_judged else {}))
     else:
         click.echo(mark_line(record))
 
@@ -140,21 +156,48 @@ def _validation_lines(result: Validation) -> None:
 
 @click.command("env")
 @click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The task set file.")
-@click.option("--case", "case", required=True, help="The name of the task to run as an episode.")
+@click.option("--case", "case", help="The name of the task to run as one episode over stdin and stdout.")
+@click.option("--serve", is_flag=True, help="Serve every task of the set as an OpenEnv environment instead.")
+@click.option("--host", default=DEFAULT_ENV_HOST, show_default=True, help="With --serve: the address to listen on.")
+@click.option("--port", default=DEFAULT_ENV_PORT, show_default=True, type=click.IntRange(0, 65535), help="With --serve: the port (0: any free one).")
+@click.option(
+    "--max-sessions",
+    default=MAX_ENV_SESSIONS,
+    show_default=True,
+    type=click.IntRange(1),
+    help="With --serve: WebSocket sessions at once; one more is refused with CAPACITY_REACHED.",
+)
 @pass_app
-def env(app: App, tasks_file: Path, case: str) -> int:
-    """Run one task as an episode for a trainer: the policy being trained gives the
-    model's turns on stdin, a line at a time.
+def env(app: App, tasks_file: Path, case: str | None, serve: bool, host: str, port: int, max_sessions: int) -> int:
+    """Run tasks as episodes for a trainer: the policy being trained gives the model's
+    turns; the reward is the share of the task's checks that held (or its rubric's
+    reward, when it has one).
 
-    Each turn this writes {"request": {"messages", "tools", "max_tokens"}} and reads back
-    {"message": {"role": "assistant", ...}} (text, or tool calls the task's stand-ins
-    answer). At the end it writes {"done": {"case", "reward", "passed", "failures",
-    "calls", "ended"}}; reward is the share of the task's checks that held. A malformed
-    line from the policy ends the episode with {"error": ...} and exit status 1. The
-    task file's operator words are used and, when there is a home holding the profile,
-    its current lessons; no home is needed.
+    With --case, one task over stdio: each turn this writes {"request": {"messages",
+    "tools", "max_tokens"}} and reads back {"message": {"role": "assistant", ...}} (text,
+    or tool calls the task's stand-ins answer). At the end it writes {"done": {"case",
+    "reward", "passed", "failures", "calls", "ended"}}. A malformed line from the policy
+    ends the episode with {"error": ...} and exit status 1.
+
+    With --serve, every task as an OpenEnv environment on http://HOST:PORT (the address
+    is printed on stderr once it listens; Ctrl-C stops it): the WebSocket session at
+    /ws (reset, step, state, close), GET /health, /metadata, /schema, /state and the
+    stateless POST /reset and /step. An episode that could not be run (not the
+    policy's doing) ends with outcome "errored" and reward null. See the README.
+
+    The task file's operator words are used and, when there is a home holding the
+    profile, its current lessons and limits; no home is needed.
     """
-    return run_env(app.home_if_any(), tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
+    if serve == (case is not None):
+        raise click.UsageError("give --case NAME (one episode over stdio) or --serve (an OpenEnv server), not both")
+    if case is not None:
+        return run_env(app.home_if_any(), tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
+
+    def listening(address: str, taskset: TaskSet) -> None:
+        click.echo(f"serving {_n(len(taskset.tasks), 'task')} of profile {taskset.profile} as an OpenEnv environment on {address}", err=True)
+
+    serve_tasks(app.home_if_any(), tasks_file, host, port, max_sessions, listening)
+    return 0
 
 
 @click.command("export")
@@ -179,7 +222,9 @@ def env(app: App, tasks_file: Path, case: str) -> int:
 def export(app: App, profile: str, out: Path, validation: float, tasks_file: Path | None, force: bool, as_json: bool) -> None:
     """Write PROFILE's work out for a trainer: sft.jsonl (sessions that went well, in
     OpenAI's chat fine-tuning format), sft-validation.jsonl (held apart), tasks.json and
-    environments.jsonl (tasks to reinforce in), and a README.md saying what each is.
+    environments.jsonl (tasks to reinforce in), groups.jsonl (each task's runs in the
+    loop's archive with group-relative advantages, for GRPO-style training), and a
+    README.md saying what each is.
 
     Sessions that did not finish, were compacted, are confidential, hold a secret this
     machine keeps, whose task is sealed or whose transcript is malformed are passed over.
@@ -197,6 +242,8 @@ def export(app: App, profile: str, out: Path, validation: float, tasks_file: Pat
                 "sft_validation": report.held_apart,
                 "tasks": report.tasks,
                 "not_good": report.not_good,
+                "groups": report.groups,
+                "groups_without_signal": report.flat_groups,
                 "passed_over": {reason: report.passed_over[reason] for reason in EXPORT_PASS_OVER},
                 "record": str(record),
             }
@@ -206,6 +253,7 @@ def export(app: App, profile: str, out: Path, validation: float, tasks_file: Pat
     click.echo(f"  {SFT}: {_n(report.sft, 'session')} that went well")
     click.echo(f"  {SFT_VALIDATION}: {_n(report.held_apart, 'session')} held apart for validation")
     click.echo(f"  {TASKS}, {ENVIRONMENTS}: {_n(report.tasks, 'task')}")
+    click.echo(f"  {GROUPS}: {_n(report.groups, 'task')} with runs in the loop's archive ({report.flat_groups} with no signal)")
     click.echo("passed over: " + ", ".join(f"{report.passed_over[r]} {r}" for r in EXPORT_PASS_OVER))
     if report.not_good:
         click.echo(f"not in {SFT}: {_n(report.not_good, 'session')} that did not go well or whose outcome is unknown")
