@@ -39,6 +39,7 @@ class RunRequest:
     proposer: str
     rounds: int = 1
     runs: int = 4
+    baseline_runs: int | None = None  # default: improver's BASELINE_FACTOR x runs
     apply: bool = False
     wallet: str | None = None
     models: tuple[str, ...] = ()
@@ -79,6 +80,8 @@ def _loop(
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
+    if request.baseline_runs is not None and request.baseline_runs < request.runs:
+        raise AgentdError(f"--baseline-runs ({request.baseline_runs}) must be at least --runs ({request.runs})")
     profile = load_profile(home, profile_name)
     seal = current_seal(home.routes, profile_name)
     train = seal.train()
@@ -109,6 +112,7 @@ def _loop(
             archive=Archive.load(home.routes.archive(profile_name, train.digest), train.digest),
             lineage=lineage_of(home, profile_name),
             runs=request.runs,
+            baseline_runs=request.baseline_runs,
             limits=profile.limits,
             concurrency=request.concurrency,
             publish=publish if signer else None,

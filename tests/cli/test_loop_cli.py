@@ -59,12 +59,12 @@ def test_the_lesson_is_kept_published_and_applied(agentd, home: Home) -> None:
     assert kinds[:3] == ["baseline", "round", "tried"]
     assert kinds.count("kept") == 1 and kinds.count("turned down") == 2
     baseline = got[0]
-    assert (baseline["passed"], baseline["judged"]) == (12, 24)
+    assert (baseline["passed"], baseline["judged"]) == (48, 96)  # 16 baseline runs of 6 tasks
     kept = next(e for e in got if e["event"] == "kept")
-    assert kept["choose"]["change"] == [24, 24] and kept["choose"]["current"] == [12, 24]
-    assert kept["sealed"]["change"] == [24, 24] and kept["sealed"]["current"] == [12, 24]
+    assert kept["choose"]["change"] == [24, 24] and kept["choose"]["current"] == [48, 96]
+    assert kept["sealed"]["change"] == [24, 24] and kept["sealed"]["current"] == [48, 96]
     assert kept["level"] == 0.0125 and kept["confirmation"] == 1 and kept["test"] == "newcombe"
-    assert "newcombe test, 98.75% interval" in kept["text"]
+    assert "newcombe test, 97.5% interval" in kept["text"]  # its lower end: one-sided at 0.05/4
     leak = [e for e in got if e["event"] == "turned down"][0]
     assert "shares a run of words with sealed task work-" in leak["text"]
     assert load_profile(home, PROFILE).learned.lessons == LESSON
@@ -193,7 +193,7 @@ def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home, budget: in
     sealed(home, wallet=None)
     toml = home.profiles_dir / PROFILE / "profile.toml"
     toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
-    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--rounds", "3", "--max-tokens", str(budget))
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--baseline-runs", "2", "--rounds", "3", "--max-tokens", str(budget))
     assert code == 1
     stop = next(e for e in got if e["event"] == "stopped")
     assert f"budget of {budget} tokens" in stop["text"]
@@ -378,7 +378,7 @@ def test_long_trials_report_progress(home: Home) -> None:
     heard: list[str] = []
     run_improvement(home, PROFILE, RunRequest(PROPOSER, rounds=1, runs=2), lambda e: None, progress=heard.append)
     assert heard and all(" runs" in h and h.startswith("trial of variant ") for h in heard)
-    assert any(h.endswith(": 12/12 runs") for h in heard)  # the agent as it is: 6 tasks x 2 runs
+    assert any(h.endswith(": 48/48 runs") for h in heard)  # the agent as it is: 6 tasks x 8 baseline runs
 
 
 def test_a_canary_anywhere_in_an_answer_stops_the_loop_before_any_change_is_tried(agentd, home: Home) -> None:
@@ -394,7 +394,7 @@ def test_a_canary_anywhere_in_an_answer_stops_the_loop_before_any_change_is_trie
 def test_a_baseline_task_left_without_a_judged_run_is_tried_again(agentd, home: Home) -> None:
     sealed(home, wallet=None)
     archive_runs = events(agentd, "--proposer", PROPOSER, "--runs", "2")[1][0]
-    assert archive_runs["judged"] == 12
+    assert archive_runs["judged"] == 48  # 6 tasks x 8 baseline runs (4 x --runs)
     path = next(home.routes.root.glob(f"{PROFILE}-archive-*.json"))
     data = json.loads(path.read_text())
     base = data["variants"][0]
@@ -403,7 +403,7 @@ def test_a_baseline_task_left_without_a_judged_run_is_tried_again(agentd, home: 
     base["errored"] = 2
     path.write_text(json.dumps(data))
     code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
-    assert code == 0 and got[0]["judged"] == 12 and got[0]["errored"] == 0
+    assert code == 0 and got[0]["judged"] == 48 and got[0]["errored"] == 0
     assert not any(e["event"] == "not judged" for e in got)
 
 
