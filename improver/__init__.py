@@ -72,6 +72,9 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "make_seal": ("seal", "make_seal"),
     "open_seal": ("seal", "open_seal"),
     "seals_of": ("seal", "seals_of"),
+    "LEFT_OUT": ("separation", "LEFT_OUT"),
+    "Separation": ("separation", "Separation"),
+    "seal_claims": ("separation", "seal_claims"),
     "TESTS": ("stats", "TESTS"),
     "Archive": ("archive", "Archive"),
     "load_settings": ("settings", "load_settings"),
@@ -164,6 +167,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     )
     from improver.routes import Routes
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
+    from improver.separation import LEFT_OUT, Separation, seal_claims
     from improver.settings import load_settings
     from improver.stats import TESTS
     from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema

@@ -49,6 +49,8 @@ def published() -> tuple[State, str]:
         ("confirmations", [4], "confirmations must be a count"),
         ("level", [0.0125], "level must be 0.05/4"),
         ("test", ["newcombe"], "test must be one of"),
+        ("contents", "d" * 64, "contents must be a list"),
+        ("contents", ["not hex"], "contents must be a list"),
     ],
 )
 def test_a_seal_claim_with_a_field_of_the_wrong_kind_is_refused(field: str, value: Any, expected: str) -> None:
@@ -81,3 +83,11 @@ def test_an_improvement_that_names_its_seal_and_follows_an_earlier_one_gets_in()
     assert state.ns("seals")[seal_claim]["spent"] == 3
     with pytest.raises(RuleViolation, match="already claimed"):
         apply(state, "agent.improvement/v1", {"seal_claim": seal_claim, "confirmation": 2, "follows": None})
+
+
+def test_a_seal_claim_naming_a_task_sealed_before_is_refused_naming_the_claim() -> None:
+    state = State(size=1)
+    first = apply(state, "agent.seal/v1", {**SEAL, "contents": ["d" * 64, "e" * 64]})
+    with pytest.raises(RuleViolation, match=f"content key {'e' * 64} was sealed already, by claim {first.claim_id}"):
+        apply(state, "agent.seal/v1", {**SEAL, "seal": "fedcba9876543210", "contents": ["f" * 64, "e" * 64]})
+    apply(state, "agent.seal/v1", {**SEAL, "seal": "fedcba9876543210", "contents": ["f" * 64]})
