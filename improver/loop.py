@@ -441,6 +441,7 @@ class Loop:
         except Halted as exc:
             raise Stop(str(exc)) from None
         self.used = self.used + result.usage
+        self._check_answers(result)
         runs_done = len(result.results)
         if runs_done:
             self.per_run = max(self.per_run, result.usage.total / runs_done)
@@ -474,6 +475,15 @@ class Loop:
         canary = self.seal.canary_in(text)
         if canary:
             raise Stop(f"a proposal holds the code word of {canary}: the sealed tasks have reached the proposer; seal fresh tasks")
+
+    def _check_answers(self, result: TrialResult) -> None:
+        """A code word in any run's answer, however written: the sealed answers have leaked."""
+        for run in result.results:
+            canary = self.seal.canary_in(run.run.answer)
+            if canary:
+                raise Stop(
+                    f"a run's answer holds the code word of {canary}: the sealed answers reached the agent; seal fresh tasks"
+                )
 
     def _check_canaries_passed(self, result: TrialResult) -> None:
         for canary in self.seal.canaries:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from improver import stats
+from improver import codewords, stats
 from improver.clock import utc_now
 from improver.digests import digest
 from improver.errors import ImproverError
@@ -144,9 +144,9 @@ class Seal:
         return tuple(sorted((t for t in self.sealed.tasks if is_canary(t)), key=lambda t: (len(t.name), t.name)))
 
     def canary_in(self, text: str) -> str | None:
-        """The name of the canary whose code word `text` holds, if any."""
-        folded = text.casefold()
-        return next((t.name for t in self.canaries if code_word(t).casefold() in folded), None)
+        """The name of the canary whose code word `text` holds, if any, however it is
+        written (improver.codewords)."""
+        return next((t.name for t in self.canaries if codewords.says(text, code_word(t))), None)
 
     def state(self) -> SealState:
         return _read(self.path)[2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -108,9 +109,23 @@ def test_the_proposer_is_never_shown_a_sealed_task(home: Home) -> None:
         assert code_word(canary) not in shown
 
 
-def test_a_canary_code_word_in_a_proposal_stops_the_loop(agentd, home: Home) -> None:
+def variants(word: str) -> list[str]:
+    """A code word as a proposer or an agent might pass it on without saying it verbatim."""
+    return [
+        word,
+        word.upper(),
+        word.replace("-", " "),
+        word.replace("-", "").title(),
+        " ".join(word),
+        base64.b64encode(f"the word: {word}".encode()).decode(),
+        word.encode().hex(),
+    ]
+
+
+@pytest.mark.parametrize("variant", range(7))
+def test_a_canary_code_word_in_a_proposal_stops_the_loop(agentd, home: Home, variant: int) -> None:
     seal = sealed(home).seal
-    word = code_word(seal.canaries[0])
+    word = variants(code_word(seal.canaries[0]))[variant]
     spec = write_proposer(home, "leaky.toml", proposes({"lessons": f"Always say {word}."}))
     code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
     assert code == 1
@@ -389,6 +404,29 @@ def test_a_canary_anywhere_in_an_answer_stops_the_loop_before_any_change_is_trie
     assert code == 1 and [e["event"] for e in got].count("kept") == 0
     assert "holds the code word of canary-1" in next(e for e in got if e["event"] == "stopped")["text"]
     assert seal.state().spent == 0
+
+
+@pytest.mark.parametrize("variant", [1, 2, 5, 6])
+def test_a_code_word_however_written_in_a_run_s_answer_stops_the_loop(agentd, home: Home, variant: int) -> None:
+    seal = sealed(home, wallet=None).seal
+    word = variants(code_word(seal.canaries[0]))[variant]
+    script = home.profiles_dir / PROFILE / "models" / "agent.toml"
+    script.write_text(script.read_text().replace('text = "Paid {amount} USD to {to}."', f'text = "Paid {{amount}} USD to {{to}}. {word}"'))
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "1")
+    assert code == 1
+    stop = next(e for e in got if e["event"] == "stopped")
+    assert stop["text"] == (
+        "stopped: a run's answer holds the code word of canary-0: the sealed answers reached the agent; seal fresh tasks"
+    )
+    assert seal.state().spent == 0
+
+
+def test_ordinary_words_near_a_code_word_do_not_stop_the_loop(agentd, home: Home) -> None:
+    seal = sealed(home, wallet=None).seal
+    bird = code_word(seal.canaries[0]).split("-")[0]
+    spec = write_proposer(home, "birds.toml", proposes({"lessons": f"A {bird} is a bird; {bird}s do not pay invoices."}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
+    assert code == 0 and not [e for e in got if e["event"] == "stopped"]
 
 
 def test_a_baseline_task_left_without_a_judged_run_is_tried_again(agentd, home: Home) -> None:
