@@ -81,6 +81,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "Variant": ("variant", "Variant"),
     "Event": ("loop", "Event"),
     "Interrupted": ("loop", "Interrupted"),
+    "BudgetTooSmall": ("loop", "BudgetTooSmall"),
     "Loop": ("loop", "Loop"),
     "Stop": ("loop", "Stop"),
     "Lineage": ("lineage", "Lineage"),
@@ -145,7 +146,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.lineage import Lineage, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
-    from improver.loop import Event, Interrupted, Loop, Stop
+    from improver.loop import BudgetTooSmall, Event, Interrupted, Loop, Stop
     from improver.protocol import (
         ASK_PERSON_TOOL,
         ENDINGS,

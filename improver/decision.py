@@ -250,8 +250,9 @@ def gate(why: str) -> Decision:
     return Decision(Outcome.TURNED_DOWN, CHOOSE, reason=why)
 
 
-def not_judged(thin: list[str]) -> Decision:
-    return Decision(Outcome.NOT_JUDGED, CHOOSE, thin=tuple(thin))
+def not_judged(part: str, thin: list[str]) -> Decision:
+    """NOT_JUDGED: errored runs left these tasks without a judged run in either arm."""
+    return Decision(Outcome.NOT_JUDGED, part, thin=tuple(thin))
 
 
 def _only(tallies: Mapping[str, Tally], names: tuple[str, ...] | list[str]) -> dict[str, Tally]:

@@ -65,6 +65,10 @@ class Interrupted(Stop):
     """Asked to stop (SIGTERM, Ctrl-C): not a verdict on anything."""
 
 
+class BudgetTooSmall(Stop):
+    """--max-tokens is below what one run may cost: refused before anything is spent."""
+
+
 @dataclass
 class Loop:
     profile: str
@@ -94,6 +98,11 @@ class Loop:
             self.baseline_runs = decision.BASELINE_FACTOR * self.runs
         if self.baseline_runs < self.runs:
             raise Stop(f"--baseline-runs ({self.baseline_runs}) must be at least --runs ({self.runs})")
+        if self.max_tokens is not None and self.max_tokens < self.limits.max_tokens:
+            raise BudgetTooSmall(
+                f"--max-tokens {self.max_tokens} is less than one run may cost (the profile's limit of "
+                f"{self.limits.max_tokens} tokens a run): give at least {self.limits.max_tokens}"
+            )
         self.train = self.seal.train()
         self.sealed_text = SealedText.of(self.seal.real_tasks)
         self.used = TokenUsage()
@@ -295,7 +304,7 @@ class Loop:
         errored = {"choose": errored_choose, "sealed": mine.errored + now.errored}
         thin = _thin(change_tallies, current_tallies, real)
         if thin:
-            self._not_judged(decision.not_judged(thin), label, change, parent, errored["sealed"])
+            self._not_judged(decision.not_judged(SEALED, thin), label, change, parent, errored["sealed"])
             return
         if self.seal.terms.holdout is not None:
             try:

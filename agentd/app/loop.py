@@ -16,13 +16,14 @@ from agentd.app.adopt import holding_loop_lock, lineage_of, make_current
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
 from agentd.app.seals import settle_seals
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.providers import make_model
 from agentd.wallets import load_wallet
 from improver import (
     Archive,
+    BudgetTooSmall,
     Event,
     Loop,
     Model,
@@ -123,6 +124,8 @@ def _loop(
             on_event=on_event,
             progress=progress,
         )
+    except BudgetTooSmall as exc:
+        raise WrongValue(str(exc)) from None
     except Stop as exc:
         raise AgentdError(str(exc)) from None
 

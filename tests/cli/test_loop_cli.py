@@ -203,7 +203,21 @@ def test_the_kill_switch_stops_the_loop_before_it_starts(agentd, home: Home) -> 
     assert not lineage_of(home, PROFILE).path.exists()
 
 
-@pytest.mark.parametrize("budget", [0, 1000, 5000])
+@pytest.mark.parametrize("budget", [0, 1000, 1999])
+def test_a_budget_smaller_than_one_run_is_refused_before_anything_is_spent(agentd, home: Home, budget: int) -> None:
+    sealed(home, wallet=None)
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
+    r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER, "--max-tokens", str(budget))
+    assert r.code == 2 and r.out == ""
+    assert r.err == (
+        f"agentd: error: --max-tokens {budget} is less than one run may cost (the profile's limit of 2000 tokens a run): "
+        "give at least 2000\n"
+    )
+    assert not lineage_of(home, PROFILE).path.exists() and not list(home.routes.root.glob(f"{PROFILE}-archive-*"))
+
+
+@pytest.mark.parametrize("budget", [2000, 5000])
 def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home, budget: int) -> None:
     sealed(home, wallet=None)
     toml = home.profiles_dir / PROFILE / "profile.toml"
