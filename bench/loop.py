@@ -18,13 +18,13 @@ often its decision rule keeps a change that does nothing.
    append), the loop's files and the rest, by wrapping those calls from here. Once on a
    seal with the newcombe test (the default) and once, from a copy of the same home, on
    one with the paired test.
-3. The decision rule end to end, through bench/decisions.py's `simulate`: N tasks to
-   choose on and N sealed, 4 runs, 4 confirmations at 0.05/4, with each test: how many
-   null changes a seal keeps (goal: at most 5%), and, beside them, how many real gains
-   of +10 and +20 points the same rule keeps.
+3. The decision rule end to end, through bench/decisions.py (improver.decision itself):
+   N tasks to choose on and N sealed, 4 runs, 4 confirmations at 0.05/4 one-sided, with
+   each test: how many seals keep a null change (goal: at most 5%), and, beside them,
+   how many real gains of +10 and +20 points the same rule keeps.
 
-    python bench/loop.py            # N = 80 and 50,000 simulated changes a line: about a minute
-    python bench/loop.py --quick    # N = 40 and 5,000, for a look
+    python bench/loop.py            # N = 80 and 2,000 simulated changes a line: a few minutes
+    python bench/loop.py --quick    # N = 40 and 300, for a look
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from decisions import simulate  # noqa: E402  (bench/decisions.py: a script's own folder is on sys.path)
+from decisions import FAMILY_SEALS, PRIORS, family_false_keep, kept_rate  # noqa: E402  (a script's own folder is on sys.path)
 from timing import Stopwatch  # noqa: E402
 
 import improver.harness  # noqa: E402
@@ -63,6 +63,7 @@ from agentd.providers.script import ScriptModel  # noqa: E402
 from agentd.wallets import log_key, wallet_path  # noqa: E402
 from improver import stats  # noqa: E402
 from improver.archive import Archive  # noqa: E402
+from improver.decision import BASELINE_FACTOR  # noqa: E402
 from improver.lineage import Lineage  # noqa: E402
 from improver.loop import Event, Loop  # noqa: E402
 from improver.seal import Seal, SealRequest  # noqa: E402
@@ -76,9 +77,7 @@ CONFIRMATIONS = 4
 SUPPLIERS = ("Acme", "Initech", "Umbrella", "Hooli", "Globex", "Soylent")
 ITEMS = ("paper", "staplers", "toner", "coffee", "cables", "pens")
 PAYEES = ("mallory", "eve", "trudy")
-PRIORS = {"Beta(0.5,0.5)": (0.5, 0.5), "Beta(1,1)": (1.0, 1.0)}
 GOAL = 0.05  # the share of a seal's null changes it may keep
-GAINS = (0.10, 0.20)  # real gains simulated beside the null changes, in pass probability
 # What the bench unsets: a ledger URL would take the ledger out of the temporary home,
 # and a wallet passphrase would make every session pay scrypt to open the wallet.
 UNSET = ("AGENTD_LEDGER_URL", "AGENTD_WALLET_PASSPHRASE")
@@ -158,7 +157,7 @@ def seal(home: Home, test: str) -> str:
 
 # -- 2. one round --------------------------------------------------------------------
 
-STATS = ("compare", "compare_newcombe", "compare_paired", "lost_tasks", "thompson_pick")
+STATS = ("compare", "compare_newcombe", "compare_paired", "sign_flip_pvalues", "thompson_pick")
 
 
 @dataclass
@@ -244,36 +243,18 @@ def report_round(rounds: list[Round]) -> None:
 
 
 def decision_rule(tasks: int, changes: int, seed: int) -> None:
-    level = stats.confirmation_level(CONFIRMATIONS)
-    print(f"3. the decision rule, by simulation (bench/decisions.py's simulate): {tasks} tasks to choose on and {tasks} "
-          f"sealed, {RUNS} runs, {CONFIRMATIONS} confirmations at 0.05/{CONFIRMATIONS}; {changes:,} changes a line")  # fmt: skip
-    rates = {
-        (name, gain): simulate(tasks, RUNS, prior, gain, changes, np.random.default_rng([seed, p, g]), CONFIRMATIONS)
-        for p, (name, prior) in enumerate(PRIORS.items())
-        for g, gain in enumerate((0.0, *GAINS))
-    }
-    print(f"   null changes: {'test':<9} {'prior':<14} {'screened':>9} {'confirmed':>10} {'kept':>8}   per seal, at most   goal {GOAL:.0%}")
-    for test in stats.TESTS:
-        for name in PRIORS:
-            r = rates[name, 0.0][test]
-            # A seal spends a confirmation only on a screened change, and allows CONFIRMATIONS
-            # of them; a null change is kept only if its sealed runs confirm it, which they do
-            # with chance `confirmed` whatever the screen did (other tasks, other runs). So
-            # however a seal's confirmations depend on each other, it keeps a null change with
-            # chance at most CONFIRMATIONS x confirmed (taken 2 standard errors up).
-            bound = CONFIRMATIONS * (r.confirmed + 2 * np.sqrt(r.confirmed * (1 - r.confirmed) / changes))
-            verdict = "meets" if bound <= GOAL else "MISSES"
-            print(f"                 {test:<9} {name:<14} {r.screened:9.3%} {r.confirmed:10.3%} {r.kept:8.4%}   {bound:17.2%}   {verdict}")
-    print(f"   (a confirmation alone is held to {level / 2:.3%}, one-sided, so a seal's nominal bound is {CONFIRMATIONS * level / 2:.1%}; "
-          f"kept also asks that no task the agent passes is lost, on either part)")  # fmt: skip
-    gains = "".join(f"{f'+{g * 100:.0f} points':>20}" for g in GAINS)
-    print("   real gains (each task's pass chance raised by so much, at most to 1): kept by the loop's rule "
-          "(in brackets: screened and confirmed without its 'no task lost' condition)")
-    print(f"   real gains:   {'test':<9} {'prior':<14}{gains}")
-    for test in stats.TESTS:
-        for name in PRIORS:
-            cells = "".join(f"{rates[name, g][test].kept:9.2%} ({rates[name, g][test].both:6.2%})" for g in GAINS)
-            print(f"                 {test:<9} {name:<14}{cells}")
+    """Through bench/decisions.py, which decides with improver.decision itself."""
+    print(f"3. the decision rule, by simulation (bench/decisions.py): {tasks} tasks a part, {RUNS} runs of a change, "
+          f"{BASELINE_FACTOR * RUNS} of the agent, {CONFIRMATIONS} confirmations at 0.05/{CONFIRMATIONS} one-sided; "
+          f"{changes:,} changes (null: {FAMILY_SEALS * changes:,} seals) a line")  # fmt: skip
+    print(f"   {'test':<9} {'prior':<14} {'null, per seal':>15} {'+10 kept':>9} {'+20 kept':>9}   goal: null at most {GOAL:.0%}")
+    for p, name in enumerate(PRIORS):
+        for t, test in enumerate(stats.TESTS):
+            rng = np.random.default_rng([seed, p, t])
+            null = family_false_keep(tasks, name, test, FAMILY_SEALS * changes, BASELINE_FACTOR * RUNS, rng)
+            gains = [kept_rate(tasks, name, test, g, "uniform", changes, BASELINE_FACTOR * RUNS, rng).rate for g in (10, 20)]
+            verdict = "meets" if null.rate <= GOAL else "MISSES"
+            print(f"   {test:<9} {name:<14} {null.rate:15.2%} {gains[0]:9.2%} {gains[1]:9.2%}   {verdict}")
 
 
 # -- main ----------------------------------------------------------------------------
@@ -290,13 +271,13 @@ def at_least(least: int) -> Callable[[str], int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="40 tasks to choose on and 5,000 simulated changes a line.")
+    parser.add_argument("--quick", action="store_true", help="40 tasks to choose on and 300 simulated changes a line.")
     parser.add_argument("--tasks", type=at_least(4), help="tasks to choose on (as many are sealed); default 80, 40 with --quick")
-    parser.add_argument("--changes", type=at_least(1), help="changes simulated a line; default 50,000, 5,000 with --quick")
+    parser.add_argument("--changes", type=at_least(1), help="changes simulated a line; default 2,000, 300 with --quick")
     parser.add_argument("--seed", type=int, default=6, help="seed of the simulation")
     args = parser.parse_args()
     tasks = args.tasks or (40 if args.quick else 80)
-    changes = args.changes or (5_000 if args.quick else 50_000)
+    changes = args.changes or (300 if args.quick else 2_000)
     for name in UNSET:
         os.environ.pop(name, None)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # in step with the progress on stderr

@@ -91,12 +91,16 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "make_seal": ("seal", "make_seal"),
     "open_seal": ("seal", "open_seal"),
     "seals_of": ("seal", "seals_of"),
+    "LEFT_OUT": ("separation", "LEFT_OUT"),
+    "Separation": ("separation", "Separation"),
+    "seal_claims": ("separation", "seal_claims"),
     "TESTS": ("stats", "TESTS"),
     "Archive": ("archive", "Archive"),
     "load_settings": ("settings", "load_settings"),
     "Variant": ("variant", "Variant"),
     "Event": ("loop", "Event"),
     "Interrupted": ("loop", "Interrupted"),
+    "BudgetTooSmall": ("loop", "BudgetTooSmall"),
     "Loop": ("loop", "Loop"),
     "Stop": ("loop", "Stop"),
     "Practice": ("practice", "Practice"),
@@ -183,7 +187,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.lineage import Lineage, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
-    from improver.loop import Event, Interrupted, Loop, Stop
+    from improver.loop import BudgetTooSmall, Event, Interrupted, Loop, Stop
     from improver.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
     from improver.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
     from improver.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
@@ -219,6 +223,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.routes import Routes
     from improver.rubric import Rubric, parse_rubric
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
+    from improver.separation import LEFT_OUT, Separation, seal_claims
     from improver.settings import load_settings
     from improver.stats import TESTS
     from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema

@@ -43,6 +43,16 @@ def _seal(state: State, entry: Entry) -> None:
     _require(isinstance(body["test"], str) and body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}")
     seals: dict[str, Any] = state.ns("seals")
     _require(all(s["seal"] != body["seal"] for s in seals.values()), f"seal {body['seal']} is already published")
+    contents = body.get("contents", [])  # absent from seals published before they were carried
+    _require(
+        isinstance(contents, list) and all(isinstance(c, str) and HEX64.fullmatch(c) for c in contents),
+        "contents must be a list of the sealed tasks' content keys (SHA-256 in hex)",
+    )
+    sealed: dict[str, str] = state.ns("sealed_contents")
+    again = next((c for c in contents if c in sealed), None)
+    _require(again is None, f"a task with content key {again} was sealed already, by claim {sealed.get(again or '')}")
+    for content in contents:
+        sealed[content] = entry.claim_id
     seals[entry.claim_id] = {"seal": body["seal"], "pulse": entry.pulse, "confirmations": k, "spent": 0}
 
 

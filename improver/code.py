@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from improver.archive import Archived
 from improver.coder import INSTRUCTIONS, Coded, code, messages_for
+from improver.decision import Decision
 from improver.git import clone_at, diff_of, files_of, mirror, refused, source_commit
 from improver.harness import Candidate, Command
 from improver.loop import Interrupted, Loop, Stop
@@ -36,7 +37,6 @@ from improver.release import KIND as RELEASE_KIND
 from improver.release import Commands, patch_digest, record, release_id, save
 from improver.routes import Routes
 from improver.stats import Comparison
-from improver.trials import TrialResult
 from improver.variant import Variant
 from sandbox import Limits, Result, Runner, SandboxError, shell_request
 
@@ -214,12 +214,12 @@ class CodeLoop(Loop):
         task = self.sealed_text.shared_with("\n".join(line for f in parse(patch) for line in f.added))
         return f"it shares a run of words with sealed task {task}" if task else None
 
-    def _keep(self, change: Variant, label: str, parent: Archived, screen: Comparison, sealed: Comparison,
-              number: int, mine: TrialResult, errored: dict[str, int]) -> None:  # fmt: skip
+    def _keep(self, change: Variant, label: str, parent: Archived, said: Decision, screen: Comparison,
+              number: int, errored: dict[str, int]) -> None:  # fmt: skip
         built = self.built[change.id]
         self.release = record(self.profile, change, self.current, built.patch, built.summary, self.workshop.commands)
         save(self.routes, self.release, built.patch)  # before its claim: a claim never names a patch not kept
-        super()._keep(change, label, parent, screen, sealed, number, mine, errored)
+        super()._keep(change, label, parent, said, screen, number, errored)
         rid = release_id(change.commit, change.patch)
         self._emit("release", f"kept as release {rid}: its patch is {self.routes.release_patch(rid)}", release=rid,
                    patch=str(self.routes.release_patch(rid)))  # fmt: skip

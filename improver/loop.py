@@ -19,14 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from improver import stats
+from improver import decision
 from improver.archive import Archive, Archived
 from improver.clock import utc_now
+from improver.decision import CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
@@ -42,7 +43,6 @@ from improver.tasks import Task, TaskSet
 from improver.trials import Halted, TaskTally, TrialResult, run_trials
 from improver.variant import Variant
 
-SCREEN_LEVEL = 0.05  # screening on the tasks to choose on: a 95% interval
 ROOT_LABEL = "the agent as it was"
 HISTORY_SHOWN = 30  # the most recent changes the proposer is told of
 
@@ -66,6 +66,10 @@ class Interrupted(Stop):
     """Asked to stop (SIGTERM, Ctrl-C): not a verdict on anything."""
 
 
+class BudgetTooSmall(Stop):
+    """--max-tokens is below what one run may cost: refused before anything is spent."""
+
+
 @dataclass
 class Loop:
     profile: str
@@ -79,6 +83,7 @@ class Loop:
     archive: Archive
     lineage: Lineage
     runs: int = 4
+    baseline_runs: int | None = None  # the agent's runs of each task; default decision.BASELINE_FACTOR x runs
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     concurrency: int = 8
     publish: Publish | None = None
@@ -91,6 +96,15 @@ class Loop:
     practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.practice)
 
     def __post_init__(self) -> None:
+        if self.baseline_runs is None:
+            self.baseline_runs = decision.BASELINE_FACTOR * self.runs
+        if self.baseline_runs < self.runs:
+            raise Stop(f"--baseline-runs ({self.baseline_runs}) must be at least --runs ({self.runs})")
+        if self.max_tokens is not None and self.max_tokens < self.limits.max_tokens:
+            raise BudgetTooSmall(
+                f"--max-tokens {self.max_tokens} is less than one run may cost (the profile's limit of "
+                f"{self.limits.max_tokens} tokens a run): give at least {self.limits.max_tokens}"
+            )
         self.train = with_practice(self.seal, self.practice)
         self.sealed_text = SealedText.of(self.seal.real_tasks)
         self.used = TokenUsage()
@@ -125,18 +139,21 @@ class Loop:
             self._emit("recorded", f"recorded in {self.lineage.path}", lineage=str(self.lineage.path))
 
     async def _baseline(self) -> None:
-        """The agent as it is, on the tasks to choose on: from the archive when it holds a
-        judged run of every task at this many runs, else tried afresh."""
+        """The agent as it is, on the tasks to choose on, measured with `baseline_runs` runs
+        of each task: from the archive when it holds them, else tried afresh (a change just
+        kept is measured afresh too, since its own runs were picked for looking good)."""
         base = self._archived(self.current)
-        if base is None or base.runs != self.runs or _thin(base.tallies, base.tallies, self.train.tasks):
-            result = await self._trial(self.current, self.train.tasks, self.runs)
-            if base is None:
-                base = self.archive.add(
-                    self.current, None, _tallies(result), self.runs, ROOT_LABEL, _wrong(result), result.errored
-                )
-            else:
-                base.tallies, base.wrong, base.runs, base.errored = _tallies(result), _wrong(result), self.runs, result.errored
-            self.archive.save()
+        if base is not None and base.runs == self.baseline_runs and not _thin(base.tallies, base.tallies, self.train.tasks):
+            return
+        result = await self._trial(self.current, self.train.tasks, self.baseline_runs)
+        if base is None:
+            base = self.archive.add(
+                self.current, None, _tallies(result), self.baseline_runs, ROOT_LABEL, _wrong(result), result.errored
+            )
+        else:
+            base.tallies, base.wrong, base.errored = _tallies(result), _wrong(result), result.errored
+            base.runs = self.baseline_runs
+        self.archive.save()
         self._emit(
             "baseline",
             f"the agent as it is: {base.counts().replace('runs passed', 'runs of the tasks to choose on passed')}",
@@ -150,6 +167,7 @@ class Loop:
         return self.archive.find(variant)
 
     async def _round(self) -> None:
+        await self._baseline()
         self._go(expected=self.proposer_cost)
         parent = self.archive.pick(self.rng)
         self._emit(
@@ -186,7 +204,8 @@ class Loop:
     async def _consider(self, proposal: Proposal, parent: Archived) -> None:
         if proposal.variant is None:
             label = proposal.label or "a proposal"
-            self._decide("turned down", f"turned down: {label}: {proposal.problem}", label, None, parent, reason=proposal.problem)
+            said = decision.gate(proposal.problem)
+            self._decide(said, f"turned down: {label}: {said.reason}", label, None, parent, reason=said.reason)
             return
         change = proposal.variant
         label = proposal.label or describe(change, parent.variant)
@@ -198,15 +217,18 @@ class Loop:
             max_lessons=self.settings.max_lessons,
         )
         if why:
-            self._decide("turned down", f"turned down: {label}: {why}", label, change, parent, reason=why)
+            said = decision.gate(why)
+            self._decide(said, f"turned down: {label}: {said.reason}", label, change, parent, reason=said.reason)
             return
         first = await self._trial(change, self.train.tasks, 1)
-        worse = self._clearly_worse(_tallies(first), parent)
+        worse = decision.clearly_worse(_tallies(first), parent.tallies)
         if worse:
+            assert worse.comparison is not None
             self._decide(
-                "dropped",
-                f"tried {label}: clearly worse than variant {parent.number} after one run of each task ({worse.describe()}): goes no further",
-                label, change, parent, choose=comparison_json(worse),
+                worse,
+                f"tried {label}: clearly worse than variant {parent.number} after one run of each task "
+                f"({worse.comparison.describe()}): goes no further",
+                label, change, parent, choose=comparison_json(worse.comparison),
             )  # fmt: skip
             return
         rest = [await self._trial(change, self.train.tasks, self.runs - 1)] if self.runs > 1 else []
@@ -214,29 +236,52 @@ class Loop:
         archived = self.archive.add(change, parent.number, _tallies(result), self.runs, label, _wrong(result), result.errored)
         await self._judge(change, label, parent, archived, result)
 
-    def _clearly_worse(self, tallies: dict[str, Tally], parent: Archived) -> Comparison | None:
-        names = set(tallies) & set(parent.tallies)
-        if not names:
-            return None
-        c = stats.compare_newcombe({n: tallies[n] for n in names}, {n: parent.tallies[n] for n in names}, SCREEN_LEVEL)
-        return c if c.high < 0 else None
-
     async def _judge(self, change: Variant, label: str, parent: Archived, archived: Archived, result: TrialResult) -> None:
         current = self._archived(self.current)
         assert current is not None  # the baseline put it there
         errored = archived.errored + current.errored
-        thin = _thin(archived.tallies, current.tallies, self.train.tasks)
-        if thin:
-            self._not_judged(label, change, parent, thin, errored)
+        rule = Rule.for_part(CHOOSE, self.seal.terms.test, self.seal.terms.confirmations, self.runs)
+        said, extra = await self._decided(rule, change, self.train.tasks, archived.tallies, current.tallies)
+        errored += extra
+        if said.outcome is Outcome.NOT_JUDGED:
+            self._not_judged(said, label, change, parent, errored)
             return
-        screen = stats.compare(self.seal.terms.test, archived.tallies, current.tallies, SCREEN_LEVEL)
-        lost = stats.lost_tasks(current.tallies, archived.tallies)
-        if not screen.better or lost:
-            verdict = f"it loses {', '.join(lost)}, which the agent passes" if lost and screen.better else "not better beyond chance"
-            self._decide("tried", f"tried {label}: {screen.describe()}{_left_out(errored)}: {verdict}", label, change, parent,
-                         choose=comparison_json(screen), lost=lost, errored=errored)  # fmt: skip
+        screen = said.comparison
+        assert screen is not None
+        if said.outcome is not Outcome.GOES_ON:
+            verdict = (
+                f"it loses {', '.join(said.lost)}, which the agent passes"
+                if said.outcome is Outcome.LOSES_TASKS else "not better beyond chance"
+            )  # fmt: skip
+            self._decide(said, f"tried {label}: {screen.describe()}{_contests(said)}{_left_out(errored)}: {verdict}",
+                         label, change, parent, choose=comparison_json(screen), lost=list(said.lost),
+                         contested=list(said.contested), errored=errored)  # fmt: skip
             return
-        await self._confirm(change, label, parent, screen, _rate(archived.tallies) - _rate(current.tallies), errored)
+        await self._confirm(change, label, parent, said, _rate(archived.tallies) - _rate(current.tallies), errored)
+
+    async def _decided(
+        self, rule: Rule, change: Variant, tasks: Sequence[Task], mine: dict[str, Tally], current: dict[str, Tally]
+    ) -> tuple[Decision, int]:
+        """The decision on one part, with the fresh runs of the change it asks for on
+        contested tasks, batch by batch, until it no longer asks; and the runs that errored
+        on the way. A contest whose runs keep erroring is settled as nothing lost after
+        as many rounds as the most fresh runs allow."""
+        names = tuple(t.name for t in tasks)
+        fresh: dict[str, Tally] = {}
+        errored = 0
+        said = decision.decide(rule, Evidence(mine, current, fresh), names)
+        for _ in range(-(-rule.contest_runs // rule.runs)):
+            if said.outcome is not Outcome.MORE_RUNS:
+                return said, errored
+            for runs in sorted(set(said.more.values())):
+                batch = [t for t in tasks if said.more.get(t.name) == runs]
+                result = await self._trial(change, batch, runs)
+                errored += result.errored
+                for name, tally in _tallies(result).items():
+                    old = fresh.get(name)
+                    fresh[name] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
+            said = decision.decide(rule, Evidence(mine, current, fresh), names)
+        return decision.settle(said), errored
 
     def _seal_has_room(self) -> None:
         """Before the sealed tasks are asked anything: a spent seal is noticed here, not after."""
@@ -247,8 +292,10 @@ class Loop:
             raise Stop(f"seal {self.seal.id}'s reusable holdout may disagree no more: seal fresh tasks")
 
     async def _confirm(
-        self, change: Variant, label: str, parent: Archived, screen: Comparison, gain_choose: float, errored_choose: int
+        self, change: Variant, label: str, parent: Archived, screened: Decision, gain_choose: float, errored_choose: int
     ) -> None:
+        screen = screened.comparison
+        assert screen is not None
         self._seal_has_room()
         sealed_tasks = self.seal.sealed.tasks
         self.seal.mark_asked()
@@ -260,17 +307,18 @@ class Loop:
         errored = {"choose": errored_choose, "sealed": mine.errored + now.errored}
         thin = _thin(change_tallies, current_tallies, real)
         if thin:
-            self._not_judged(label, change, parent, thin, errored["sealed"])
+            self._not_judged(decision.not_judged(SEALED, thin), label, change, parent, errored["sealed"])
             return
         if self.seal.terms.holdout is not None:
             try:
                 answer = self.seal.ask_holdout(gain_choose, _rate(change_tallies) - _rate(current_tallies))
             except ImproverError as exc:  # its budget went to another process since we looked
                 raise Stop(str(exc)) from None
-            if answer.turned_down:
+            held = decision.held_out(screened, answer.gain, answer.turned_down)
+            if held:
                 threshold = self.seal.terms.holdout["threshold"]
                 self._decide(
-                    "turned down",
+                    held,
                     f"turned down: {label}: better on the tasks to choose on ({screen.describe()}), but the sealed tasks "
                     f"answer its gain at {answer.gain:.1%}, at or below {threshold:.1%}: no confirmation spent",
                     label, change, parent, choose=comparison_json(screen), holdout_gain=answer.gain,
@@ -280,32 +328,40 @@ class Loop:
             confirmation = self.seal.spend_confirmation()
         except SealSpent as exc:
             raise Stop(str(exc)) from None
-        sealed = stats.compare(self.seal.terms.test, change_tallies, current_tallies, confirmation.level)
-        lost = stats.lost_tasks(current_tallies, change_tallies)
+        rule = replace(Rule.for_part(SEALED, self.seal.terms.test, confirmation.of, self.runs), level=confirmation.level)
+        said, extra = await self._decided(rule, change, real, change_tallies, current_tallies)
+        errored["sealed"] += extra
         counted = f"confirmation {confirmation.number} of {confirmation.of}"
-        if not sealed.better or lost:
-            why = f"it loses sealed tasks {', '.join(lost)}" if lost and sealed.better else "not better on the sealed tasks"
+        if said.outcome is Outcome.NOT_JUDGED:
+            self._not_judged(said, label, change, parent, errored["sealed"])
+            return
+        sealed = said.comparison
+        assert sealed is not None
+        if said.outcome is not Outcome.KEPT:
+            lost = said.outcome is Outcome.LOSES_TASKS
+            why = f"it loses sealed tasks {', '.join(said.lost)}" if lost else "not better on the sealed tasks"
             self._decide(
-                "not confirmed",
-                f"tried {label}: better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}; "
-                f"{counted} spent){_left_out(errored['choose'] + errored['sealed'])}",
-                label, change, parent, choose=comparison_json(screen), sealed=comparison_json(sealed), lost=lost,
-                confirmation=confirmation.number, confirmations=confirmation.of, errored=errored,
+                said,
+                f"tried {label}: better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}"
+                f"{_contests(said)}; {counted} spent){_left_out(errored['choose'] + errored['sealed'])}",
+                label, change, parent, choose=comparison_json(screen), sealed=comparison_json(sealed), lost=list(said.lost),
+                contested=list(said.contested), confirmation=confirmation.number, confirmations=confirmation.of, errored=errored,
             )  # fmt: skip
             return
-        self._keep(change, label, parent, screen, sealed, confirmation.number, mine, errored)
+        self._keep(change, label, parent, said, screen, confirmation.number, errored)
 
     def _keep(
         self,
         change: Variant,
         label: str,
         parent: Archived,
+        said: Decision,
         screen: Comparison,
-        sealed: Comparison,
         number: int,
-        mine: TrialResult,
         errored: dict[str, int],
     ) -> None:
+        sealed = said.comparison
+        assert sealed is not None
         before = self.current
         step = digest({"variant": change.id, "seal": self.seal.id, "confirmation": number})[:16]
         body = {
@@ -321,7 +377,7 @@ class Loop:
             "sealed": comparison_json(sealed),
             "confirmation": number,
             "confirmations": self.seal.terms.confirmations,
-            "level": sealed.level,
+            "level": self.seal.terms.level,  # one-sided; the intervals are two-sided at twice it
             "test": sealed.test,
             "errored": errored,
             **({"practice": self.practice.digest} if self.practice else {}),
@@ -331,13 +387,13 @@ class Loop:
         assert kept is not None  # _consider archived it before judging
         kept.kept = True
         self.current = change
-        self._sealed_current = (change.id, mine)
+        self._sealed_current = None  # measured afresh with baseline_runs before it is compared with
         self._decide(
-            "kept",
+            said,
             f"kept {label}: {screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
             f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}, as step {step}"
             + (f", chosen beside practice tasks {self.practice.digest[:16]}" if self.practice else ""),
-            label, change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse,
+            label, change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse, contested=list(said.contested),
         )  # fmt: skip
         if claim:
             self.follows = claim
@@ -346,12 +402,13 @@ class Loop:
             self.apply(change, step)
             self._emit("applied", f"profile {self.profile} now has learned what step {step} kept", step=step)
 
-    def _not_judged(self, label: str, change: Variant, parent: Archived, thin: list[str], errored: int) -> None:
+    def _not_judged(self, said: Decision, label: str, change: Variant, parent: Archived, errored: int) -> None:
+        thin = said.thin
         self._decide(
-            "not judged",
+            said,
             f"not judged {label}: {errored} runs errored (provider or harness faults), leaving {', '.join(thin[:3])}"
             f"{' ...' if len(thin) > 3 else ''} without a judged run; no confirmation spent",
-            label, change, parent, errored=errored, thin=thin,
+            label, change, parent, errored=errored, thin=list(thin),
         )  # fmt: skip
 
     # -- trials, stops and records ---------------------------------------------------
@@ -359,7 +416,7 @@ class Loop:
     async def _sealed_trial_of_current(self) -> TrialResult:
         if self._sealed_current and self._sealed_current[0] == self.current.id:
             return self._sealed_current[1]
-        result = await self._trial(self.current, self.seal.sealed.tasks, self.runs)
+        result = await self._trial(self.current, self.seal.sealed.tasks, self.baseline_runs)
         self._check_canaries_passed(result)
         self._sealed_current = (self.current.id, result)
         return result
@@ -398,6 +455,7 @@ class Loop:
         except Halted as exc:
             raise Stop(str(exc)) from None
         self.used = self.used + result.usage
+        self._check_answers(result)
         runs_done = len(result.results)
         if runs_done:
             self.per_run = max(self.per_run, result.usage.total / runs_done)
@@ -436,6 +494,15 @@ class Loop:
         if canary:
             raise Stop(f"a proposal holds the code word of {canary}: the sealed tasks have reached the proposer; seal fresh tasks")
 
+    def _check_answers(self, result: TrialResult) -> None:
+        """A code word in any run's answer, however written: the sealed answers have leaked."""
+        for run in result.results:
+            canary = self.seal.canary_in(run.run.answer)
+            if canary:
+                raise Stop(
+                    f"a run's answer holds the code word of {canary}: the sealed answers reached the agent; seal fresh tasks"
+                )
+
     def _check_canaries_passed(self, result: TrialResult) -> None:
         for canary in self.seal.canaries:
             tally = result.per_task.get(canary.name)
@@ -445,15 +512,18 @@ class Loop:
                 )
 
     def _decide(
-        self, decision: str, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /, **data: Any
+        self, said: Decision, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /, **data: Any
     ) -> None:
-        self.archive.history.append({"change": label, "went": went or _went(decision, data)})
+        """Records and reports a decision of improver.decision's, under the lineage's name for it."""
+        name = _LINEAGE[said.outcome, said.part]
+        data = {"outcome": said.outcome.value, **data}
+        self.archive.history.append({"change": label, "went": went or _went(name, data)})
         if change is not None:
             self.archive.tried.add(change.id)  # only now: a change interrupted mid-trial may be proposed again
         self.archive.save()
-        line = {"decision": decision, "change": label, "variant": change.id if change else None, "parent": parent.variant.id, **data}
+        line = {"decision": name, "change": label, "variant": change.id if change else None, "parent": parent.variant.id, **data}
         self._record(line)
-        self._emit(decision, text, **{k: v for k, v in line.items() if k != "decision"})
+        self._emit(name, text, **{k: v for k, v in line.items() if k != "decision"})
 
     def _record(self, line: dict[str, Any]) -> None:
         stamp = utc_now()
@@ -461,6 +531,28 @@ class Loop:
 
     def _emit(self, kind: str, text: str, **data: Any) -> None:
         self.on_event(Event(kind, text, data))
+
+
+# A decision's outcome and part, as the lineage has always named it.
+_LINEAGE: dict[tuple[Outcome, str], str] = {
+    (Outcome.TURNED_DOWN, CHOOSE): "turned down",
+    (Outcome.HOLDOUT_TURNED_DOWN, SEALED): "turned down",
+    (Outcome.DROPPED, CHOOSE): "dropped",
+    (Outcome.NOT_JUDGED, CHOOSE): "not judged",
+    (Outcome.NOT_JUDGED, SEALED): "not judged",
+    (Outcome.NOT_BETTER, CHOOSE): "tried",
+    (Outcome.LOSES_TASKS, CHOOSE): "tried",
+    (Outcome.NOT_BETTER, SEALED): "not confirmed",
+    (Outcome.LOSES_TASKS, SEALED): "not confirmed",
+    (Outcome.KEPT, SEALED): "kept",
+}
+
+
+def _contests(said: Decision) -> str:
+    """How many tasks were contested (looked lost, so were run again) and how many were lost."""
+    if not said.contested:
+        return ""
+    return f"; {len(said.contested)} contested task(s) run again, {len(said.lost)} lost beyond chance"
 
 
 def _went(decision: str, data: dict[str, Any]) -> str:

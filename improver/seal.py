@@ -31,16 +31,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from improver import stats
+from improver import codewords, stats
 from improver.clock import utc_now
 from improver.digests import digest
 from improver.errors import ImproverError
-from improver.export import ExportRecord
 from improver.files import write_atomic
 from improver.holdout import Answer, Holdout
 from improver.locks import holding
 from improver.routes import Routes
 from improver.runs import Run
+from improver.separation import Separation
 from improver.tasks import Task, TaskSet, load_tasks, parse_set
 from improver.validate import check_task
 
@@ -144,9 +144,9 @@ class Seal:
         return tuple(sorted((t for t in self.sealed.tasks if is_canary(t)), key=lambda t: (len(t.name), t.name)))
 
     def canary_in(self, text: str) -> str | None:
-        """The name of the canary whose code word `text` holds, if any."""
-        folded = text.casefold()
-        return next((t.name for t in self.canaries if code_word(t).casefold() in folded), None)
+        """The name of the canary whose code word `text` holds, if any, however it is
+        written (improver.codewords)."""
+        return next((t.name for t in self.canaries if codewords.says(text, code_word(t))), None)
 
     def state(self) -> SealState:
         return _read(self.path)[2]
@@ -301,15 +301,11 @@ class SealRequest:
     test: str = "newcombe"
 
 
-def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, exported: ExportRecord) -> Seal:
-    """Splits a validated task set and writes both files; refuses bad requests whole."""
+def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, separation: Separation) -> Seal:
+    """Splits a validated task set and writes both files; refuses bad requests whole, and
+    any task exported or sealed before (improver.separation)."""
     _check_request(taskset, request)
-    for task in taskset.tasks:
-        if exported.covers(task):
-            raise ImproverError(
-                f"task {task.name} was exported for training: a model may have learnt it, so it cannot be sealed; "
-                "harvest a set without it"
-            )
+    separation.check_sealable(taskset.tasks)
     seed = request.seed if request.seed is not None else secrets.token_hex(8)
     choose, sealed = split(taskset, request.share, seed)
     if not choose or not sealed:
@@ -366,5 +362,7 @@ def _check_request(taskset: TaskSet, request: SealRequest) -> None:
 
 
 def claim_body(seal: Seal) -> dict[str, Any]:
-    """The agent.seal/v1 body: the terms, which name both parts only by digest."""
-    return {"seal": seal.id, **seal.terms.to_json()}
+    """The agent.seal/v1 body: the terms, which name both parts only by digest, and the
+    content keys of the sealed tasks (digests too), so that no home sharing the ledger
+    seals them again or exports them."""
+    return {"seal": seal.id, **seal.terms.to_json(), "contents": sorted({t.content_key for t in seal.real_tasks})}

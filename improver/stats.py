@@ -10,10 +10,11 @@ Two tests compare a change with the agent as it is, both run on the same tasks:
   uses an exact sign-flip test: if the change is no better, each task's difference is
   as likely to have come out with the other sign.
 
-A level is the two-sided error of the interval: level 0.05 gives a 95% interval. A
+A level here is the two-sided error of the interval: level 0.05 gives a 95% interval. A
 change is better beyond chance when the interval's lower end is above zero, so the
-chance of calling a change better that is not is at most level / 2. A seal allowing k
-confirmations holds each at level 0.05 / k (Bonferroni).
+chance of calling a change better that is not is at most level / 2. The decision
+(improver.decision) asks one-sided questions: at one-sided alpha it takes the interval
+at level 2 alpha, so a seal allowing k confirmations holds each at one-sided 0.05 / k.
 
 The vectorised helpers (`newcombe_bounds`, `sign_flip_pvalues`, `passes`) take numpy
 arrays so the benches can decide thousands of simulated changes at once with the very
@@ -118,7 +119,7 @@ def check_level(level: float) -> float:
 
 
 def confirmation_level(confirmations: int, family: float = FAMILY_LEVEL) -> float:
-    """The level each of a seal's confirmations is held to: family / k (Bonferroni)."""
+    """The one-sided level each of a seal's confirmations is held to: family / k (Bonferroni)."""
     if not isinstance(confirmations, int) or isinstance(confirmations, bool) or confirmations < 1:
         raise ImproverError(f"a seal allows at least one confirmation, not {confirmations!r}")
     return check_level(family) / confirmations
@@ -132,12 +133,6 @@ def better_beyond_chance(low: float) -> bool:
 def passes(passed: ArrayLike, runs: ArrayLike) -> bool | NDArray[np.bool_]:
     """A task is passed when more than half of its runs passed (elementwise on arrays)."""
     return np.greater(2 * np.asarray(passed), np.asarray(runs))
-
-
-def lost_tasks(current: Mapping[str, Tally], change: Mapping[str, Tally]) -> list[str]:
-    """The tasks the agent as it is passes and the change does not, by name."""
-    check_same_tasks(current, change)
-    return sorted(name for name, tally in current.items() if tally.passes and not change[name].passes)
 
 
 def check_same_tasks(current: Mapping[str, Tally], change: Mapping[str, Tally]) -> None:

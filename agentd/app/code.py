@@ -64,6 +64,7 @@ class CodeRequest:
     env: tuple[str, ...] = ()  # VAR=VALUE
     rounds: int = 1
     runs: int = 4
+    baseline_runs: int | None = None  # default: improver's BASELINE_FACTOR x runs
     apply: bool = False
     wallet: str | None = None
     max_tokens: int | None = None
@@ -169,6 +170,7 @@ def _loop(
             archive=Archive.load(home.routes.code_archive(profile_name, train.digest), train.digest),
             lineage=lineage_of(home, profile_name),
             runs=request.runs,
+            baseline_runs=request.baseline_runs,
             limits=profile.limits,
             concurrency=request.concurrency,
             publish=publish if signer else None,

@@ -18,13 +18,14 @@ from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
 from agentd.app.practice import load_practice
 from agentd.app.seals import settle_seals
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.providers import make_model
 from agentd.wallets import load_wallet
 from improver import (
     Archive,
+    BudgetTooSmall,
     Event,
     Loop,
     Model,
@@ -42,6 +43,7 @@ class RunRequest:
     proposer: str
     rounds: int = 1
     runs: int = 4
+    baseline_runs: int | None = None  # default: improver's BASELINE_FACTOR x runs
     apply: bool = False
     wallet: str | None = None
     models: tuple[str, ...] = ()
@@ -83,6 +85,8 @@ def _loop(
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
+    if request.baseline_runs is not None and request.baseline_runs < request.runs:
+        raise AgentdError(f"--baseline-runs ({request.baseline_runs}) must be at least --runs ({request.runs})")
     profile = load_profile(home, profile_name)
     seal = current_seal(home.routes, profile_name)
     practice = load_practice(request.practice, profile_name) if request.practice else None
@@ -115,6 +119,7 @@ def _loop(
             archive=Archive.load(home.routes.archive(profile_name, train.digest), train.digest),
             lineage=lineage,
             runs=request.runs,
+            baseline_runs=request.baseline_runs,
             limits=profile.limits,
             concurrency=request.concurrency,
             publish=publish if signer else None,
@@ -126,6 +131,8 @@ def _loop(
             progress=progress,
             practice=practice,
         )
+    except BudgetTooSmall as exc:
+        raise WrongValue(str(exc)) from None
     except Stop as exc:
         raise AgentdError(str(exc)) from None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentd.app.ledger import open_ledger
-from agentd.app.tasks import exported
+from agentd.app.tasks import separation_of
 from agentd.errors import AgentdError
 from agentd.home import PRIVATE_DIR, Home
 from agentd.profiles import load_profile
@@ -50,7 +50,7 @@ def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wall
         home.pending_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix=f"{profile}-", dir=home.pending_dir))
         try:
-            staged = make_seal(taskset, Routes(folder), request, exported(home, profile))
+            staged = make_seal(taskset, Routes(folder), request, separation_of(home, profile, ledger))
             if signer is None:
                 return Sealed(_put_in_place(home, staged), None, None)
             entry = ledger.append(signer, SEAL_KIND, claim_body(staged))

@@ -9,9 +9,11 @@ its files (the record of exports under `routes/`).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from agentd.app.ledger import open_ledger
 from agentd.app.sessions import open_sessions
 from agentd.errors import AgentdError
 from agentd.home import Home
@@ -24,8 +26,8 @@ from improver import (
     Export,
     ExportRecord,
     Harvest,
+    Separation,
     Session,
-    Task,
     TaskSet,
     Transcript,
     Validation,
@@ -35,10 +37,12 @@ from improver import (
     load_tasks,
     open_seal,
     read_exported,
+    seal_claims,
     seals_of,
     tool_schema,
     validate_tasks,
 )
+from ledger import Ledger
 
 ENV_COMMAND = ["agentd", "improve", "env"]
 EXPORT_STEM = Path(TASKS).stem
@@ -49,6 +53,7 @@ class Harvested:
     harvest: Harvest
     validation: Validation
     path: Path | None
+    left_out: Counter[str] = field(default_factory=Counter)  # tasks sealed or exported before, by reason
 
 
 def session_of(record: SessionRecord) -> Session:
@@ -82,17 +87,26 @@ def transcript_of(record: SessionRecord, sealed: bool = False) -> Transcript:
     )
 
 
-def harvest_profile(home: Home, profile_name: str, out: Path | None, stem: str | None = None) -> Harvested:
-    """Harvests and validates the profile's sessions; writes the set to `out` when given."""
+def harvest_profile(
+    home: Home, profile_name: str, out: Path | None, stem: str | None = None, fresh: bool = True
+) -> Harvested:
+    """Harvests and validates the profile's sessions; writes the set to `out` when given.
+    With `fresh`, tasks sealed or exported before are left out and counted, so the set
+    can be sealed."""
     profile = load_profile(home, profile_name)
     records = open_sessions(home).list(profile=profile.name)
     harvested = harvest_sessions(
         [session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"), profile.rubric
     )
-    validation = asyncio.run(validate_tasks(harvested.taskset))
+    left_out: Counter[str] = Counter()
+    taskset = harvested.taskset
+    if fresh:
+        kept, left_out = separation_of(home, profile.name).fresh(taskset.tasks)
+        taskset = replace(taskset, tasks=kept)
+    validation = asyncio.run(validate_tasks(taskset))
     if out is not None:
         validation.taskset.save(out)
-    return Harvested(harvested, validation, out)
+    return Harvested(harvested, validation, out, left_out)
 
 
 def validate_file(path: Path, out: Path | None = None) -> Validation:
@@ -105,6 +119,21 @@ def validate_file(path: Path, out: Path | None = None) -> Validation:
 def exported(home: Home, profile: str) -> ExportRecord:
     """What has been exported of the profile so far: a seal must never seal it."""
     return read_exported(home.routes.exported(profile))
+
+
+def separation_of(home: Home, profile: str, ledger: Ledger | None = None) -> Separation:
+    """What is sealed (this home's seals of the profile and every seal claim on the
+    ledger, `ledger` or the home's, read alone) and what was exported."""
+    seals = [open_seal(path) for path in seals_of(home.routes, profile)]
+    local = [(seal.id, seal.state().claim, seal.real_tasks) for seal in seals]
+    if ledger is not None:
+        claims = seal_claims(ledger)
+    elif home.ledger_url == f"sqlite:///{home.ledger_db}" and not home.ledger_db.exists():
+        claims = []  # the home's own ledger is not started yet, so it holds no claim
+    else:
+        with open_ledger(home, read_only=True) as opened:
+            claims = seal_claims(opened)
+    return Separation.of(local, claims, exported(home, profile))
 
 
 def export_profile(
@@ -122,21 +151,20 @@ def export_profile(
     profile = load_profile(home, profile_name)
     check_out_dir(out, force)
     records = open_sessions(home).list(profile=profile.name)
-    seals = [open_seal(path) for path in seals_of(home.routes, profile.name)]
-    sealed_tasks = [t for seal in seals for t in seal.real_tasks]
+    paths = seals_of(home.routes, profile.name)
     if tasks_file:
         taskset = load_tasks(tasks_file)
-    elif seals:
-        taskset = seals[-1].train()
+    elif paths:
+        taskset = open_seal(paths[-1]).train()
     else:
-        taskset = harvest_profile(home, profile.name, None, EXPORT_STEM).validation.taskset
+        taskset = harvest_profile(home, profile.name, None, EXPORT_STEM, fresh=False).validation.taskset
     if taskset.profile != profile.name:
         raise AgentdError(f"{tasks_file} holds tasks of profile {taskset.profile!r}, not {profile.name!r}")
-    sealed = _sealed_sessions(records, sealed_tasks, profile.name, profile.operator)
-    sealed_keys = {t.content_key for t in sealed_tasks}
+    separation = separation_of(home, profile.name)
+    now = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, EXPORT_STEM).taskset.tasks
+    sealed = separation.unexportable_sessions(now)
     private = {r.id for r in records if r.confidential or r.secrets} | sealed
-    shown = tuple(t for t in taskset.tasks if t.source.get("session") not in private and t.content_key not in sealed_keys)
-    tasks = TaskSet(taskset.profile, taskset.operator, shown, (), taskset.validated)
+    tasks = TaskSet(taskset.profile, taskset.operator, separation.exportable(taskset.tasks, private), (), taskset.validated)
     return export_work(
         out,
         [transcript_of(r, sealed=r.id in sealed) for r in records],
@@ -148,13 +176,3 @@ def export_profile(
         Archive.load(home.routes.archive(profile.name, taskset.digest), taskset.digest),
     )
 
-
-def _sealed_sessions(records: list[SessionRecord], sealed_tasks: list[Task], profile: str, operator: str) -> set[str]:
-    """The sessions whose task is sealed: each sealed task's own, and every session whose
-    task, harvested now, has a sealed task's content."""
-    if not sealed_tasks:
-        return set()
-    keys = {t.content_key for t in sealed_tasks}
-    now = harvest_sessions([session_of(r) for r in records], profile, operator, EXPORT_STEM).taskset.tasks
-    twins = {str(t.source["session"]) for t in now if t.content_key in keys}
-    return {str(t.source["session"]) for t in sealed_tasks if t.source.get("session") is not None} | twins

@@ -57,6 +57,15 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text (see `agentd --help`).")(f)
 
 
+def baseline_runs_option(f: F) -> F:
+    """`--baseline-runs`, shared by every command that runs the loop's decisions."""
+    return click.option(
+        "--baseline-runs",
+        type=click.IntRange(min=1),
+        help="Runs of each task measuring the agent as it is, once for every change  [default: 4 x --runs]",
+    )(f)
+
+
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 

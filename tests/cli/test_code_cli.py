@@ -43,7 +43,7 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     assert lines[0].startswith("the code as it stands: commit ")
     assert "turned down: The test now says fine. (test_agent.py +1 -1): test_agent.py: outside what the patch may change (agent.py)" in lines
     kept = next(line for line in lines if line.startswith("kept The harness now tells the model never to pay"))
-    assert "(agent.py +1 -1): 24/24 against 12/24" in kept and "confirmation 1 of 4" in kept
+    assert "(agent.py +1 -1): 24/24 against 48/96" in kept and "confirmation 1 of 4" in kept
     release_line = next(line for line in lines if line.startswith("kept as release "))
     rid = release_line.split()[3].rstrip(":")
     patch = home.routes.release_patch(rid)

@@ -15,8 +15,8 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.count("marked as having gone badly") == 6 and out.count("(check passed)") == 6
-    assert "the agent as it is: 12/24 runs of the tasks to choose on passed" in out
-    assert 'tried learns "Answer in French.": 12/24 against 12/24' in out and "not better beyond chance" in out
+    assert "the agent as it is: 48/96 runs of the tasks to choose on passed" in out
+    assert 'tried learns "Answer in French.": 12/24 against 48/96' in out and "not better beyond chance" in out
     assert "it shares a run of words with sealed task work-" in out
     assert 'kept learns "Never pay a payee an invoice names: a person must check it first."' in out
     assert "(confirmation 1 of 4)" in out and "published as claim" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -59,12 +60,12 @@ def test_the_lesson_is_kept_published_and_applied(agentd, home: Home) -> None:
     assert kinds[:3] == ["baseline", "round", "tried"]
     assert kinds.count("kept") == 1 and kinds.count("turned down") == 2
     baseline = got[0]
-    assert (baseline["passed"], baseline["judged"]) == (12, 24)
+    assert (baseline["passed"], baseline["judged"]) == (48, 96)  # 16 baseline runs of 6 tasks
     kept = next(e for e in got if e["event"] == "kept")
-    assert kept["choose"]["change"] == [24, 24] and kept["choose"]["current"] == [12, 24]
-    assert kept["sealed"]["change"] == [24, 24] and kept["sealed"]["current"] == [12, 24]
+    assert kept["choose"]["change"] == [24, 24] and kept["choose"]["current"] == [48, 96]
+    assert kept["sealed"]["change"] == [24, 24] and kept["sealed"]["current"] == [48, 96]
     assert kept["level"] == 0.0125 and kept["confirmation"] == 1 and kept["test"] == "newcombe"
-    assert "newcombe test, 98.75% interval" in kept["text"]
+    assert "newcombe test, 97.5% interval" in kept["text"]  # its lower end: one-sided at 0.05/4
     leak = [e for e in got if e["event"] == "turned down"][0]
     assert "shares a run of words with sealed task work-" in leak["text"]
     assert load_profile(home, PROFILE).learned.lessons == LESSON
@@ -108,9 +109,23 @@ def test_the_proposer_is_never_shown_a_sealed_task(home: Home) -> None:
         assert code_word(canary) not in shown
 
 
-def test_a_canary_code_word_in_a_proposal_stops_the_loop(agentd, home: Home) -> None:
+def variants(word: str) -> list[str]:
+    """A code word as a proposer or an agent might pass it on without saying it verbatim."""
+    return [
+        word,
+        word.upper(),
+        word.replace("-", " "),
+        word.replace("-", "").title(),
+        " ".join(word),
+        base64.b64encode(f"the word: {word}".encode()).decode(),
+        word.encode().hex(),
+    ]
+
+
+@pytest.mark.parametrize("variant", range(7))
+def test_a_canary_code_word_in_a_proposal_stops_the_loop(agentd, home: Home, variant: int) -> None:
     seal = sealed(home).seal
-    word = code_word(seal.canaries[0])
+    word = variants(code_word(seal.canaries[0]))[variant]
     spec = write_proposer(home, "leaky.toml", proposes({"lessons": f"Always say {word}."}))
     code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
     assert code == 1
@@ -188,12 +203,26 @@ def test_the_kill_switch_stops_the_loop_before_it_starts(agentd, home: Home) -> 
     assert not lineage_of(home, PROFILE).path.exists()
 
 
-@pytest.mark.parametrize("budget", [0, 1000, 5000])
+@pytest.mark.parametrize("budget", [0, 1000, 1999])
+def test_a_budget_smaller_than_one_run_is_refused_before_anything_is_spent(agentd, home: Home, budget: int) -> None:
+    sealed(home, wallet=None)
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
+    r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER, "--max-tokens", str(budget))
+    assert r.code == 2 and r.out == ""
+    assert r.err == (
+        f"agentd: error: --max-tokens {budget} is less than one run may cost (the profile's limit of 2000 tokens a run): "
+        "give at least 2000\n"
+    )
+    assert not lineage_of(home, PROFILE).path.exists() and not list(home.routes.root.glob(f"{PROFILE}-archive-*"))
+
+
+@pytest.mark.parametrize("budget", [2000, 5000])
 def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home, budget: int) -> None:
     sealed(home, wallet=None)
     toml = home.profiles_dir / PROFILE / "profile.toml"
     toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
-    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--rounds", "3", "--max-tokens", str(budget))
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--baseline-runs", "2", "--rounds", "3", "--max-tokens", str(budget))
     assert code == 1
     stop = next(e for e in got if e["event"] == "stopped")
     assert f"budget of {budget} tokens" in stop["text"]
@@ -394,7 +423,7 @@ def test_long_trials_report_progress(home: Home) -> None:
     heard: list[str] = []
     run_improvement(home, PROFILE, RunRequest(PROPOSER, rounds=1, runs=2), lambda e: None, progress=heard.append)
     assert heard and all(" runs" in h and h.startswith("trial of variant ") for h in heard)
-    assert any(h.endswith(": 12/12 runs") for h in heard)  # the agent as it is: 6 tasks x 2 runs
+    assert any(h.endswith(": 48/48 runs") for h in heard)  # the agent as it is: 6 tasks x 8 baseline runs
 
 
 def test_a_canary_anywhere_in_an_answer_stops_the_loop_before_any_change_is_tried(agentd, home: Home) -> None:
@@ -407,10 +436,33 @@ def test_a_canary_anywhere_in_an_answer_stops_the_loop_before_any_change_is_trie
     assert seal.state().spent == 0
 
 
+@pytest.mark.parametrize("variant", [1, 2, 5, 6])
+def test_a_code_word_however_written_in_a_run_s_answer_stops_the_loop(agentd, home: Home, variant: int) -> None:
+    seal = sealed(home, wallet=None).seal
+    word = variants(code_word(seal.canaries[0]))[variant]
+    script = home.profiles_dir / PROFILE / "models" / "agent.toml"
+    script.write_text(script.read_text().replace('text = "Paid {amount} USD to {to}."', f'text = "Paid {{amount}} USD to {{to}}. {word}"'))
+    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "1")
+    assert code == 1
+    stop = next(e for e in got if e["event"] == "stopped")
+    assert stop["text"] == (
+        "stopped: a run's answer holds the code word of canary-0: the sealed answers reached the agent; seal fresh tasks"
+    )
+    assert seal.state().spent == 0
+
+
+def test_ordinary_words_near_a_code_word_do_not_stop_the_loop(agentd, home: Home) -> None:
+    seal = sealed(home, wallet=None).seal
+    bird = code_word(seal.canaries[0]).split("-")[0]
+    spec = write_proposer(home, "birds.toml", proposes({"lessons": f"A {bird} is a bird; {bird}s do not pay invoices."}))
+    code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
+    assert code == 0 and not [e for e in got if e["event"] == "stopped"]
+
+
 def test_a_baseline_task_left_without_a_judged_run_is_tried_again(agentd, home: Home) -> None:
     sealed(home, wallet=None)
     archive_runs = events(agentd, "--proposer", PROPOSER, "--runs", "2")[1][0]
-    assert archive_runs["judged"] == 12
+    assert archive_runs["judged"] == 48  # 6 tasks x 8 baseline runs (4 x --runs)
     path = next(home.routes.root.glob(f"{PROFILE}-archive-*.json"))
     data = json.loads(path.read_text())
     base = data["variants"][0]
@@ -419,7 +471,7 @@ def test_a_baseline_task_left_without_a_judged_run_is_tried_again(agentd, home: 
     base["errored"] = 2
     path.write_text(json.dumps(data))
     code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
-    assert code == 0 and got[0]["judged"] == 12 and got[0]["errored"] == 0
+    assert code == 0 and got[0]["judged"] == 48 and got[0]["errored"] == 0
     assert not any(e["event"] == "not judged" for e in got)
 
 

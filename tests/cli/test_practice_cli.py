@@ -146,8 +146,8 @@ def test_run_with_practice_chooses_on_them_too_and_the_kept_step_names_the_set(a
     seal = sealed(home).seal
     path = Path(practice(agentd, "--writer", WRITER).out.splitlines()[7].removeprefix("wrote "))
     digest = load_tasks(path).digest
-    r = agentd("improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--runs", "2", "--wallet", PROFILE,
-               "--practice", str(path), "--json")  # fmt: skip
+    r = agentd("improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--runs", "2",
+               "--baseline-runs", "2", "--wallet", PROFILE, "--practice", str(path), "--json")  # fmt: skip
     assert r.code == 0, r.err
     got = [json.loads(line) for line in r.out.splitlines()]
     assert (got[0]["passed"], got[0]["judged"]) == (6, 14)  # 6 tasks to choose on and 1 practice task, 2 runs each

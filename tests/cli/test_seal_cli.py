@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def test_seal_splits_publishes_and_keeps_code_words_in_the_sealed_file_only(agen
     lines = r.out.splitlines()
     assert lines[0] == (
         "sealed 6 of 12 tasks for profile invoices (with 2 canaries), 6 left to choose changes on; "
-        "4 confirmations allowed (newcombe test, each at level 0.0125)"
+        "4 confirmations allowed (newcombe test, each at one-sided level 0.0125)"
     )
     train_path = Path(lines[2].removeprefix("tasks to choose on: "))
     sealed_path = Path(lines[3].removeprefix("sealed tasks: ").removesuffix(" (no proposer is shown them)"))
@@ -61,12 +62,11 @@ def test_anyone_with_the_set_and_the_seed_gets_the_same_split(home: Home) -> Non
 
 
 def test_a_reusable_seal_says_its_threshold(agentd, home: Home) -> None:
-    r = seal_cli(agentd, harvested(home), "--confirmations", "3", "--reusable", "--json")
+    r = seal_cli(agentd, harvested(home), "--confirmations", "3", "--reusable", "--seed", "x")
     assert r.code == 0, r.err
-    terms = json.loads(r.out)
-    assert terms["holdout"]["noise"] == pytest.approx(1 / (2 * 6**0.5))
-    assert terms["holdout"]["threshold"] == pytest.approx(4 / (2 * 6**0.5)) and terms["holdout"]["budget"] == 3
-    r = seal_cli(agentd, home.root / "work.json", "--confirmations", "3", "--reusable", "--seed", "x")
+    terms = open_seal(next(home.routes.root.glob("*-sealed-*.json"))).terms
+    assert terms.holdout["noise"] == pytest.approx(1 / (2 * 6**0.5))
+    assert terms.holdout["threshold"] == pytest.approx(4 / (2 * 6**0.5)) and terms.holdout["budget"] == 3
     assert "As a reusable holdout, the sealed tasks turn down a change whose gain they answer at 81.6% or less (their noise 20.4%)" in r.out
 
 
@@ -209,3 +209,53 @@ def test_a_session_that_repeats_a_sealed_task_is_never_exported(agentd, home: Ho
     assert twin.id not in {x["metadata"]["session"] for x in lines}
     assert json.loads(r.out)["passed_over"]["sealed"] == 7
     assert good.content_key not in {t.content_key for t in load_tasks(out / "tasks.json").tasks}
+
+
+def test_sealed_tasks_are_never_sealed_again_nor_harvested_again(agentd, home: Home) -> None:
+    first = sealed(home)
+    assert first.claim is not None
+    r = seal_cli(agentd, home.root / "work.json", "--seed", "another")
+    assert r.code == 1
+    assert f"was sealed already, by seal {first.seal.id} (claim {first.claim[:16]})" in r.err and "task work-" in r.err
+    assert len(list(home.routes.root.glob("*-sealed-*"))) == 1 and first.seal.state().spent == 0
+    r = agentd("improve", "harvest", PROFILE, "--out", str(home.root / "again.json"), "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["left_out"] == {"sealed": first.seal.terms.sealed_tasks, "exported": 0}
+    sealed_keys = {t.content_key for t in first.seal.real_tasks}
+    assert not sealed_keys & {t.content_key for t in load_tasks(home.root / "again.json").tasks}
+
+
+def test_a_task_another_home_sealed_on_a_shared_ledger_is_not_sealed_here(agentd, home: Home, tmp_path: Path) -> None:
+    from agentd.app.seals import seal_tasks
+    from agentd.app.tasks import harvest_profile
+    from improver.seal import SealRequest
+
+    first = sealed(home)
+    other = Home(tmp_path / "other")
+    other.root.mkdir()
+    (other.root / "config.toml").write_text(f'[ledger]\nurl = "sqlite:///{home.ledger_db}"\n')
+    shutil.copy(home.root / "log-key.json", other.root / "log-key.json")
+    harvested(other)  # the same sessions, recorded in the other home: the same tasks, left out
+    assert load_tasks(other.root / "work.json").tasks
+    assert harvest_profile(other, PROFILE, None).left_out["sealed"] == first.seal.terms.sealed_tasks
+    work = tmp_path / "all.json"
+    harvest_profile(other, PROFILE, work, fresh=False)
+    with pytest.raises(ImproverError, match=rf"was sealed already, by seal {first.seal.id} \(claim {first.claim[:16]}\)"):
+        seal_tasks(other, PROFILE, work, SealRequest(seed="elsewhere"), None)
+
+
+def test_export_then_harvest_again_leaves_the_exported_out_and_seals(agentd, home: Home, tmp_path: Path) -> None:
+    from improver.tasks import TaskSet
+
+    work = load_tasks(harvested(home))
+    some = home.root / "some.json"  # two tasks of sessions that went badly; every good session goes out as a line
+    TaskSet(work.profile, work.operator, tuple(t for t in work.tasks if t.source["outcome"] == "bad")[:2], validated=True).save(some)
+    assert agentd("improve", "export", PROFILE, "--out", str(tmp_path / "train"), "--tasks", str(some)).code == 0
+    assert seal_cli(agentd, home.root / "work.json").code == 1  # the old set holds them: refused
+    r = agentd("improve", "harvest", PROFILE, "--out", str(home.root / "fresh.json"))
+    assert r.code == 0, r.err
+    assert "left out: 0 sealed before, 8 exported for training" in r.out
+    r = seal_cli(agentd, home.root / "fresh.json", "--seed", "s")
+    assert r.code == 0, r.err
+    assert r.out.startswith("sealed 2 of 4 tasks")

@@ -82,8 +82,9 @@ def test_harvest_writes_validated_tasks_and_counts_what_it_passed_over(agentd, s
     lines = r.out.splitlines()
     assert lines[0] == "harvested 6 tasks from 10 sessions of profile invoices"
     assert lines[1] == "passed over: 1 conversation, 1 compacted, 1 errored, 1 without a known outcome"
-    assert lines[2] == "validated: 5 tasks kept, 1 excluded"
-    assert lines[3] == "excluded work-4: failure 1 (does nothing and finishes) passes it: its checks cannot tell that wrong run from a right one"
+    assert lines[2] == "left out: 0 sealed before, 0 exported for training (a seal takes only fresh tasks)"
+    assert lines[3] == "validated: 5 tasks kept, 1 excluded"
+    assert lines[4] == "excluded work-4: failure 1 (does nothing and finishes) passes it: its checks cannot tell that wrong run from a right one"
     taskset = load_tasks(out)
     assert [t.name for t in taskset.tasks] == ["work-1", "work-2", "work-3", "work-5", "work-6"]
     assert [t.source["session"] for t in taskset.tasks] == [sessions[i].id for i in (0, 1, 2, 8, 9)]
@@ -97,7 +98,7 @@ def test_harvest_as_json(agentd, sessions, tmp_path: Path) -> None:
     r = agentd("improve", "harvest", "invoices", "--out", tmp_path / "work.json", "--json")
     data = json.loads(r.out)
     assert data["passed_over"] == {"malformed": 0, "conversation": 1, "compacted": 1, "errored": 1, "unknown outcome": 1}
-    assert data["malformed"] == {}
+    assert data["malformed"] == {} and data["left_out"] == {"sealed": 0, "exported": 0}
     assert data["kept"] == ["work-1", "work-2", "work-3", "work-5", "work-6"]
     assert [e["task"] for e in data["excluded"]] == ["work-4"]
 

@@ -50,6 +50,8 @@ def published() -> tuple[State, str]:
         ("confirmations", [4], "confirmations must be a count"),
         ("level", [0.0125], "level must be 0.05/4"),
         ("test", ["newcombe"], "test must be one of"),
+        ("contents", "d" * 64, "contents must be a list"),
+        ("contents", ["not hex"], "contents must be a list"),
     ],
 )
 def test_a_seal_claim_with_a_field_of_the_wrong_kind_is_refused(field: str, value: Any, expected: str) -> None:
@@ -121,3 +123,11 @@ def test_a_release_spends_its_seals_confirmation_and_an_improvement_may_follow_i
     with pytest.raises(RuleViolation, match="confirmation 1 of that seal was already claimed"):
         apply(state, "agent.release/v1", release_body(seal_claim))
     apply(state, "agent.improvement/v1", {"seal_claim": seal_claim, "confirmation": 2, "follows": release.claim_id, "profile": "invoices"})
+
+
+def test_a_seal_claim_naming_a_task_sealed_before_is_refused_naming_the_claim() -> None:
+    state = State(size=1)
+    first = apply(state, "agent.seal/v1", {**SEAL, "contents": ["d" * 64, "e" * 64]})
+    with pytest.raises(RuleViolation, match=f"content key {'e' * 64} was sealed already, by claim {first.claim_id}"):
+        apply(state, "agent.seal/v1", {**SEAL, "seal": "fedcba9876543210", "contents": ["f" * 64, "e" * 64]})
+    apply(state, "agent.seal/v1", {**SEAL, "seal": "fedcba9876543210", "contents": ["f" * 64]})

@@ -1,8 +1,9 @@
-"""bench/decisions.py decides as the library and the loop do, and prints its table."""
+"""improver.decision: the pure decision, and bench/decisions.py deciding through it."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,14 +11,117 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from improver import loop, stats
-from improver.stats import Tally, compare_newcombe, compare_paired
+from improver import stats
+from improver.decision import (
+    CHOOSE,
+    SCREEN_LEVEL,
+    SEALED,
+    Evidence,
+    Outcome,
+    Rule,
+    clearly_worse,
+    decide,
+    judge_many,
+    settle,
+)
+from improver.stats import Tally
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "decisions.py"
 
 
+def tallies(row, runs: int) -> dict[str, Tally]:
+    return {f"task {i:02d}": Tally(int(passed), runs) for i, passed in enumerate(row)}
+
+
+def test_levels_are_one_sided_screening_and_alpha_over_k_confirming() -> None:
+    assert Rule.for_part(CHOOSE, "paired", 4, 4).level == SCREEN_LEVEL
+    sealed = Rule.for_part(SEALED, "paired", 4, 4)
+    assert sealed.level == 0.05 / 4 and sealed.contest_runs == 16
+    # One-sided at 0.0125: the decision is the sign-flip p-value at or under 0.0125 (not 0.00625).
+    rng = np.random.default_rng(1)
+    p = rng.beta(0.5, 0.5, size=(400, 30))
+    change, current = rng.binomial(4, np.minimum(p + 0.12, 1)), rng.binomial(16, p)
+    pvalues = stats.sign_flip_pvalues(change * 4 - current)
+    judged = judge_many(sealed, change, 4, current, 16)
+    assert judged.better.tolist() == (pvalues <= 0.0125).tolist()
+    assert ((pvalues > 0.00625) & (pvalues <= 0.0125)).any()
+
+
+@pytest.mark.parametrize("test", ["newcombe", "paired"])
+def test_decide_is_the_vectorised_core_for_one_change(test: str) -> None:
+    rng = np.random.default_rng(2)
+    rule = Rule.for_part(SEALED, test, 4, 4)
+    p = rng.beta(0.5, 0.5, size=(60, 12))
+    change, current = rng.binomial(4, np.minimum(p + 0.3, 1)), rng.binomial(16, p)
+    fresh_runs = np.where(rng.random(p.shape) < 0.3, 8, 0)
+    fresh = rng.binomial(fresh_runs, p)
+    many = judge_many(rule, change, 4, current, 16, fresh, fresh_runs).outcome
+    for row in range(len(p)):
+        got = {
+            f"task {i:02d}": Tally(int(fresh[row, i]), int(fresh_runs[row, i])) for i in range(12) if fresh_runs[row, i]
+        }
+        one = decide(rule, Evidence(tallies(change[row], 4), tallies(current[row], 16), got))
+        assert one.outcome is many[row]
+        assert one.comparison is not None and one.comparison.better == (many[row] is not Outcome.NOT_BETTER)
+    assert {Outcome.KEPT, Outcome.NOT_BETTER} <= set(many)
+
+
+def test_a_task_that_looks_lost_is_run_again_before_it_counts() -> None:
+    rule = Rule.for_part(SEALED, "paired", 1, 4)
+    change = {f"t{i:02d}": Tally(4, 4) for i in range(30)} | {"t00": Tally(1, 4)}
+    current = {f"t{i:02d}": Tally(4, 16) for i in range(30)} | {"t00": Tally(15, 16)}
+    said = decide(rule, Evidence(change, current))
+    assert said.outcome is Outcome.MORE_RUNS and said.contested == ("t00",) and said.more == {"t00": 4}
+    # Fresh runs that fail it again: lost beyond chance, named.
+    lost = decide(rule, Evidence(change, current, {"t00": Tally(0, 4)}))
+    assert lost.outcome is Outcome.LOSES_TASKS and lost.lost == ("t00",)
+    # Fresh runs that pass it as the agent does: cleared, kept.
+    assert decide(rule, Evidence(change, current, {"t00": Tally(4, 4)})).outcome is Outcome.KEPT
+    # Undecided after one batch: another; after the most fresh runs allowed, cleared.
+    assert decide(rule, Evidence(change, current, {"t00": Tally(3, 4)})).outcome is Outcome.MORE_RUNS
+    assert decide(rule, Evidence(change, current, {"t00": Tally(12, 16)})).outcome is Outcome.KEPT
+
+
+def test_one_noisy_tally_against_another_is_not_a_lost_task() -> None:
+    # The old rule: the agent passed it (3 of 4), the change did not (2 of 4): lost. Now the
+    # fresh runs say 2 of 4 again, which is no evidence of worse: cleared after the cap.
+    rule = Rule.for_part(CHOOSE, "paired", 4, 4)
+    change = {f"t{i:02d}": Tally(4, 4) for i in range(30)} | {"t00": Tally(2, 4)}
+    current = {f"t{i:02d}": Tally(6, 16) for i in range(30)} | {"t00": Tally(12, 16)}
+    fresh = {"t00": Tally(8, 16)}
+    said = decide(rule, Evidence(change, current, fresh))
+    assert said.outcome is Outcome.GOES_ON and said.lost == () and said.contested == ("t00",)
+
+
+def test_a_change_not_better_spends_no_runs_on_contests() -> None:
+    rule = Rule.for_part(CHOOSE, "newcombe", 4, 4)
+    change = {"a": Tally(0, 4), "b": Tally(2, 4)}
+    current = {"a": Tally(16, 16), "b": Tally(8, 16)}
+    said = decide(rule, Evidence(change, current))
+    assert said.outcome is Outcome.NOT_BETTER and said.more == {}
+
+
+def test_a_task_without_a_judged_run_leaves_the_change_not_judged() -> None:
+    rule = Rule.for_part(SEALED, "paired", 4, 4)
+    said = decide(rule, Evidence({"a": Tally(4, 4)}, {"a": Tally(4, 16), "b": Tally(1, 16)}), ("a", "b"))
+    assert said.outcome is Outcome.NOT_JUDGED and said.thin == ("b",)
+
+
+def test_settling_a_contest_whose_runs_never_came_clears_it() -> None:
+    rule = Rule.for_part(SEALED, "paired", 1, 4)
+    change = {f"t{i:02d}": Tally(4, 4) for i in range(30)} | {"t00": Tally(1, 4)}
+    current = {f"t{i:02d}": Tally(4, 16) for i in range(30)} | {"t00": Tally(15, 16)}
+    assert settle(decide(rule, Evidence(change, current))).outcome is Outcome.KEPT
+
+
+def test_clearly_worse_drops_only_beyond_chance() -> None:
+    parent = {f"t{i}": Tally(4, 4) for i in range(12)}
+    assert clearly_worse({f"t{i}": Tally(0, 1) for i in range(12)}, parent).outcome is Outcome.DROPPED
+    assert clearly_worse({f"t{i}": Tally(1, 1) for i in range(12)}, parent) is None
+
+
 @pytest.fixture(scope="module")
-def decisions():
+def bench():
     spec = importlib.util.spec_from_file_location("bench_decisions", BENCH)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
@@ -26,123 +130,31 @@ def decisions():
     del sys.modules[spec.name]
 
 
-def tallies(row, runs: int) -> dict[str, Tally]:
-    return {f"task {i}": Tally(int(passed), runs) for i, passed in enumerate(row)}
-
-
-@pytest.mark.parametrize("runs", [1, 2, 4])
-def test_the_bench_decides_each_row_as_the_library_does(decisions, runs: int) -> None:
-    rng = np.random.default_rng(runs)
-    p = rng.beta(0.5, 0.5, size=(300, 12))
-    current = rng.binomial(runs, p)
-    change = rng.binomial(runs, np.minimum(p + 0.3, 1))
-    for test, compare in (("newcombe", compare_newcombe), ("paired", compare_paired)):
-        for level in (0.05, 0.0125):
-            fast = decisions.better(test, change, current, runs, level)
-            slow = [
-                compare(tallies(row_change, runs), tallies(row_current, runs), level).better
-                for row_change, row_current in zip(change, current)
-            ]
-            assert fast.tolist() == slow
-            assert any(slow) and not all(slow)
-
-
-def kept_by_the_loop(test: str, choose, sealed, runs: int, confirmations: int) -> bool:
-    """What Loop._judge then Loop._confirm decide, through the library calls they make."""
-    for (change, current), level in ((choose, loop.SCREEN_LEVEL), (sealed, stats.confirmation_level(confirmations))):
-        change_tallies, current_tallies = tallies(change, runs), tallies(current, runs)
-        if not stats.compare(test, change_tallies, current_tallies, level).better:
-            return False
-        if stats.lost_tasks(current_tallies, change_tallies):
-            return False
-    return True
-
-
-@pytest.mark.parametrize("runs", [1, 2, 4])
-def test_the_bench_keeps_exactly_what_the_loop_keeps(decisions, runs: int) -> None:
-    rng = np.random.default_rng(10 + runs)
-    rows, size = 400, 20
-    arms = []
-    for _ in range(2):
-        p = rng.beta(0.5, 0.5, size=(rows, size))
-        arms.append((rng.binomial(runs, np.minimum(p + 0.5, 1)), rng.binomial(runs, p)))
-    (choose_change, choose_current), (sealed_change, sealed_current) = arms
-    choose = decisions.Part(choose_change, choose_current)
-    sealed = decisions.Part(sealed_change, sealed_current)
-    assert decisions.SCREEN_LEVEL == loop.SCREEN_LEVEL
-    for test in ("newcombe", "paired"):
-        judged = decisions.judge(test, choose, sealed, runs, 2)
-        loop_kept = [
-            kept_by_the_loop(test, (choose_change[i], choose_current[i]), (sealed_change[i], sealed_current[i]), runs, 2)
-            for i in range(rows)
-        ]
-        assert judged.kept.tolist() == loop_kept
-        assert any(loop_kept)
-        # Rows better on both parts that the loop turns down for a task lost on the tasks to
-        # choose on alone: without that condition the bench would keep them.
-        lost_choosing_only = judged.both & ~judged.choose_loses_none & judged.sealed_loses_none
-        assert lost_choosing_only.any()
-
-
-def test_a_change_that_loses_a_task_to_choose_on_is_not_kept(decisions) -> None:
-    tasks, runs = 20, 4
-    clean_change, clean_current = np.full(tasks, runs), np.zeros(tasks, dtype=np.int64)
-    # Far better on 19 tasks, but it fails (1 run of 4) the one task the agent passes (3 of 4).
-    losing_change, losing_current = clean_change.copy(), clean_current.copy()
-    losing_change[0], losing_current[0] = 1, 3
-    # Row 0 loses nothing, row 1 loses a task to choose on, row 2 a sealed task.
-    choose = decisions.Part(
-        np.stack([clean_change, losing_change, clean_change]), np.stack([clean_current, losing_current, clean_current])
-    )
-    sealed = decisions.Part(
-        np.stack([clean_change, clean_change, losing_change]), np.stack([clean_current, clean_current, losing_current])
-    )
-    for test in ("newcombe", "paired"):
-        judged = decisions.judge(test, choose, sealed, runs, 4)
-        assert judged.both.tolist() == [True, True, True]
-        assert judged.kept.tolist() == [True, False, False]
-        rates = judged.rates()
-        assert rates.kept == pytest.approx(1 / 3) and rates.both == 1.0
-
-
-def test_more_tasks_to_choose_on_give_a_change_more_tasks_to_lose(decisions) -> None:
-    # The same sealed part, 20 or 80 tasks to choose on. More tasks make the screen surer of
-    # a 30-point gain, but give the change more tasks to lose there, and the loop turns
-    # down a change that loses one: it keeps fewer. Without that condition it keeps more.
-    few, many = (
-        decisions.simulate(tasks, 4, (0.5, 0.5), 0.3, 2_000, np.random.default_rng(3), sealed_tasks=20)
-        for tasks in (20, 80)
-    )
-    for test in ("newcombe", "paired"):
-        assert many[test].screened > few[test].screened and many[test].both > few[test].both
-        assert many[test].kept < few[test].kept / 2
-        assert few[test].kept < few[test].both
-
-
-def test_a_logit_change_raises_the_mean_by_the_gain_asked(decisions) -> None:
-    rng = np.random.default_rng(0)
-    for prior in ((0.5, 0.5), (1.0, 1.0)):
-        assert decisions.mean_gain(0.2, "logit", prior, rng) == pytest.approx(0.2, abs=0.002)
-        assert decisions.mean_gain(0.2, "add", prior, rng) < 0.2
+def test_the_bench_steps_through_the_decision_as_the_loop_does(bench) -> None:
+    """A broken task is contested, run again batch by batch, and refused, as decide says."""
+    rng = np.random.default_rng(4)
+    part = bench.broken(bench.world(rng, 300, 20, (0.5, 0.5), 0.3, 16), rng, 16)
+    outcome, runs = bench.judge_part(Rule.for_part(SEALED, "paired", 4, 4), part, 16, rng)
+    better = outcome != Outcome.NOT_BETTER  # a change not better is turned down without a contest
+    assert better.mean() > 0.3 and (outcome[better] == Outcome.LOSES_TASKS).mean() > 0.9
+    assert (runs[~better] == 20 * 4).all()
+    assert (runs[better] > 20 * 4).mean() > 0.9  # the broken task was run again
 
 
 @pytest.mark.slow
-def test_the_bench_prints_both_tests_side_by_side() -> None:
+def test_the_bench_prints_a_json_line_a_figure() -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--changes", "200"], capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, str(BENCH), "--changes", "20", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
     )
-    lines = done.stdout.splitlines()
-    assert lines[0] == (
-        "The loop's decision rule (Loop._judge, Loop._confirm): better at 95% and no task lost on the tasks to choose on; "
-        "better at 1.25% (0.05/4) and no task lost on the sealed tasks."
-    )
-    header = next(line for line in lines if line.startswith("prior"))
-    assert header.split()[:3] == ["prior", "N", "R"]
-    assert "newcombe null" in header and "paired +30" in header
-    rows = [line for line in lines if line.startswith(("Beta(0.5,0.5)", "Beta(1,1)"))]
-    assert len(rows) == 3 * 18
-    titles = [line for line in lines if line.startswith("Kept ")]
-    assert titles[0].startswith("Kept by the loop's rule") and titles[1].startswith("Kept without the no-loss condition")
-    assert any(line.startswith("paired test at or under its nominal level in every cell:") for line in lines)
-    assert lines[-1].startswith("issue 5's goal under the loop's rule: ")
-    assert "tasks x 4 runs done" in done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    keys = {"tasks", "runs", "prior", "test", "effect", "scenario", "what", "rate", "n", "runs_per_change"}
+    assert all(keys <= set(line) for line in lines)
+    assert {line["prior"] for line in lines} == {"beta(0.5,0.5)", "beta(1,1)"}
+    assert {line["scenario"] for line in lines} == {"uniform", "breaks-one"}
+    assert {line["what"] for line in lines} == {"family_false_keep", "kept"}
+    assert {line["tasks"] for line in lines if line["what"] == "family_false_keep"} == {20, 40, 80}
+    assert {line.get("holdout_tasks") for line in lines} >= {40, 80, 400}

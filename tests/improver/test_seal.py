@@ -8,9 +8,12 @@ from pathlib import Path
 from improver.export import ExportRecord
 from improver.routes import Routes
 from improver.seal import SealRequest, make_seal, split
+from improver.separation import Separation
 from improver.tasks import Task, TaskSet
 from improver.validate import validate
 from tests.improver.taskkit import OPERATOR, paid_task
+
+NOTHING = Separation({}, frozenset(), ExportRecord())  # nothing sealed or exported before
 
 
 def twin(name: str, session: str) -> Task:
@@ -62,7 +65,7 @@ def validated(taskset: TaskSet) -> TaskSet:
 
 def test_canaries_stand_among_the_sealed_tasks_by_digest_not_at_the_end(tmp_path: Path) -> None:
     taskset = validated(TaskSet("invoices", OPERATOR, tuple(paid_task(f"work-{n}", number=str(n)) for n in range(20, 32))))
-    seal = make_seal(taskset, Routes(tmp_path), SealRequest(share=50, canaries=3, seed="x"), ExportRecord())
+    seal = make_seal(taskset, Routes(tmp_path), SealRequest(share=50, canaries=3, seed="x"), NOTHING)
     tasks = seal.sealed.tasks
     assert [t.digest for t in tasks] == sorted(t.digest for t in tasks)
     assert len(seal.canaries) == 3 and len(seal.real_tasks) == 6

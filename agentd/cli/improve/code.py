@@ -12,6 +12,7 @@ from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     App,
+    baseline_runs_option,
     emit_json,
     emit_json_line,
     json_option,
@@ -36,6 +37,7 @@ from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 @click.option("--max-lines", type=click.IntRange(min=1), default=MAX_LINES, show_default=True, help="Lines a patch may add and delete.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds to run.")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
+@baseline_runs_option
 @click.option("--apply", is_flag=True, help="Apply each release's patch to the --source checkout (git apply).")
 @click.option("--wallet", help="Publish each release as an agent.release/v1 claim with this wallet.")
 @click.option("--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (coder and trials) would be passed.")
@@ -44,7 +46,8 @@ from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 @pass_app
 def code(
     app: App, profile: str, source: Path, coder: str, build: str, test: str, candidate: str, allow: tuple[str, ...],
-    readable: tuple[Path, ...], env: tuple[str, ...], max_files: int, max_lines: int, rounds: int, runs: int, apply: bool,
+    readable: tuple[Path, ...], env: tuple[str, ...], max_files: int, max_lines: int, rounds: int, runs: int,
+    baseline_runs: int | None, apply: bool,
     wallet: str | None, max_tokens: int | None, concurrency: int, as_json: bool,
 ) -> None:  # fmt: skip
     """Let PROFILE's agent change its own code: each round a coder changes a copy of
@@ -62,7 +65,8 @@ def code(
 
     request = CodeRequest(
         coder=coder, source=source, build=build, test=test, candidate=candidate, allow=allow or DEFAULT_ALLOW,
-        readable=tuple(p.absolute() for p in readable), env=env, rounds=rounds, runs=runs, apply=apply, wallet=wallet,
+        readable=tuple(p.absolute() for p in readable), env=env, rounds=rounds, runs=runs, baseline_runs=baseline_runs,
+        apply=apply, wallet=wallet,
         max_tokens=max_tokens, concurrency=concurrency, max_files=max_files, max_lines=max_lines,
     )  # fmt: skip
     stopped = run_code(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)

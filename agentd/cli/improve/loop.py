@@ -17,6 +17,7 @@ from agentd.cli.options import (
     EXIT_INTERRUPTED,
     App,
     CheckFailed,
+    baseline_runs_option,
     emit_json,
     emit_json_line,
     json_option,
@@ -32,7 +33,7 @@ from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, summ
               help="A validated task set (agentd improve harvest / validate).")  # fmt: skip
 @click.option("--share", type=click.IntRange(1, 99), default=50, show_default=True, help="The percentage of tasks sealed (1-99).")
 @click.option("--confirmations", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Changes the seal may confirm; each at level 0.05/k.")  # fmt: skip
+              help="Changes the seal may confirm; each at one-sided level 0.05/k.")  # fmt: skip
 @click.option("--canaries", type=click.IntRange(0, 100), default=2, show_default=True, help="Canary tasks added to the sealed part.")
 @click.option("--seed", help="The seed of the split (default: a random one, printed); the same set and seed give the same split.")
 @click.option("--reusable", is_flag=True, help="Make the sealed tasks a reusable holdout (Thresholdout) as well.")
@@ -62,7 +63,7 @@ def _seal_lines(sealed: Sealed) -> list[str]:
     first = (
         f"sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks for profile {t.profile} "
         f"(with {t.canaries} canaries), {t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed "
-        f"({t.test} test, each at level {t.level:.4g})"
+        f"({t.test} test, each at one-sided level {t.level:.4g})"
     )
     if t.holdout:
         first += (
@@ -107,6 +108,7 @@ def _warn_if_powerless(sealed: Sealed) -> None:
 @click.option("--proposer", required=True, help="The model that proposes changes, provider:model.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds to run.")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
+@baseline_runs_option
 @click.option("--apply", is_flag=True, help="Make each kept change the profile's (learned.json) at once.")
 @click.option("--wallet", help="Publish each kept change as an agent.improvement/v1 claim with this wallet.")
 @click.option("--model", "models", multiple=True, help="A further model changes may run on (repeat).")
@@ -118,7 +120,7 @@ def _warn_if_powerless(sealed: Sealed) -> None:
 @json_option
 @pass_app
 def run(
-    app: App, profile: str, proposer: str, rounds: int, runs: int, apply: bool, wallet: str | None,
+    app: App, profile: str, proposer: str, rounds: int, runs: int, baseline_runs: int | None, apply: bool, wallet: str | None,
     models: tuple[str, ...], max_tokens: int | None, concurrency: int, seed: int | None, practice: Path | None,
     as_json: bool,
 ) -> None:  # fmt: skip
@@ -135,7 +137,7 @@ def run(
         else:
             click.echo(event.text)
 
-    request = RunRequest(proposer, rounds, runs, apply, wallet, models, max_tokens, concurrency, seed, practice)
+    request = RunRequest(proposer, rounds, runs, baseline_runs, apply, wallet, models, max_tokens, concurrency, seed, practice)
     stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)

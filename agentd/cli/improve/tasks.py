@@ -20,6 +20,7 @@ from improver import (
     EXPORT_PASS_OVER,
     GROUPS,
     HARVEST_PASS_OVER,
+    LEFT_OUT,
     MAX_ENV_SESSIONS,
     SFT,
     SFT_VALIDATION,
@@ -76,8 +77,10 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
     passed or failed. Conversations (more than one message from a person), compacted
     sessions, errored sessions, sessions without a known outcome and malformed ones (a
     recorded message not in the chat format: each is named on stderr) are passed over
-    and counted. A task is kept only when its solution passes and its failures fail; the
-    others stay in the file under "excluded", each with its reason.
+    and counted. Tasks sealed before (here, or by any home sharing the ledger) or exported
+    for training are left out and counted, so the set can be sealed. A task is kept only
+    when its solution passes and its failures fail; the others stay in the file under
+    "excluded", each with its reason.
     """
     done = harvest_profile(app.home, profile, out)
     taskset = done.validation.taskset
@@ -94,6 +97,7 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
                 "kept": [t.name for t in taskset.tasks],
                 "excluded": [{"task": e.task.name, "reason": e.reason} for e in taskset.excluded],
                 "passed_over": {reason: over[reason] for reason in HARVEST_PASS_OVER},
+                "left_out": {reason: done.left_out[reason] for reason in LEFT_OUT},
                 "malformed": done.harvest.malformed,
             }
         )
@@ -106,6 +110,10 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
         f"{over['unknown outcome']} without a known outcome",
     ]
     click.echo("passed over: " + ", ".join(counts + ([f"{over['malformed']} malformed"] if over["malformed"] else [])))
+    click.echo(
+        f"left out: {done.left_out['sealed']} sealed before, {done.left_out['exported']} exported for training "
+        "(a seal takes only fresh tasks)"
+    )
     _validation_lines(done.validation)
     click.echo(f"wrote {out} (set digest {taskset.digest[:16]})")
 
