@@ -60,7 +60,7 @@ NOTE = "bench.note/v1"
 
 # Run in a process of its own: verify the ledger and print what it took, with the CPU a
 # raw verify takes in the same process just before and after (so both see the same load
-# on the machine); the raw messages are made before the ledger is opened, so the memory
+# on the machine); the baseline (JOBS 0) makes the raw messages too, so that the memory
 # figure is the audit's. argv: URL JOBS ROOT BENCH
 VERIFY = """
 import importlib.util, json, resource, sys, time
@@ -69,7 +69,7 @@ from ledger import Ledger, RuleSet, Wallet, register_funds
 spec = importlib.util.spec_from_file_location("ledger_bench", sys.argv[4])
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-raw = bench.Raw([Wallet.generate(f"w{i}") for i in range(10)]) if int(sys.argv[2]) else None
+raw = bench.Raw([Wallet.generate(f"w{i}") for i in range(10)])
 rules = RuleSet()
 register_funds(rules)
 with Ledger.open(sys.argv[1], rules, None, check=False) as ledger:
@@ -77,7 +77,7 @@ with Ledger.open(sys.argv[1], rules, None, check=False) as ledger:
     def cpu():
         own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
-    if raw:
+    if int(sys.argv[2]):
         before = raw.verify_cpu()
         start, used = time.perf_counter(), cpu()
         report = ledger.verify(jobs=int(sys.argv[2]))
