@@ -356,12 +356,15 @@ def _witnessed(replay: _Replay, witnessing: Witnessing, report: VerifyReport) ->
 
 class _Checker:
     """Checks rows' bytes and signatures in `jobs` processes: this one and jobs - 1
-    workers. This process also replays the rules, so it checks a chunk itself only
-    while every worker has work queued: it never waits while a core is left idle."""
+    workers. This process also replays the rules, so it checks a page itself only
+    while every worker has work queued: it never waits while a core is left idle, unless
+    a worker the machine starves of CPU holds back so many pages checked here that
+    memory would grow with the log; then it waits for that worker."""
 
     def __init__(self, jobs: int) -> None:
         self._pool = _pool(jobs - 1) if jobs > 1 else None
         self._window = 2 * (jobs - 1)
+        self._most = 4 * jobs  # pages held, checked or queued
 
     def __enter__(self) -> Callable[[Iterable[list[Row]]], Iterator[tuple[list[Row], list[Entry | str]]]]:
         return self._run
@@ -384,7 +387,7 @@ class _Checker:
                 pending.append((page, self._pool.apply_async(check_rows, ([(r.raw, r.leaf) for r in page],))))
             else:
                 pending.append((page, [check_row(r.raw, r.leaf) for r in page]))
-            while pending and (isinstance(pending[0][1], list) or pending[0][1].ready()):
+            while pending and (isinstance(pending[0][1], list) or pending[0][1].ready() or len(pending) > self._most):
                 yield _results(*pending.popleft())
         while pending:
             yield _results(*pending.popleft())
