@@ -202,7 +202,7 @@ def _plain_payload(payload: bytes) -> dict[str, Any] | None:
     if type(doc) is not dict or doc.keys() != _PAYLOAD_KEYS:
         return None
     kind, author, at, log, seq, v = doc["kind"], doc["author"], doc["at"], doc["log"], doc["seq"], doc["v"]
-    plain = (
+    good = (
         type(v) is int and v == VERSION
         and type(seq) is int and 1 <= seq <= MAX_SEQ
         and type(kind) is str and type(author) is str and type(log) is str and _names_valid(kind, author, log)
@@ -210,7 +210,7 @@ def _plain_payload(payload: bytes) -> dict[str, Any] | None:
         and type(doc["body"]) is dict and canonical.plain(doc["body"])
         and orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) == payload
     )  # fmt: skip
-    return doc if plain else None
+    return doc if good else None
 
 
 def _checked_payload(payload: bytes) -> dict[str, Any]:
