@@ -23,7 +23,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 def dumps(value: Any) -> bytes:
     """The JCS bytes of a JSON value; LedgerError if it has no JCS form."""
     try:
-        if _plain(value):
+        if plain(value):
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError, UnicodeEncodeError) as exc:
@@ -53,7 +53,7 @@ def _number(text: str) -> int | float:
     return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else float(text)
 
 
-def _plain(value: Any) -> bool:
+def plain(value: Any) -> bool:
     """True when orjson with sorted keys is guaranteed to print the JCS form."""
     kind = type(value)
     if kind is dict:
@@ -61,11 +61,12 @@ def _plain(value: Any) -> bool:
             # Keys beyond the BMP sort differently by UTF-16 unit (JCS) than by code point.
             if type(key) is not str or not (key.isascii() or max(key) <= "\uffff"):
                 return False
-            if not _plain_scalar(item) and not _plain(item):
+            # Strings first: most values are, and they need no call.
+            if type(item) is not str and not _plain_scalar(item) and not plain(item):
                 return False
         return True
     if kind is list:
-        return all(_plain_scalar(item) or _plain(item) for item in value)
+        return all(_plain_scalar(item) or plain(item) for item in value)
     return _plain_scalar(value)
 
 

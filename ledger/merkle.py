@@ -73,9 +73,11 @@ class Frontier:
         nodes.append(leaf)
         index = size = self.size
         level = 0
+        sha256 = hashlib.sha256
         while size & 1:
             right = nodes.pop()
-            nodes[-1] = node_hash(nodes[-1], right)
+            # node_hash inlined: verify and appends run this for every entry of the log.
+            nodes[-1] = sha256(b"\x01" + nodes[-1] + right).digest()
             size >>= 1
             level += 1
             if self.completed is not None and level % self.stride == 0:

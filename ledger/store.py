@@ -150,9 +150,18 @@ class Recorder(Protocol):
 
 def pages(recorder: Recorder, start: int = 1, *, kind: str | None = None, author: str | None = None) -> Iterator[Row]:
     """Every matching row from `start` on, read a page at a time (no long-held reads)."""
+    for page in row_pages(recorder, start, kind=kind, author=author):
+        yield from page
+
+
+def row_pages(
+    recorder: Recorder, start: int = 1, *, kind: str | None = None, author: str | None = None
+) -> Iterator[list[Row]]:
+    """The same rows as `pages`, a list a page (for those who handle a page at once)."""
     while True:
         page = recorder.rows(start, kind=kind, author=author)
-        yield from page
+        if page:
+            yield page
         if len(page) < PAGE:
             return
         start = page[-1].pulse + 1

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 import rfc8785
 
@@ -38,8 +39,9 @@ from ledger import (
     tiles,
 )
 from ledger import snapshot as snapshots
+from ledger.audit import check_row, check_rows
 from ledger.checkpoint import parse as parse_checkpoint
-from ledger.entry import leaf_hash
+from ledger.entry import PAYLOAD_TYPE, leaf_hash, pae
 from ledger.export import export_line, read_copy
 from ledger.log import SNAPSHOT_BYTES_PER_ENTRY
 from ledger.rules import MAX_CENTS
@@ -347,6 +349,54 @@ def test_verify_passes_on_an_honest_log(ledger: Ledger, log_key: Wallet) -> None
         assert report.ok, report.problem
         assert (report.size, report.signatures, report.root, report.checkpoints) == (33, 33, ledger.root(), [2, 32, 32])
         assert report.snapshot == 33
+
+
+def test_verify_with_workers_reads_back_every_body_exactly(store_url: str, log_key: Wallet) -> None:
+    # Workers send the fields of the entries they checked as one JSON array; a body nested
+    # as deep as an entry allows is too deep for that array, and goes back as it is.
+    deep: object = "bottom"
+    while True:
+        try:
+            Entry.create(log_key, "test.any/v1", {"d": [deep]}, log="x", seq=1)
+        except LedgerError:
+            break
+        deep = [deep]
+    bodies = [{"d": deep}, {"f": 0.1, "i": -(2**53) + 1, "s": "é\U0001f600\n", "n": None, "b": [True, {}]}]
+    written = [json.dumps(body, sort_keys=True) for body in bodies]
+
+    def same(state: State, entry: Entry) -> None:
+        # On append and on every replay, each body must read back as it was written.
+        if json.dumps(entry.body, sort_keys=True) != written[entry.seq - 1]:
+            raise RuleViolation("the body read back is not the one written")
+
+    rules = funds_rules()
+    rules.register("test.any/v1", same)
+    with Ledger.open(store_url, rules, log_key) as ledger:
+        writer = Wallet.generate()
+        for body in bodies:
+            ledger.append(writer, "test.any/v1", body)
+        rows = [(e.raw, e.leaf_hash) for e in ledger.entries()]
+        assert isinstance(check_rows(rows), list) and isinstance(check_rows(rows[:1] + rows[-1:]), bytes)
+        for jobs in (1, 2):
+            report = ledger.verify(jobs=jobs)
+            assert report.ok and report.size == 3, report.problem
+
+
+def test_verify_refuses_a_signed_payload_in_another_spelling(ledger: Ledger, log_key: Wallet) -> None:
+    # Signed by its author, so only the canonical-form check can refuse it, in this
+    # process or in a worker's.
+    alice = _funded(ledger, log_key)
+    good = ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
+    payload = base64.b64decode(json.loads(good.raw)["payload"]).replace(b'"cents":1', b'"cents":1.0')
+    envelope = json.loads(good.raw)
+    envelope["payload"] = base64.b64encode(payload).decode()
+    envelope["signatures"][0]["sig"] = base64.b64encode(alice.sign(pae(PAYLOAD_TYPE.encode(), payload))).decode()
+    raw = rfc8785.dumps(envelope)
+    rows = [(e.raw, e.leaf_hash) for e in ledger.entries()] + [(raw, leaf_hash(raw))]
+    assert isinstance(check_rows(rows), bytes)
+    checked = orjson.loads(check_rows(rows))
+    assert "canonical" in checked[-1] and all(isinstance(c, list) for c in checked[:-1])
+    assert "canonical" in str(check_row(raw, leaf_hash(raw)))
 
 
 def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_key: Wallet) -> None:

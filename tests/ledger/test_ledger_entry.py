@@ -8,13 +8,16 @@ import os
 import stat
 from pathlib import Path
 
+import orjson
 import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import Checkpoint, CheckpointError, Entry, EntryError, LedgerError, Wallet, canonical, checkpoint
-from ledger.entry import PAYLOAD_TYPE, pae
+from ledger import entry as entry_module
+from ledger.audit import check_row
+from ledger.entry import PAYLOAD_TYPE, leaf_hash, pae
 
 LOG = "example.org/log"
 from ledger import keys
@@ -264,3 +267,65 @@ def test_plain_and_corrupt_key_files(tmp_path: Path) -> None:
         read_key_file(path)
     with pytest.raises(LedgerError, match="does not exist"):
         read_key_file(tmp_path / "nobody.json")
+
+
+_BASE = {"v": 2, "kind": "test.note/v1", "author": "", "at": "2026-11-29T12:00:00Z", "log": LOG, "seq": 1}
+
+
+def _spellings(doc: dict) -> dict[str, bytes]:
+    """The ways a payload may be printed: RFC 8785's, and others close to it."""
+    return {
+        "jcs": rfc8785.dumps(doc),
+        "orjson sorted": orjson.dumps(doc, option=orjson.OPT_SORT_KEYS),
+        "json sorted": json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(),
+        "json ascii": json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(),
+        "spaced": json.dumps(doc, sort_keys=True).encode(),
+        "unsorted": json.dumps(dict(reversed(doc.items())), separators=(",", ":")).encode(),
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_the_quick_payload_check_accepts_nothing_the_full_check_refuses(body: object) -> None:
+    # Verify checks each payload by a quick path first: it may leave a payload to the
+    # full check, but what it accepts the full check accepts, with the same fields.
+    alice = Wallet.generate()
+    doc = {**_BASE, "author": alice.id, "body": {"x": body}}
+    for spelling, payload in _spellings(doc).items():
+        quick = entry_module._plain_payload(payload)
+        try:
+            full = entry_module._checked_payload(payload)
+        except EntryError:
+            full = None
+        if quick is not None:
+            assert quick == full, spelling
+        if full is None:
+            with pytest.raises(EntryError):
+                Entry.parse(_signed(alice, payload))
+        else:
+            assert Entry.parse(_signed(alice, payload)).body == full["body"]
+    if canonical.plain(doc):
+        assert entry_module._plain_payload(rfc8785.dumps(doc)) is not None  # the quick path is the common one
+
+
+def test_signed_payloads_in_another_spelling_are_refused() -> None:
+    # Each is what orjson or json prints for a value and RFC 8785 prints otherwise:
+    # a float, an integer beyond 2**53, keys beyond the BMP (JCS sorts them by UTF-16
+    # unit), an escape where JCS writes the character, and whitespace.
+    alice = Wallet.generate()
+    base = {**_BASE, "author": alice.id}
+    for spelled in [
+        b'{"n":1.0}',
+        b'{"n":1e2}',
+        b'{"n":1152921504606846976}',
+        orjson.dumps({"\ue000": 1, "\U0001f600": 2}),
+        b'{"a":"\\u0061"}',
+        b'{"a":"\\u00e9"}',
+        b'{"a": 1}',
+    ]:
+        payload = rfc8785.dumps({**base, "body": {}}).replace(b'"body":{}', b'"body":' + spelled)
+        assert entry_module._plain_payload(payload) is None
+        with pytest.raises(EntryError, match="canonical"):
+            Entry.parse(_signed(alice, payload))
+        raw = _signed(alice, payload)
+        assert "canonical" in str(check_row(raw, leaf_hash(raw)))
