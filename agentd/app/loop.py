@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Callable
@@ -34,6 +35,33 @@ from improver import (
 from ledger import Ledger
 
 
+class Stopper:
+    """Asks a loop running on another thread (a scheduled job in the daemon) to stop at
+    its next step boundary, as SIGTERM does for `improve run`; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._target: tuple[asyncio.AbstractEventLoop, Loop] | None = None
+        self.requested = False
+
+    def attach(self, running: asyncio.AbstractEventLoop, loop: Loop) -> None:
+        with self._lock:
+            self._target = (running, loop)
+            if self.requested:
+                loop.request_stop()
+
+    def detach(self) -> None:
+        with self._lock:
+            self._target = None
+
+    def request(self) -> None:
+        with self._lock:
+            self.requested = True
+            if self._target is not None:
+                running, loop = self._target
+                running.call_soon_threadsafe(loop.request_stop)
+
+
 @dataclass(frozen=True)
 class RunRequest:
     proposer: str
@@ -54,17 +82,19 @@ def run_improvement(
     on_event: Callable[[Event], None],
     proposer: Model | None = None,
     progress: Callable[[str], None] | None = None,
+    stopper: Stopper | None = None,
 ) -> Stop | None:
     """Runs the loop on the profile's current seal, one at a time per profile; returns why
     it stopped early, if it did. `proposer` stands in for the one the request names;
-    `progress` hears how far each trial is, at most once a second."""
+    `progress` hears how far each trial is, at most once a second; `stopper` stops it
+    from another thread."""
     killswitch.refuse_if_on(home, "loop step")
     home.ensure()
     settle_seals(home)
     with holding_loop_lock(home, profile_name), ExitStack() as stack:
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
         loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger)
-        asyncio.run(_run(loop, request.rounds))
+        asyncio.run(_run(loop, request.rounds, stopper or Stopper()))
         return loop.stopped
 
 
@@ -123,13 +153,17 @@ def _loop(
         raise AgentdError(str(exc)) from None
 
 
-async def _run(loop: Loop, rounds: int) -> None:
-    """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop."""
+async def _run(loop: Loop, rounds: int, stopper: Stopper) -> None:
+    """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop (on the main thread:
+    elsewhere the process's own handler stops it through `stopper`)."""
     running = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
+    for sig in signals:
         running.add_signal_handler(sig, loop.request_stop)
+    stopper.attach(running, loop)
     try:
         await loop.run(rounds)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        stopper.detach()
+        for sig in signals:
             running.remove_signal_handler(sig)
