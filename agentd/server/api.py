@@ -36,7 +36,7 @@ from agentd.home import PRIVATE_FILE, Home
 from agentd.server.ledgers import Ledgers, Reader
 from agentd.server.metrics import Metrics
 from improver import ImproverError
-from ledger import Entry, EntryError, LedgerError, Row, RuleViolation, StoredCheckpoint
+from ledger import WALLET_ID, Entry, EntryError, LedgerError, Row, RuleViolation, StoredCheckpoint
 
 # A signed entry is a few kB; a transcript for intake may be larger.
 ENTRY_CAP = 64 * 1024
@@ -95,6 +95,7 @@ def app(home: Home, *, scheduler: Any = None, metrics: Metrics | None = None, le
         route("/v1/entries", post_entry, ("POST",)),
         route("/v1/entries/{ref}", entry),
         route("/v1/find", find),
+        route("/v1/authors/{author}", author_next),
         route("/v1/tiles/{level:int}", tile_page),
         route("/v1/checkpoint", latest_checkpoint),
         route("/v1/checkpoints", checkpoints),
@@ -214,6 +215,18 @@ def find(server: Server, request: Request) -> dict[str, Any]:
         raise Refused(400, "low and high are leaf hashes: 64 lowercase hex digits each")
     limit = _int(request, "limit", 2, high=PAGE) or 2
     return {"pulses": server.ledgers.reader().store.find(bytes.fromhex(low), bytes.fromhex(high), limit)}
+
+
+def author_next(server: Server, request: Request) -> dict[str, Any]:
+    """What a wallet elsewhere needs to sign its next entry for this log: the log's origin
+    and the sequence number the entry must carry."""
+    author = request.path_params["author"]
+    if not WALLET_ID.fullmatch(author):
+        raise Refused(400, f"{author[:40]!r} is not a wallet id (32 hex digits)")
+    ledger = server.ledgers.reader().ledger
+    if not server.ledgers.reader().store.head().size:
+        raise Refused(404, "the log is empty: it has no origin yet")
+    return {"origin": ledger.origin, "next_sequence": ledger.next_sequence(author)}
 
 
 def tile_page(server: Server, request: Request) -> dict[str, Any]:
