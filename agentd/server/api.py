@@ -238,11 +238,14 @@ def tile_page(server: Server, request: Request) -> dict[str, Any]:
 
 
 def latest_checkpoint(server: Server, request: Request) -> Response:
-    note = server.ledgers.reader().ledger.latest_checkpoint()
-    if note is None:
-        if not server.ledgers.reader().store.head().size:
-            raise Refused(404, "the log is empty: it has no checkpoint yet")
-        note = server.ledgers.write(lambda ledger: ledger.checkpoint())
+    """A checkpoint of the log as it stands: the last one signed when it covers the head,
+    else one the log's key signs now (as `agentd ledger checkpoint` does)."""
+    reader = server.ledgers.reader()
+    size = reader.store.head().size
+    if not size:
+        raise Refused(404, "the log is empty: it has no checkpoint yet")
+    last = reader.store.latest_checkpoint()
+    note = last.note if last and last.size == size else server.ledgers.write(lambda ledger: ledger.checkpoint())
     return PlainTextResponse(note)
 
 
