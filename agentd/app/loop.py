@@ -93,8 +93,9 @@ def run_improvement(
     settle_seals(home)
     with holding_loop_lock(home, profile_name), ExitStack() as stack:
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
-        loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger)
-        asyncio.run(_run(loop, request.rounds, stopper or Stopper()))
+        stopper = stopper or Stopper()
+        loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger, stopper)
+        asyncio.run(_run(loop, request.rounds, stopper))
         return loop.stopped
 
 
@@ -106,6 +107,7 @@ def _loop(
     proposer: Model | None,
     progress: Callable[[str], None] | None,
     ledger: Ledger | None,
+    stopper: Stopper,
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
@@ -123,6 +125,10 @@ def _loop(
         make_current(load_profile(home, profile_name), variant, step)
 
     def halted() -> str | None:
+        if stopper.requested:
+            # Steps that never wait (a scripted proposer) give the event loop no turn to
+            # hear the stop, so it is also asked before every proposal and trial.
+            return "asked to stop (the daemon is shutting down); the archive and the seal are as the last finished step left them"
         return f"the kill switch is on (since {killswitch.since(home)})" if killswitch.is_on(home) else None
 
     allowed = list(dict.fromkeys([*profile.models, *profile.run_models, *request.models]))

@@ -293,9 +293,15 @@ def lineage(server: Server, request: Request) -> dict[str, Any]:
 
 
 def _row_doc(row: Row) -> dict[str, Any]:
-    """A row with its exact bytes (base64) and, decoded, what they say."""
-    entry = Entry.parse(row.raw, row.pulse, verify=False, leaf=row.leaf)
-    payload = {"kind": entry.kind, "author": entry.author, "at": entry.at, "log": entry.log, "seq": entry.seq, "body": entry.body}
+    """A row with its exact bytes (base64) and, decoded, what they say: null for bytes
+    that are not an entry, which are served as stored all the same, for audits to name."""
+    try:
+        entry = Entry.parse(row.raw, row.pulse, verify=False, leaf=row.leaf)
+        payload: dict[str, Any] | None = {
+            "kind": entry.kind, "author": entry.author, "at": entry.at, "log": entry.log, "seq": entry.seq, "body": entry.body,
+        }  # fmt: skip
+    except EntryError:
+        payload = None
     return {
         "pulse": row.pulse,
         "claim": row.leaf.hex(),
