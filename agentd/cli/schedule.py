@@ -50,8 +50,9 @@ def list_(app: App, profile: str | None, as_json: bool) -> None:
 @click.argument("profile")
 @click.argument("job", type=click.Choice(JOBS))
 @click.argument("cron")
+@json_option
 @pass_app
-def add(app: App, profile: str, job: str, cron: str) -> None:
+def add(app: App, profile: str, job: str, cron: str, as_json: bool) -> None:
     """Run JOB of PROFILE at CRON (five fields, UTC, quoted: "0 3 * * *"). Its options
     come from [schedule] in profile.toml when it runs."""
     load_profile(app.home, profile)
@@ -60,15 +61,20 @@ def add(app: App, profile: str, job: str, cron: str) -> None:
     spec = JobSpec(profile, job, cron, "cli")
     with offline(app.home) as scheduler:
         add_job(scheduler, app.home, spec)
-        next_run = scheduler.get_job(spec.id, jobstore="home").next_run_time
-    click.echo(f"scheduled {spec.id} at {cron!r} (UTC); next run {next_run.isoformat() if next_run else '-'}")
+        found = scheduler.get_job(spec.id, jobstore="home").next_run_time
+    next_run = found.isoformat() if found else None
+    if as_json:
+        emit_json({"profile": profile, "job": job, "cron": cron, "next_run": next_run})
+    else:
+        click.echo(f"scheduled {spec.id} at {cron!r} (UTC); next run {next_run or '-'}")
 
 
 @command.command("remove", short_help="Unschedule a job of PROFILE.")
 @click.argument("profile")
 @click.argument("job", type=click.Choice(JOBS))
+@json_option
 @pass_app
-def remove(app: App, profile: str, job: str) -> None:
+def remove(app: App, profile: str, job: str, as_json: bool) -> None:
     """Take JOB of PROFILE off the schedule. A job profile.toml's [schedule] asks for is
     removed there (the daemon schedules it again at its next start otherwise)."""
     if job in schedule_section(app.home, profile):
@@ -77,14 +83,18 @@ def remove(app: App, profile: str, job: str) -> None:
         if scheduler.get_job(f"{profile}.{job}", jobstore="home") is None:
             raise AgentdError(f"no job {profile}.{job} is scheduled (see: agentd schedule list)")
         scheduler.remove_job(f"{profile}.{job}", jobstore="home")
-    click.echo(f"removed {profile}.{job}")
+    if as_json:
+        emit_json({"profile": profile, "job": job, "removed": True})
+    else:
+        click.echo(f"removed {profile}.{job}")
 
 
 @command.command("run-now", short_help="Run a job of PROFILE now.")
 @click.argument("profile")
 @click.argument("job", type=click.Choice(JOBS), default="improve")
+@json_option
 @pass_app
-def run_now(app: App, profile: str, job: str) -> None:
+def run_now(app: App, profile: str, job: str, as_json: bool) -> None:
     """Run JOB of PROFILE now: the running daemon runs it within a few seconds when it
     schedules it; otherwise it runs here, in the foreground."""
     load_profile(app.home, profile)
@@ -94,9 +104,15 @@ def run_now(app: App, profile: str, job: str) -> None:
             found = scheduler.get_job(f"{profile}.{job}", jobstore="home")
             if found is not None:
                 found.modify(next_run_time=datetime.now(timezone.utc))
-                click.echo(f"{profile}.{job} is due now: the daemon (pid {pid}) runs it within a few seconds")
+                if as_json:
+                    emit_json({"profile": profile, "job": job, "daemon": pid, "outcome": None})
+                else:
+                    click.echo(f"{profile}.{job} is due now: the daemon (pid {pid}) runs it within a few seconds")
                 return
     outcome = scheduled_run(str(app.home.root), profile, job)
-    click.echo(f"{profile}.{job}: {outcome}")
+    if as_json:
+        emit_json({"profile": profile, "job": job, "daemon": None, "outcome": outcome})
+    else:
+        click.echo(f"{profile}.{job}: {outcome}")
     if outcome.startswith(("failed", "crashed")):
         raise AgentdError(f"the {job} job of {profile} did not succeed")
