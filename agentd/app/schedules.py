@@ -69,9 +69,7 @@ def schedule_section(home: Home, profile: str) -> dict[str, Any]:
     if not isinstance(section, dict):
         raise AgentdError(f"{path}: [schedule] must be a table")
     for key, value in section.items():
-        kind = OPTIONS.get(key, str if key in (*JOBS, "code", "auto_seal") else None)
-        if key == "auto_seal":
-            kind = bool
+        kind = str if key in (*JOBS, "code") else OPTIONS.get(key)
         if kind is None:
             raise AgentdError(f"{path}: [schedule] has no option {key!r}; it takes {', '.join([*JOBS, *OPTIONS])}")
         if type(value) is not kind:

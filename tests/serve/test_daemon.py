@@ -236,3 +236,25 @@ def test_a_remote_ledger_that_was_rewritten_fails_the_audit(daemon: Daemon, tmp_
         conn.execute("UPDATE ledger_entries SET raw = CAST(replace(CAST(raw AS TEXT), 'a', 'b') AS BLOB) WHERE pulse = 5")
     code, _, err = agentd(daemon.home, "ledger", "verify", "--remote", daemon.url, "--checkpoint", str(kept))
     assert code == 3 and "Pulse 5" in err
+
+
+def test_the_kill_switch_stops_scheduled_jobs_and_json_logs_are_json(served_home: Home) -> None:
+    add_schedule(served_home, 'harvest = "30 2 * * *"\n')
+    assert agentd(served_home, "kill-switch", "on", "--reason", "maintenance")[0] == 0
+    daemon = Daemon(served_home, args=("--json-logs",)).start()
+    try:
+        agentd(served_home, "schedule", "run-now", "invoices", "harvest")
+        daemon.wait_for_log("kill switch is on")
+        assert _jobs(served_home)["harvest"]["last_result"].startswith("failed: the kill switch is on")
+        assert httpx.get(f"{daemon.url}/v1/status").json()["kill_switch"] is True
+    finally:
+        assert daemon.stop() == 0
+    lines = [json.loads(line) for line in daemon.log().splitlines()]
+    assert {"at", "level", "logger", "message"} <= set(lines[0])
+    assert any(line["level"] == "error" and "kill switch" in line["message"] for line in lines)
+
+
+def test_a_schedule_with_an_unknown_option_is_named(served_home: Home) -> None:
+    add_schedule(served_home, 'harvest = "30 2 * * *"\nrunz = 4\n')
+    code, out, err = agentd(served_home, "schedule", "list")
+    assert code == 0 and "no option 'runz'" in err
