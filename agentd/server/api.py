@@ -32,7 +32,7 @@ from agentd.app.intake import import_file
 from agentd.app.lineage import lineage_here
 from agentd.app.status import status
 from agentd.errors import AgentdError
-from agentd.home import PRIVATE_FILE, Home
+from agentd.home import Home
 from agentd.server.ledgers import Ledgers, Reader
 from agentd.server.metrics import Metrics
 from improver import ImproverError
@@ -117,7 +117,7 @@ def _endpoint(server: Server, path: str, handler: Callable[[Server, Request], An
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
         try:
-            if _is_coroutine(handler):
+            if inspect.iscoroutinefunction(handler):
                 answer = await handler(server, request)
             else:
                 answer = await run_in_threadpool(handler, server, request)
@@ -126,7 +126,8 @@ def _endpoint(server: Server, path: str, handler: Callable[[Server, Request], An
         except (AgentdError, ImproverError) as exc:
             answer = _error(400, str(exc))
         except LedgerError as exc:
-            answer = _error(404 if str(exc).startswith(("no ", "no claim")) else 400, str(exc))
+            # The ledger words what is not there as "no Pulse N…", "no claim C…".
+            answer = _error(404 if str(exc).startswith("no ") else 400, str(exc))
         response = answer if isinstance(answer, Response) else JSONResponse(answer)
         labels = {"route": path, "method": request.method}
         server.metrics.count("agentd_http_requests_total", status=str(response.status_code), **labels)
@@ -134,10 +135,6 @@ def _endpoint(server: Server, path: str, handler: Callable[[Server, Request], An
         return response
 
     return endpoint
-
-
-def _is_coroutine(handler: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(handler)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -376,9 +373,9 @@ def _authorize(server: Server, request: Request) -> None:
 
 
 def _import(home: Home, profile: str, body: bytes) -> Any:
-    """`sessions import` on the body, kept in a private file in the home meanwhile."""
+    """`sessions import` on the body, kept meanwhile in a file in the home that only its
+    owner can read (mode 0600, as tempfile makes it), removed after."""
     with tempfile.NamedTemporaryFile(dir=home.root, prefix=".intake-", suffix=".jsonl") as held:
-        Path(held.name).chmod(PRIVATE_FILE)
         held.write(body)
         held.flush()
         return import_file(home, Path(held.name), profile)
