@@ -10,20 +10,25 @@ run's outcome is kept (see agentd.app.schedules.record_run) and logged.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
 from agentd.app import killswitch
 from agentd.app.loop import RunRequest, Stopper, run_improvement
 from agentd.app.schedules import record_run as keep_outcome
 from agentd.app.schedules import schedule_section
-from agentd.app.tasks import harvest_profile
+from agentd.app.seals import seal_tasks
+from agentd.app.tasks import exported, harvest_profile
 from agentd.errors import AgentdError
 from agentd.home import Home
-from improver import Event, ImproverError, current_seal
+from improver import Event, ImproverError, SealRequest, TaskSet, current_seal, open_seal, seals_of
 
 log = logging.getLogger("agentd.jobs")
 SPENT = "SEAL SPENT"
+AUTO_SEAL_MIN = 8  # fresh tasks auto_seal needs before it seals them: enough for both parts to mean something
 
 _profile_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _running: set[Stopper] = set()
@@ -83,9 +88,43 @@ def seal_spent(home: Home, profile: str) -> str | None:
     )
 
 
+def fresh_tasks(home: Home, profile: str) -> TaskSet:
+    """The profile's validated tasks that no seal of it ever held (sealed or to choose
+    on) and that were never exported for training: what may be sealed next."""
+    found = harvest_profile(home, profile, None).validation.taskset
+    used: set[str] = set()
+    for path in seals_of(home.routes, profile):
+        seal = open_seal(path)
+        used |= {t.content_key for t in (*seal.real_tasks, *seal.train().tasks)}
+    trained = exported(home, profile)
+    tasks = tuple(t for t in found.tasks if t.content_key not in used and not trained.covers(t))
+    return TaskSet(found.profile, found.operator, tasks, validated=True)
+
+
+def _auto_seal(home: Home, profile: str, options: dict[str, Any]) -> str | None:
+    """Seals the profile's fresh tasks (published with the schedule's wallet) when there
+    are at least `auto_seal_min` of them; what it did, or None when there were too few."""
+    fresh = fresh_tasks(home, profile)
+    if len(fresh.tasks) < options.get("auto_seal_min", AUTO_SEAL_MIN):
+        return None
+    with tempfile.TemporaryDirectory(dir=home.root, prefix=".auto-seal-") as folder:
+        path = Path(folder) / "fresh.json"
+        fresh.save(path)
+        made = seal_tasks(home, profile, path, SealRequest(), options.get("wallet"))
+    published = f", published as claim {made.claim}" if made.claim else ""
+    return f"auto_seal: sealed {len(fresh.tasks)} fresh task(s) as seal {made.seal.id}{published}"
+
+
 def _improve(home: Home, profile: str) -> str:
     options = schedule_section(home, profile)
     spent = seal_spent(home, profile)
+    if spent and options.get("auto_seal"):
+        sealed = _auto_seal(home, profile, options)
+        log.error("job %s.improve: %s", profile, spent)
+        if sealed is None:
+            return f"{spent}; auto_seal found fewer than {options.get('auto_seal_min', AUTO_SEAL_MIN)} fresh tasks to seal"
+        log.info("job %s.improve: %s", profile, sealed)
+        spent = None
     if spent:
         return spent
     if "proposer" not in options:

@@ -2,7 +2,7 @@
 
 A profile's `profile.toml` may say, under `[schedule]`, a cron expression (five fields,
 UTC) for each job (`improve`, `harvest`) and the run's options (`proposer`, `rounds`,
-`runs`, `apply`, `wallet`, `max_tokens`, `grace` seconds). `agentd schedule add` adds
+`runs`, `apply`, `wallet`, `max_tokens`, `grace` seconds, `auto_seal`, `auto_seal_min`). `agentd schedule add` adds
 jobs of its own. Both live in APScheduler's SQLAlchemy job store in the home's
 database (`agentd.db`), so the daemon finds its jobs, their next runs and their missed
 runs after a restart. Each run's outcome is kept beside it (see `last_runs`).
@@ -26,7 +26,10 @@ from agentd.profiles import list_profiles, profile_dir
 from improver import write_atomic
 
 JOBS = ("improve", "harvest")
-OPTIONS = {"proposer": str, "rounds": int, "runs": int, "apply": bool, "wallet": str, "max_tokens": int, "grace": int}
+OPTIONS = {
+    "proposer": str, "rounds": int, "runs": int, "apply": bool, "wallet": str, "max_tokens": int, "grace": int,
+    "auto_seal": bool, "auto_seal_min": int,
+}  # fmt: skip
 TABLE = "agentd_schedule"
 RUN = "agentd.app.nightly:scheduled_run"
 DEFAULT_GRACE = 3600  # a run missed by less than an hour (a restart, a busy night) still runs once

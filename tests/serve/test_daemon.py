@@ -11,6 +11,7 @@ import threading
 import httpx
 
 from agentd.app.ledger import open_ledger
+from agentd.app.status import status
 from agentd.home import Home
 from agentd.wallets import log_key
 from ledger import MINT, TRANSFER, Entry, Wallet
@@ -258,3 +259,30 @@ def test_a_schedule_with_an_unknown_option_is_named(served_home: Home) -> None:
     add_schedule(served_home, 'harvest = "30 2 * * *"\nrunz = 4\n')
     code, out, err = agentd(served_home, "schedule", "list")
     assert code == 0 and "no option 'runz'" in err
+
+
+def test_auto_seal_seals_fresh_tasks_when_the_seal_is_spent_and_goes_on(served_home: Home) -> None:
+    folder = served_home.profiles_dir / "invoices"
+    book = json.loads((folder / "book.json").read_text())
+    numbers = range(41, 49)
+    book["invoices"] |= {str(n): f"Invoice {n} from Acme: paper, {n - 37} USD." for n in numbers}
+    (folder / "book.json").write_text(json.dumps(book))
+    for n in numbers:
+        code, _, err = agentd(served_home, "run", "invoices", f"Pay invoice {n} from Acme, {n - 37} USD, to acme.",
+                              "--verify", f"python3 {folder / 'check.py'}")  # fmt: skip
+        assert code == 0, err
+    add_schedule(served_home, 'improve = "0 3 * * *"\nproposer = "script:models/proposer.toml"\nwallet = "invoices"\n'
+                 'auto_seal = true\nauto_seal_min = 8\n')  # fmt: skip
+    seal_file = next(served_home.routes.root.glob("invoices-sealed-*.json"))
+    doc = json.loads(seal_file.read_text())
+    old_seal = seal_file.stem.rsplit("-", 1)[-1]
+    doc["state"]["spent"] = doc["terms"]["confirmations"]
+    seal_file.write_text(json.dumps(doc))
+
+    code, out, err = agentd(served_home, "schedule", "run-now", "invoices", "improve")
+    assert code == 0, err
+    assert "round(s)" in out
+    code, out, _ = agentd(served_home, "ledger", "log", "--kind", "agent.seal/v1", "--json")
+    assert len(json.loads(out)) == 2
+    seal = status(served_home)["profiles"][0]["seal"]
+    assert seal["spent"] is False and seal["claim"] and seal["id"] != old_seal
