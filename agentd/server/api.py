@@ -338,7 +338,7 @@ async def post_entry(server: Server, request: Request) -> Response:
     ledger's rules decide."""
     raw = (await _body(request, server.entry_cap)).strip()
     try:
-        recorded = await run_in_threadpool(server.ledgers.write, lambda ledger: ledger.append_raw([raw])[0])
+        recorded = await run_in_threadpool(server.ledgers.append, raw)
     except EntryError as exc:
         server.metrics.count("agentd_entries_refused_total", reason="malformed")
         raise Refused(400, str(exc).removeprefix("entry 1 refused: ")) from None
