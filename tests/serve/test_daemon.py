@@ -286,3 +286,21 @@ def test_auto_seal_seals_fresh_tasks_when_the_seal_is_spent_and_goes_on(served_h
     assert len(json.loads(out)) == 2
     seal = status(served_home)["profiles"][0]["seal"]
     assert seal["spent"] is False and seal["claim"] and seal["id"] != old_seal
+
+
+def test_a_run_missed_while_the_daemon_was_down_runs_once_at_start(served_home: Home) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from agentd.app.schedules import offline
+
+    add_schedule(served_home, 'harvest = "0 3 1 1 *"\ngrace = 3600\n')
+    first = Daemon(served_home).start()
+    assert first.stop() == 0
+    with offline(served_home) as scheduler:  # as if the daemon had been down for the last 20 minutes
+        scheduler.get_job("invoices.harvest", jobstore="home").modify(next_run_time=datetime.now(timezone.utc) - timedelta(minutes=20))
+    daemon = Daemon(served_home).start()
+    try:
+        daemon.wait_for_log("job invoices.harvest: harvested")
+    finally:
+        assert daemon.stop() == 0
+    assert daemon.log().count("job invoices.harvest started") == 1
