@@ -184,13 +184,15 @@ def serve(home: Home, options: ServeOptions) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
         log.info("serving %s on http://%s:%d (pid %d)", home.root, options.host, options.port, os.getpid())
-        server.run()
+        try:
+            server.run()
+        except SystemExit:
+            pass  # uvicorn exits when it cannot listen (it logged why); said below, in agentd's words
         ticking.set()
         ticker.join()
         code = _stop_jobs(scheduler, options.stop_timeout)
         if not server.started:
-            log.error("the server did not start on %s:%d (see above)", options.host, options.port)
-            return 1
+            raise AgentdError(f"the server could not listen on {options.host}:{options.port} (the log above says why): give another --port")
         log.info("stopped")
         return code
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 
@@ -154,10 +157,24 @@ def test_session_intake_needs_the_bearer_token(served_home: Home) -> None:
         on.stop()
 
 
+def _serve(home: Home, port: int) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "agentd", "--home", str(home.root), "serve", "--port", str(port)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
 def test_a_second_daemon_on_the_same_home_is_refused_naming_the_pid(daemon: Daemon) -> None:
-    second = run_in_process(["--home", str(daemon.home.root), "serve", "--port", "1"])
-    assert second.code == 1
-    assert f"pid {daemon.process.pid}" in second.err  # type: ignore[union-attr]
+    second = _serve(daemon.home, 1)
+    assert second.returncode == 1
+    assert f"pid {daemon.process.pid}" in second.stderr  # type: ignore[union-attr]
+
+
+def test_a_port_in_use_is_said_in_one_line(daemon: Daemon, tmp_path: Path) -> None:
+    other = Home(tmp_path / "other")
+    assert run_in_process(["--home", str(other.root), "init"]).code == 0
+    taken = _serve(other, daemon.port)
+    assert taken.returncode == 1
+    assert f"could not listen on 127.0.0.1:{daemon.port}" in taken.stderr.splitlines()[-1]
+    assert not (other.root / "agentd.pid").exists()
 
 
 def test_the_systemd_unit_names_the_home_and_restarts_on_failure(served_home: Home) -> None:
