@@ -107,7 +107,7 @@ def _loop(
     proposer: Model | None,
     progress: Callable[[str], None] | None,
     ledger: Ledger | None,
-    stopper: Stopper,
+    stopper: Stopper | None = None,
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
@@ -125,7 +125,7 @@ def _loop(
         make_current(load_profile(home, profile_name), variant, step)
 
     def halted() -> str | None:
-        if stopper.requested:
+        if stopper is not None and stopper.requested:
             # Steps that never wait (a scripted proposer) give the event loop no turn to
             # hear the stop, so it is also asked before every proposal and trial.
             return "asked to stop (the daemon is shutting down); the archive and the seal are as the last finished step left them"
