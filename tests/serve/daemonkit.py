@@ -41,8 +41,10 @@ def demo_home(cache: Path, where: Path) -> Home:
 
 
 def add_schedule(home: Home, text: str) -> None:
+    """Makes `text` the profile's [schedule] (the example's own, last in its file, goes)."""
     path = home.profiles_dir / "invoices" / "profile.toml"
-    path.write_text(path.read_text() + "\n[schedule]\n" + text)
+    kept = path.read_text().split("\n[schedule]\n")[0]
+    path.write_text(kept + "\n[schedule]\n" + text)
 
 
 @dataclass

@@ -71,7 +71,9 @@ def test_status_names_profiles_seals_and_the_kill_switch(daemon: Daemon) -> None
     status = httpx.get(f"{daemon.url}/v1/status").json()
     assert status["home"] == str(daemon.home.root) and status["kill_switch"] is False
     (profile,) = status["profiles"]
-    assert profile["name"] == "invoices" and profile["schedules"] == []
+    assert profile["name"] == "invoices"
+    (job,) = profile["schedules"]  # the example's own [schedule]
+    assert job["job"] == "improve" and job["cron"] == "0 3 * * *" and job["next_run"].endswith("03:00:00+00:00")
     seal = profile["seal"]
     assert seal["confirmations_spent"] == 1 and seal["confirmations_left"] == 3 and seal["spent"] is False
     assert set(seal) == {"id", "claim", "confirmations_spent", "confirmations_left", "spent"}

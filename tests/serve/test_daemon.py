@@ -60,9 +60,11 @@ def test_schedule_add_list_remove_and_run_now_without_a_daemon(served_home: Home
     assert code == 0 and "harvested" in out, err
     code, _, err = agentd(served_home, "schedule", "remove", "invoices", "harvest")
     assert code == 0, err
-    assert _jobs(served_home) == {}
+    assert list(_jobs(served_home)) == ["improve"]  # the example's own, from its profile.toml
     code, _, err = agentd(served_home, "schedule", "remove", "invoices", "harvest")
     assert code == 1 and "no job invoices.harvest" in err
+    code, _, err = agentd(served_home, "schedule", "remove", "invoices", "improve")
+    assert code == 1 and "remove the line there" in err
 
 
 def test_a_spent_seal_is_said_loudly(served_home: Home) -> None:
