@@ -29,6 +29,7 @@ from ledger.log import Imported, Ledger
 from ledger.merkle import ProofError
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.receipts import CheckpointPolicy, Promise, Receipt
+from ledger.remote import RemoteRecorder
 from ledger.rules import GENESIS, MAX_CENTS, MINT, TRANSFER, Rule, RuleSet, State, register_funds
 from ledger.store import Head, Recorder, Row, Snapshot, StoredCheckpoint, Transaction
 from ledger.stores import open_store
@@ -62,6 +63,7 @@ __all__ = [
     "ProofError",
     "Receipt",
     "Recorder",
+    "RemoteRecorder",
     "Row",
     "Rule",
     "RuleSet",

@@ -11,10 +11,12 @@ from ledger.store import Recorder
 
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+HTTP_PREFIXES = ("http://", "https://")
 
 
 def open_store(url: str, *, read_only: bool = False) -> Recorder:
-    """The store a ledger URL names: sqlite:///PATH or postgresql://…. `read_only` opens a
+    """The store a ledger URL names: sqlite:///PATH, postgresql://… or a daemon's
+    http://HOST:PORT (read-only, see ledger.remote). `read_only` opens a
     SQLite file for reading alone (a copy on a read-only disk); a PostgreSQL server's
     rights are the server's to give."""
     if url.startswith(SQLITE_PREFIX):
@@ -25,4 +27,8 @@ def open_store(url: str, *, read_only: bool = False) -> Recorder:
         from ledger.postgres import PostgresRecorder
 
         return PostgresRecorder(url)
-    raise LedgerError(f"unknown ledger URL {url!r}: use sqlite:///PATH or postgresql://HOST/DB")
+    if url.startswith(HTTP_PREFIXES):
+        from ledger.remote import RemoteRecorder
+
+        return RemoteRecorder(url)
+    raise LedgerError(f"unknown ledger URL {url!r}: use sqlite:///PATH, postgresql://HOST/DB or a daemon's http://HOST:PORT")

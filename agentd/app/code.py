@@ -149,9 +149,6 @@ def _loop(
     def apply_patch(patch: bytes) -> None:
         apply_to(workshop.source, patch)
 
-    def halted() -> str | None:
-        return f"the kill switch is on (since {killswitch.since(home)})" if killswitch.is_on(home) else None
-
     current = variant_of(profile)
     try:
         return CodeLoop(
@@ -174,7 +171,7 @@ def _loop(
             limits=profile.limits,
             concurrency=request.concurrency,
             publish=publish if signer else None,
-            halted=halted,
+            halted=lambda: killswitch.halted(home),
             max_tokens=request.max_tokens,
             rng=np.random.default_rng(request.seed),
             on_event=on_event,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from agentd.app.adopt import lineage_of
 from agentd.app.ledger import open_ledger
+from agentd.app.remote import open_remote
 from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError
 from agentd.home import Home
@@ -23,10 +24,11 @@ def lineage_here(home: Home, profile: str) -> Lineage:
     return lineage_of(home, profile)
 
 
-def check_lineage(home: Home, profile: str) -> LineageReport:
+def check_lineage(home: Home, profile: str, remote: str | None = None) -> LineageReport:
     """Proves the profile's kept changes against the ledger, reading alone (an auditor's
-    copy may be read-only). A seal file that does not open (changed, damaged) is one of
-    the problems the check names, never a reason it cannot run."""
+    copy may be read-only), or against the ledger a daemon serves at `remote`. A seal
+    file that does not open (changed, damaged) is one of the problems the check names,
+    never a reason it cannot run."""
     lineage = lineage_here(home, profile)
     settle_seals(home)
     paths = sorted(home.routes.sealed_files(profile))
@@ -38,7 +40,7 @@ def check_lineage(home: Home, profile: str) -> LineageReport:
             broken.append(str(exc))
             continue
         seals[seal.id] = seal
-    with open_ledger(home, check=False, read_only=True) as ledger:
+    with open_remote(remote) if remote else open_ledger(home, check=False, read_only=True) as ledger:
         report = check_kept(lineage, profile, ledger, seals)
     report.problems[:0] = broken
     return report

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,41 @@ from improver import (
 from ledger import Ledger
 
 
+class Stopper:
+    """Asks a loop running on another thread (a scheduled job in the daemon) to stop at
+    its next step boundary, as SIGTERM does for `improve run`; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._target: tuple[asyncio.AbstractEventLoop, Loop] | None = None
+        self.requested = False
+
+    def attach(self, running: asyncio.AbstractEventLoop, loop: Loop) -> None:
+        with self._lock:
+            self._target = (running, loop)
+            if self.requested:
+                loop.request_stop()
+
+    def detach(self) -> None:
+        with self._lock:
+            self._target = None
+
+    def halted(self, home: Home) -> str | None:
+        """Why the loop's next step must not start: a stop asked for, or the kill switch.
+        Steps that never wait (a scripted proposer) give the event loop no turn to hear
+        the stop, so it is also asked before every proposal and trial."""
+        if self.requested:
+            return "asked to stop (the daemon is shutting down); the archive and the seal are as the last finished step left them"
+        return killswitch.halted(home)
+
+    def request(self) -> None:
+        with self._lock:
+            self.requested = True
+            if self._target is not None:
+                running, loop = self._target
+                running.call_soon_threadsafe(loop.request_stop)
+
+
 @dataclass(frozen=True)
 class RunRequest:
     proposer: str
@@ -60,17 +96,20 @@ def run_improvement(
     on_event: Callable[[Event], None],
     proposer: Model | None = None,
     progress: Callable[[str], None] | None = None,
+    stopper: Stopper | None = None,
 ) -> Stop | None:
     """Runs the loop on the profile's current seal, one at a time per profile; returns why
     it stopped early, if it did. `proposer` stands in for the one the request names;
-    `progress` hears how far each trial is, at most once a second."""
+    `progress` hears how far each trial is, at most once a second; `stopper` stops it
+    from another thread."""
     killswitch.refuse_if_on(home, "loop step")
     home.ensure()
     settle_seals(home)
     with holding_loop_lock(home, profile_name), ExitStack() as stack:
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
-        loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger)
-        asyncio.run(run_with_signals(loop, request.rounds))
+        stopper = stopper or Stopper()
+        loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger, stopper)
+        asyncio.run(run_with_signals(loop, request.rounds, stopper))
         return loop.stopped
 
 
@@ -82,6 +121,7 @@ def _loop(
     proposer: Model | None,
     progress: Callable[[str], None] | None,
     ledger: Ledger | None,
+    stopper: Stopper | None = None,
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
@@ -92,6 +132,7 @@ def _loop(
     practice = load_practice(request.practice, profile_name) if request.practice else None
     train = with_practice(seal, practice)
     signer = load_wallet(home, request.wallet) if request.wallet else None
+    stop = stopper or Stopper()
 
     def publish(kind: str, body: dict) -> tuple[str, int]:
         assert ledger is not None and signer is not None
@@ -124,7 +165,7 @@ def _loop(
             concurrency=request.concurrency,
             publish=publish if signer else None,
             apply=apply if request.apply else None,
-            halted=lambda: killswitch.halted(home),
+            halted=lambda: stop.halted(home),
             max_tokens=request.max_tokens,
             rng=np.random.default_rng(request.seed),
             on_event=on_event,
@@ -137,13 +178,18 @@ def _loop(
         raise AgentdError(str(exc)) from None
 
 
-async def run_with_signals(loop: Loop, rounds: int) -> None:
-    """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop."""
+async def run_with_signals(loop: Loop, rounds: int, stopper: Stopper | None = None) -> None:
+    """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop (on the main thread:
+    elsewhere the process's own handler stops it through `stopper`)."""
+    stopper = stopper or Stopper()
     running = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    signals = (signal.SIGTERM, signal.SIGINT) if threading.current_thread() is threading.main_thread() else ()
+    for sig in signals:
         running.add_signal_handler(sig, loop.request_stop)
+    stopper.attach(running, loop)
     try:
         await loop.run(rounds)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        stopper.detach()
+        for sig in signals:
             running.remove_signal_handler(sig)

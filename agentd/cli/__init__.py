@@ -41,6 +41,8 @@ COMMANDS: dict[str, CommandEntry] = {
     "sessions": CommandEntry("agentd.cli.sessions", "Recorded sessions: list, show, import."),
     "improve": CommandEntry("agentd.cli.improve", "Improve the agent from its own work: tasks, seals, the loop."),
     "lineage": CommandEntry("agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"),
+    "serve": CommandEntry("agentd.cli.serve", "Run the daemon: schedules, the ledger over HTTP, status."),
+    "schedule": CommandEntry("agentd.cli.schedule", "Scheduled jobs: list, add, remove, run now."),
     "kill-switch": CommandEntry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
     "sandbox": CommandEntry("agentd.cli.sandbox", "The sandbox: check that nothing run in it gets out."),
     "case": CommandEntry("agentd.cli.case", "Run the agent runtime as a candidate over JSON lines."),

@@ -14,10 +14,11 @@ from typing import Any
 import click
 
 from agentd.app.ledger import open_for_signing, open_ledger, rule_set, tree_to_prove
+from agentd.app.remote import open_remote, post_remote, prove_remote
 from agentd.cli.options import App, CheckFailed, emit_json, emit_table, json_option, pass_app, progress, users_umask
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
-from agentd.wallets import NAME, list_wallets, log_key_id, wallet_info
+from agentd.wallets import NAME, list_wallets, load_wallet, log_key_id, wallet_info
 from ledger import (
     WALLET_ID,
     CheckpointError,
@@ -144,8 +145,17 @@ def checkpoint(app: App, cosigned_file: Path | None, as_json: bool) -> None:
 @click.argument("ref", metavar="[PULSE|CLAIM]", required=False)
 @click.option("--size", type=PULSES, help="Prove against the tree of this many entries (default: all).")
 @click.option("--from-size", type=PULSES, help="Prove instead that the tree of this size is a prefix of the log.")
+@click.option("--remote", metavar="URL", help="Prove against a daemon's ledger (http://HOST:PORT), checking the proof here.")
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --remote: a checkpoint you kept; the daemon's log must extend it.",
+)
 @pass_app
-def prove(app: App, ref: str | None, size: int | None, from_size: int | None) -> None:
+def prove(
+    app: App, ref: str | None, size: int | None, from_size: int | None, remote: str | None, checkpoint_file: Path | None
+) -> None:
     """Print a Merkle proof as JSON: that an entry is in the log (inclusion), or, with
     --from-size M, that the log of M entries is a prefix of today's (consistency).
 
@@ -153,6 +163,16 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
     proof's tree size it is included, so the proof can be checked offline."""
     if (ref is None) == (from_size is None):
         raise click.UsageError("give either PULSE|CLAIM (inclusion) or --from-size M (consistency)")
+    if remote is not None:
+        kept = _read_checkpoint(checkpoint_file) if checkpoint_file else None
+        found = prove_remote(remote, ref, size, from_size, kept)
+        progress(f"checked here: the proof leads to the root the log's key signed at size {parse_checkpoint(found.checkpoint).size}")
+        if found.extends is not None:
+            progress(f"checked here: the log extends the checkpoint you kept at size {found.extends}")
+        emit_json({**found.proof, "checkpoint": found.checkpoint})
+        return
+    if checkpoint_file is not None:
+        raise click.UsageError("--checkpoint goes with --remote (a local proof carries the log's own checkpoint)")
     with open_for_signing(app.home) as ledger:
         pulse = _resolve(ledger, ref).pulse if ref is not None else None
         tree_size, note = tree_to_prove(ledger, size, app.home)
@@ -161,6 +181,30 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
         else:
             proof = ledger.inclusion_proof(pulse or 0, tree_size).to_json()
     emit_json({**proof, "checkpoint": note})
+
+
+@command.command("post", short_help="Sign an entry with a wallet of this home and post it to a daemon.")
+@click.argument("kind")
+@click.argument("body")
+@click.option("--remote", metavar="URL", required=True, help="The daemon (http://HOST:PORT) whose ledger records it.")
+@click.option("--wallet", "wallet_name", required=True, help="The wallet of this home that signs it.")
+@json_option
+@pass_app
+def post(app: App, kind: str, body: str, remote: str, wallet_name: str, as_json: bool) -> None:
+    """Sign an entry of KIND with BODY (a JSON object) as a wallet of this home, for the
+    ledger a daemon serves, and post it there: its signature authenticates it, the
+    daemon's rules decide. Prints its Pulse and claim id (--json: with the receipt)."""
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise WrongValue(f"BODY is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise WrongValue("BODY must be a JSON object")
+    answer = post_remote(remote, load_wallet(app.home, wallet_name), kind, doc)
+    if as_json:
+        emit_json(answer)
+    else:
+        click.echo(f"recorded at Pulse {answer['pulse']} of {remote}: claim {answer['claim']}")
 
 
 @command.command("verify", short_help="Recheck every entry, rule, the tree and checkpoints.")
@@ -184,21 +228,32 @@ def prove(app: App, ref: str | None, size: int | None, from_size: int | None) ->
     metavar="VKEY",
     help="A witness you trust, as its verifier key (`agentd witness show`); repeat for each.",
 )
+@click.option("--remote", metavar="URL", help="Verify a daemon's ledger (http://HOST:PORT), fetched over HTTP and checked here.")
 @json_option
 @pass_app
 def verify(
-    app: App, checkpoint_file: Path | None, jobs: int, quorum: int | None, witness_keys: tuple[str, ...], as_json: bool
+    app: App,
+    checkpoint_file: Path | None,
+    jobs: int,
+    quorum: int | None,
+    witness_keys: tuple[str, ...],
+    remote: str | None,
+    as_json: bool,
 ) -> None:
     """Recompute everything: each entry's bytes, canonical form and signature, every
     rule by replaying the log (each entry names this log and its author's next
     sequence number, and is recorded once), the Merkle tree against the stored tree
     and the head, rows beyond the head, and consistency with the log's own checkpoints
     and the one given. With --witnesses N, a checkpoint must carry N valid cosignatures
-    of the witnesses given. On failure names the first bad Pulse and why, and exits 3."""
+    of the witnesses given. On failure names the first bad Pulse and why, and exits 3.
+
+    With --remote URL the log is a daemon's: every entry, tile and checkpoint is fetched
+    over HTTP and all of the above recomputed here, trusting nothing it sends; give
+    --checkpoint with one you kept from an earlier audit. No home is needed."""
     witnesses = _witnessing(quorum, witness_keys)
     note = _read_checkpoint(checkpoint_file) if checkpoint_file else None
     try:
-        with open_ledger(app.home, check=False, read_only=True) as ledger:
+        with open_remote(remote) if remote else open_ledger(app.home, check=False, read_only=True) as ledger:
             report = ledger.verify(
                 jobs=jobs, checkpoint=note, progress=lambda n: progress(f"checked {n} entries"), witnesses=witnesses
             )

@@ -41,7 +41,7 @@ def test_an_unknown_command_is_a_usage_error(agentd) -> None:
 # Commands whose output is not a report: the demo is a tour, `case` and `improve env`
 # speak their JSON-lines protocol, `ledger prove` prints JSON always, `ledger export`
 # writes the copy itself.
-NO_JSON = {"demo", "case", "improve env", "ledger prove", "ledger fork-proof", "ledger export"}
+NO_JSON = {"demo", "case", "improve env", "ledger prove", "ledger fork-proof", "ledger export", "serve"}
 
 
 def _leaves(command, path: str = ""):

@@ -174,14 +174,17 @@ def undo(app: App, profile: str, as_json: bool) -> None:
 @click.command("lineage", short_help="A profile's kept changes with their evidence; --check proves them.")
 @click.argument("profile")
 @click.option("--check", "check_", is_flag=True, help="Hold each kept change to its claim and its seal on the ledger.")
+@click.option("--remote", metavar="URL", help="With --check: hold them to a daemon's ledger (http://HOST:PORT), read over HTTP.")
 @json_option
 @pass_app
-def lineage(app: App, profile: str, check_: bool, as_json: bool) -> None:
+def lineage(app: App, profile: str, check_: bool, remote: str | None, as_json: bool) -> None:
     """List PROFILE's kept changes with their evidence; with --check, prove them against
     the ledger: each claim matches its line, names a seal published before it whose
     tasks here hash to what it published, and no seal spent more than it allowed."""
+    if remote and not check_:
+        raise click.UsageError("--remote goes with --check")
     lineage_found = lineage_here(app.home, profile)
-    report = check_lineage(app.home, profile) if check_ else None
+    report = check_lineage(app.home, profile, remote) if check_ else None
     try:
         kept = [line for _, line in lineage_found.kept()]
     except ImproverError:

@@ -1,0 +1,156 @@
+"""A scheduled job's run: harvest the profile's sessions, and run the loop's rounds on
+its current seal, saying loudly when that seal is spent rather than doing nothing.
+
+`scheduled_run` is what the job store names (APScheduler calls it by reference, so a
+restarted daemon finds it again). Runs of one profile take turns, in this process (a
+lock per profile) and against `improve run` from the CLI (the loop's own lock). Every
+run's outcome is kept (see agentd.app.schedules.record_run) and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from agentd.app import killswitch
+from agentd.app.loop import RunRequest, Stopper, run_improvement
+from agentd.app.schedules import record_run as keep_outcome
+from agentd.app.schedules import schedule_section
+from agentd.app.seals import seal_tasks
+from agentd.app.tasks import exported, harvest_profile
+from agentd.errors import AgentdError
+from agentd.home import Home
+from improver import Event, ImproverError, SealRequest, TaskSet, current_seal, open_seal, seals_of
+
+log = logging.getLogger("agentd.jobs")
+SPENT = "SEAL SPENT"
+AUTO_SEAL_MIN = 8  # fresh tasks auto_seal needs before it seals them: enough for both parts to mean something
+
+_profile_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+_running: set[Stopper] = set()
+_running_lock = threading.Lock()
+
+
+def stop_all() -> None:
+    """Asks every loop running here to stop at its next step boundary (SIGTERM)."""
+    with _running_lock:
+        for stopper in _running:
+            stopper.request()
+
+
+def scheduled_run(home_root: str, profile: str, job: str, source: str = "profile", cron: str = "") -> str:
+    """Runs `job` of `profile` now and returns its outcome in one line (also kept and logged)."""
+    home = Home.resolve(home_root)
+    job_id = f"{profile}.{job}"
+    with _profile_locks[profile]:
+        log.info("job %s started", job_id)
+        try:
+            outcome = _run(home, profile, job)
+        except (AgentdError, ImproverError) as exc:
+            outcome = f"failed: {exc}"
+        except Exception as exc:  # a job's bug must not take the daemon down: said, kept, and the next run goes on
+            log.exception("job %s crashed", job_id)
+            outcome = f"crashed: {type(exc).__name__}: {exc}"
+        (log.error if outcome.startswith(("failed", "crashed", SPENT)) else log.info)("job %s: %s", job_id, outcome)
+        keep_outcome(home, job_id, outcome)
+        return outcome
+
+
+def _run(home: Home, profile: str, job: str) -> str:
+    killswitch.refuse_if_on(home, f"scheduled {job} job")
+    if job == "harvest":
+        return _harvest(home, profile)
+    return _improve(home, profile)
+
+
+def _harvest(home: Home, profile: str) -> str:
+    found = harvest_profile(home, profile, None)
+    return f"harvested {len(found.validation.taskset.tasks)} validated task(s) from the sessions of {profile}"
+
+
+def seal_spent(home: Home, profile: str) -> str | None:
+    """Why the profile's loop cannot confirm anything now, loud enough to be seen; None
+    when its current seal has confirmations left."""
+    try:
+        seal = current_seal(home.routes, profile)
+    except ImproverError as exc:
+        return f"{SPENT}: {exc}"
+    spent, allowed = seal.state().spent, seal.terms.confirmations
+    if spent < allowed:
+        return None
+    return (
+        f"{SPENT}: seal {seal.id} of profile {profile} has spent its {allowed} confirmations; nothing can be kept "
+        f"until fresh tasks are sealed (agentd improve seal {profile} --tasks FILE)"
+    )
+
+
+def fresh_tasks(home: Home, profile: str) -> TaskSet:
+    """The profile's validated tasks that no seal of it ever held (sealed or to choose
+    on) and that were never exported for training: what may be sealed next."""
+    found = harvest_profile(home, profile, None).validation.taskset
+    used: set[str] = set()
+    for path in seals_of(home.routes, profile):
+        seal = open_seal(path)
+        used |= {t.content_key for t in (*seal.real_tasks, *seal.train().tasks)}
+    trained = exported(home, profile)
+    tasks = tuple(t for t in found.tasks if t.content_key not in used and not trained.covers(t))
+    return TaskSet(found.profile, found.operator, tasks, validated=True)
+
+
+def _auto_seal(home: Home, profile: str, options: dict[str, Any]) -> str | None:
+    """Seals the profile's fresh tasks (published with the schedule's wallet) when there
+    are at least `auto_seal_min` of them; what it did, or None when there were too few."""
+    fresh = fresh_tasks(home, profile)
+    if len(fresh.tasks) < options.get("auto_seal_min", AUTO_SEAL_MIN):
+        return None
+    with tempfile.TemporaryDirectory(dir=home.root, prefix=".auto-seal-") as folder:
+        path = Path(folder) / "fresh.json"
+        fresh.save(path)
+        made = seal_tasks(home, profile, path, SealRequest(), options.get("wallet"))
+    published = f", published as claim {made.claim}" if made.claim else ""
+    return f"auto_seal: sealed {len(fresh.tasks)} fresh task(s) as seal {made.seal.id}{published}"
+
+
+def _improve(home: Home, profile: str) -> str:
+    options = schedule_section(home, profile)
+    spent = seal_spent(home, profile)
+    if spent and options.get("auto_seal"):
+        sealed = _auto_seal(home, profile, options)
+        log.error("job %s.improve: %s", profile, spent)
+        if sealed is None:
+            return f"{spent}; auto_seal found fewer than {options.get('auto_seal_min', AUTO_SEAL_MIN)} fresh tasks to seal"
+        log.info("job %s.improve: %s", profile, sealed)
+        spent = None
+    if spent:
+        return spent
+    if "proposer" not in options:
+        raise AgentdError(f"profile {profile}: [schedule] needs proposer = \"MODEL\" to run the improve job")
+    request = RunRequest(
+        proposer=options["proposer"],
+        rounds=options.get("rounds", 1),
+        runs=options.get("runs", 4),
+        apply=options.get("apply", False),
+        wallet=options.get("wallet"),
+        max_tokens=options.get("max_tokens"),
+    )
+    kept: list[str] = []
+
+    def on_event(event: Event) -> None:
+        log.info("job %s.improve: %s", profile, event.text)
+        if event.kind == "kept":
+            kept.append(event.text)
+
+    stopper = Stopper()
+    with _running_lock:
+        _running.add(stopper)
+    try:
+        stopped = run_improvement(home, profile, request, on_event, stopper=stopper)
+    finally:
+        with _running_lock:
+            _running.discard(stopper)
+    done = f"{request.rounds} round(s), {len(kept)} change(s) kept"
+    return f"stopped: {stopped} ({done} before)" if stopped else done

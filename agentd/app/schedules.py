@@ -1,0 +1,194 @@
+"""Each profile's schedule: which jobs run when, kept in a job store in the home.
+
+A profile's `profile.toml` may say, under `[schedule]`, a cron expression (five fields,
+UTC) for each job (`improve`, `harvest`) and the run's options (`proposer`, `rounds`,
+`runs`, `apply`, `wallet`, `max_tokens`, `grace` seconds, `auto_seal`, `auto_seal_min`). `agentd schedule add` adds
+jobs of its own. Both live in APScheduler's SQLAlchemy job store in the home's
+database (`agentd.db`), so the daemon finds its jobs, their next runs and their missed
+runs after a restart. Each run's outcome is kept beside it (see `last_runs`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from agentd.errors import AgentdError, WrongValue
+from agentd.home import PRIVATE_FILE, Home, load_toml
+from agentd.profiles import list_profiles, profile_dir
+from improver import write_atomic
+
+JOBS = ("improve", "harvest")
+OPTIONS = {
+    "proposer": str, "rounds": int, "runs": int, "apply": bool, "wallet": str, "max_tokens": int, "grace": int,
+    "auto_seal": bool, "auto_seal_min": int,
+}  # fmt: skip
+TABLE = "agentd_schedule"
+RUN = "agentd.app.nightly:scheduled_run"
+DEFAULT_GRACE = 3600  # a run missed by less than an hour (a restart, a busy night) still runs once
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    profile: str
+    job: str
+    cron: str
+    source: str  # "profile" (profile.toml) or "cli" (`agentd schedule add`)
+
+    @property
+    def id(self) -> str:
+        return f"{self.profile}.{self.job}"
+
+
+@dataclass
+class Plan:
+    """What the home's profiles ask to be scheduled, and what is wrong with the rest."""
+
+    jobs: list[JobSpec] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def trigger(cron: str) -> Any:
+    """The cron expression as APScheduler's trigger (UTC); WrongValue naming what is wrong."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        return CronTrigger.from_crontab(cron, timezone=timezone.utc)
+    except ValueError as exc:
+        raise WrongValue(f"{cron!r} is not a cron expression (minute hour day month weekday): {exc}") from None
+
+
+def schedule_section(home: Home, profile: str) -> dict[str, Any]:
+    """The profile's [schedule] table, its options checked; {} when it has none."""
+    path = profile_dir(home, profile) / "profile.toml"
+    section = load_toml(path).get("schedule", {}) if path.exists() else {}
+    if not isinstance(section, dict):
+        raise AgentdError(f"{path}: [schedule] must be a table")
+    for key, value in section.items():
+        kind = str if key in (*JOBS, "code") else OPTIONS.get(key)
+        if kind is None:
+            raise AgentdError(f"{path}: [schedule] has no option {key!r}; it takes {', '.join([*JOBS, *OPTIONS])}")
+        if type(value) is not kind:
+            raise AgentdError(f"{path}: [schedule] {key} must be a {kind.__name__}")
+    return section
+
+
+def planned(home: Home) -> Plan:
+    """The jobs every profile's profile.toml asks for; a profile whose schedule is wrong
+    is named in the warnings and the others go on."""
+    plan = Plan()
+    for profile in list_profiles(home):
+        try:
+            section = schedule_section(home, profile)
+        except AgentdError as exc:
+            plan.warnings.append(f"profile {profile}: {exc}")
+            continue
+        if "code" in section:
+            plan.warnings.append(f"profile {profile}: [schedule] code: this agentd has no code job yet; not scheduled")
+        for job in JOBS:
+            if job not in section:
+                continue
+            try:
+                trigger(section[job])
+            except WrongValue as exc:
+                plan.warnings.append(f"profile {profile}: [schedule] {job}: {exc}; not scheduled")
+                continue
+            plan.jobs.append(JobSpec(profile, job, section[job], "profile"))
+    return plan
+
+
+def job_store(home: Home) -> Any:
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+
+    home.ensure()
+    return SQLAlchemyJobStore(url=f"sqlite:///{home.agentd_db}", tablename=TABLE)
+
+
+def add_job(target: Any, home: Home, spec: JobSpec) -> None:
+    """Adds `spec` to a scheduler (or replaces it there), with one run at a time, missed
+    runs within the grace time run once on start."""
+    grace = schedule_section(home, spec.profile).get("grace", DEFAULT_GRACE)
+    target.add_job(
+        RUN,
+        trigger(spec.cron),
+        args=[str(home.root), spec.profile, spec.job],
+        kwargs={"source": spec.source, "cron": spec.cron},
+        id=spec.id,
+        name=spec.id,
+        jobstore="home",
+        replace_existing=True,
+        coalesce=True,
+        max_instances=1,
+        misfire_grace_time=grace,
+    )
+
+
+def sync(scheduler: Any, home: Home) -> Plan:
+    """Makes the scheduler hold what profile.toml asks for: its jobs added or updated,
+    the ones a profile.toml no longer asks for removed; jobs `schedule add` made stay."""
+    plan = planned(home)
+    wanted = {spec.id for spec in plan.jobs}
+    for job in scheduler.get_jobs(jobstore="home"):
+        if job.kwargs.get("source") == "profile" and job.id not in wanted:
+            scheduler.remove_job(job.id, jobstore="home")
+    for spec in plan.jobs:
+        existing = scheduler.get_job(spec.id, jobstore="home")
+        if existing is None or existing.kwargs.get("cron") != spec.cron:
+            add_job(scheduler, home, spec)
+    return plan
+
+
+@contextmanager
+def offline(home: Home) -> Iterator[Any]:
+    """A scheduler over the home's job store that has no thread and so never runs or
+    moves a job: for the CLI and the status to read and change the jobs whether the
+    daemon runs or not (both use the same store; the daemon reads it again every tick)."""
+    from apscheduler.schedulers.base import BaseScheduler
+
+    class Offline(BaseScheduler):
+        def wakeup(self) -> None:
+            """Nothing to wake: this scheduler never processes jobs."""
+
+        def shutdown(self, wait: bool = True) -> None:
+            super().shutdown(wait)
+
+    scheduler = Offline(timezone=timezone.utc)
+    scheduler.add_jobstore(job_store(home), "home")
+    scheduler.start(paused=True)
+    try:
+        yield scheduler
+    finally:
+        scheduler.shutdown(wait=False)
+
+
+# The outcome of each job's last run, kept in the home beside the job store.
+
+
+def runs_path(home: Home) -> Path:
+    return home.root / "schedule-runs.json"
+
+
+def last_runs(home: Home) -> dict[str, dict[str, str]]:
+    """{job id: {"at", "result"}} for every job that has run."""
+    path = runs_path(home)
+    if not path.exists():
+        return {}
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def record_run(home: Home, job_id: str, result: str) -> None:
+    with FileLock(f"{runs_path(home)}.lock", mode=PRIVATE_FILE):
+        runs = last_runs(home)
+        runs[job_id] = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "result": result}
+        write_atomic(runs_path(home), json.dumps(runs, indent=2, sort_keys=True) + "\n")

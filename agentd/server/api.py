@@ -1,0 +1,384 @@
+"""The daemon's HTTP API (Starlette): the ledger for auditors, signed entries from third
+parties, session intake for agents running elsewhere, status, health and metrics.
+
+Reads are served from each worker thread's own read-only ledger; every write goes
+through the one writing ledger (see agentd/server/ledgers.py). Errors are JSON
+`{"error": "<one line>"}` with a 4xx status: 400 for a malformed request, 401 for a
+missing or wrong token, 404 for what is not there, 413 for a body over the cap, 422 for
+an entry the ledger's rules refuse.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import inspect
+import re
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from agentd.app.intake import import_file
+from agentd.app.lineage import lineage_here
+from agentd.app.status import status
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.server import dashboard
+from agentd.server.ledgers import Ledgers, Reader
+from agentd.server.metrics import Metrics
+from improver import ImproverError
+from ledger import WALLET_ID, Entry, EntryError, LedgerError, Row, RuleViolation, StoredCheckpoint
+
+# A signed entry is a few kB; a transcript for intake may be larger.
+ENTRY_CAP = 64 * 1024
+SESSIONS_CAP = 8 * 1024 * 1024
+PAGE = 1000  # rows a page of /v1/entries holds at most
+_PULSE = re.compile(r"[0-9]{1,7}")
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class Refused(Exception):
+    """A request answered with `status` and one line saying why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Server:
+    """What the routes share: the home, its ledgers, the counters, the scheduler."""
+
+    home: Home
+    ledgers: Ledgers
+    metrics: Metrics
+    scheduler: Any = None
+    entry_cap: int = ENTRY_CAP
+    sessions_cap: int = SESSIONS_CAP
+
+    @property
+    def token(self) -> str | None:
+        """[serve] intake_token in config.toml (AGENTD_INTAKE_TOKEN wins): no token, no intake."""
+        found = self.home.setting("serve", "intake_token", env="AGENTD_INTAKE_TOKEN")
+        return str(found) if found else None
+
+
+def app(home: Home, *, scheduler: Any = None, metrics: Metrics | None = None, ledgers: Ledgers | None = None) -> Starlette:
+    """The daemon's web application for `home`; `scheduler` (the daemon's running
+    schedules) makes /v1/status show the live next runs."""
+    server = Server(home, ledgers or Ledgers(home), metrics or Metrics(), scheduler)
+    server.metrics.gauge("agentd_ledger_entries", lambda: server.ledgers.reader().store.head().size)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        server.ledgers.close()
+
+    def route(path: str, handler: Callable[[Server, Request], Any], methods: tuple[str, ...] = ("GET",)) -> Route:
+        return Route(path, _endpoint(server, path, handler), methods=list(methods))
+
+    routes = [
+        route("/health", health),
+        route("/metrics", metrics_text),
+        route("/v1/status", status_doc),
+        route("/v1/head", head),
+        route("/v1/entries", entries),
+        route("/v1/entries", post_entry, ("POST",)),
+        route("/v1/entries/{ref}", entry),
+        route("/v1/find", find),
+        route("/v1/authors/{author}", author_next),
+        route("/v1/tiles/{level:int}", tile_page),
+        route("/v1/checkpoint", latest_checkpoint),
+        route("/v1/checkpoints", checkpoints),
+        route("/v1/checkpoints/{size:int}", checkpoint_of),
+        route("/v1/proofs/inclusion", inclusion),
+        route("/v1/proofs/consistency", consistency),
+        route("/v1/lineage/{profile}", lineage),
+        route("/v1/sessions", post_sessions, ("POST",)),
+        *dashboard.routes(home, lambda: status(home, scheduler)),
+    ]
+    web = Starlette(routes=routes, lifespan=lifespan)
+    web.state.server = server
+    return web
+
+
+def _endpoint(server: Server, path: str, handler: Callable[[Server, Request], Any]) -> Callable[[Request], Awaitable[Response]]:
+    """Runs a handler (in a worker thread unless it is a coroutine), words its errors and
+    counts the request."""
+
+    async def endpoint(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            if inspect.iscoroutinefunction(handler):
+                answer = await handler(server, request)
+            else:
+                answer = await run_in_threadpool(handler, server, request)
+        except Refused as exc:
+            answer = _error(exc.status, str(exc))
+        except (AgentdError, ImproverError) as exc:
+            answer = _error(400, str(exc))
+        except LedgerError as exc:
+            # The ledger words what is not there as "no Pulse N…", "no claim C…".
+            answer = _error(404 if str(exc).startswith("no ") else 400, str(exc))
+        response = answer if isinstance(answer, Response) else JSONResponse(answer)
+        labels = {"route": path, "method": request.method}
+        server.metrics.count("agentd_http_requests_total", status=str(response.status_code), **labels)
+        server.metrics.observe("agentd_http_request_seconds", time.perf_counter() - started, **labels)
+        return response
+
+    return endpoint
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message.splitlines()[0] if message else "refused"}, status_code=status)
+
+
+# Query values
+
+
+def _int(request: Request, name: str, default: int | None = None, *, low: int = 1, high: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or len(raw) > 12:
+        raise Refused(400, f"{name}={raw[:40]!r} is not a whole number")
+    value = int(raw)
+    if value < low or (high is not None and value > high):
+        raise Refused(400, f"{name}={value} is outside {low}..{high if high is not None else ''}")
+    return value
+
+
+def _required(request: Request, name: str) -> str:
+    raw = request.query_params.get(name)
+    if not raw:
+        raise Refused(400, f"give ?{name}=")
+    return raw
+
+
+# Health, metrics, status
+
+
+def health(server: Server, request: Request) -> dict[str, Any]:
+    return {"ok": True, "entries": server.ledgers.reader().store.head().size}
+
+
+def metrics_text(server: Server, request: Request) -> Response:
+    return PlainTextResponse(server.metrics.text(), media_type="text/plain; version=0.0.4")
+
+
+def status_doc(server: Server, request: Request) -> dict[str, Any]:
+    return status(server.home, server.scheduler)
+
+
+# The ledger, read
+
+
+def head(server: Server, request: Request) -> dict[str, Any]:
+    store = server.ledgers.reader().store
+    found = store.head()
+    return {"size": found.size, "root": found.root.hex(), "last_pulse": store.last_pulse()}
+
+
+def entries(server: Server, request: Request) -> dict[str, Any]:
+    start = _int(request, "from", 1)
+    limit = _int(request, "limit", PAGE, high=PAGE)
+    kind = request.query_params.get("kind") or None
+    author = request.query_params.get("author") or None
+    rows = server.ledgers.reader().store.rows(start or 1, kind=kind, author=author, limit=limit or PAGE)
+    return {"entries": [_row_doc(row) for row in rows]}
+
+
+def entry(server: Server, request: Request) -> dict[str, Any]:
+    ref = request.path_params["ref"].strip().lower()
+    reader = server.ledgers.reader()
+    pulse = int(ref) if _PULSE.fullmatch(ref) else reader.ledger.find(ref).pulse or 0
+    row = reader.store.row(pulse)
+    if row is None:
+        raise Refused(404, f"no Pulse {ref}: the log holds {reader.store.head().size} entries")
+    return _row_doc(row)
+
+
+def find(server: Server, request: Request) -> dict[str, Any]:
+    low, high = _required(request, "low"), _required(request, "high")
+    if not (_HEX.fullmatch(low) and _HEX.fullmatch(high)):
+        raise Refused(400, "low and high are leaf hashes: 64 lowercase hex digits each")
+    limit = _int(request, "limit", 2, high=PAGE) or 2
+    return {"pulses": server.ledgers.reader().store.find(bytes.fromhex(low), bytes.fromhex(high), limit)}
+
+
+def author_next(server: Server, request: Request) -> dict[str, Any]:
+    """What a wallet elsewhere needs to sign its next entry for this log: the log's origin
+    and the sequence number the entry must carry."""
+    author = request.path_params["author"]
+    if not WALLET_ID.fullmatch(author):
+        raise Refused(400, f"{author[:40]!r} is not a wallet id (32 hex digits)")
+    ledger = server.ledgers.reader().ledger
+    if not server.ledgers.reader().store.head().size:
+        raise Refused(404, "the log is empty: it has no origin yet")
+    return {"origin": ledger.origin, "next_sequence": ledger.next_sequence(author)}
+
+
+def tile_page(server: Server, request: Request) -> dict[str, Any]:
+    level = request.path_params["level"]
+    start = _int(request, "from", 0, low=0) or 0
+    limit = _int(request, "limit", 64, high=1024) or 64
+    tiles = server.ledgers.reader().store.tiles(level, start, limit)
+    return {"tiles": [{"index": t.index, "hashes": base64.b64encode(t.hashes).decode()} for t in tiles]}
+
+
+def latest_checkpoint(server: Server, request: Request) -> Response:
+    """A checkpoint of the log as it stands: the last one signed when it covers the head,
+    else one the log's key signs now (as `agentd ledger checkpoint` does)."""
+    reader = server.ledgers.reader()
+    size = reader.store.head().size
+    if not size:
+        raise Refused(404, "the log is empty: it has no checkpoint yet")
+    last = reader.store.latest_checkpoint()
+    note = last.note if last and last.size == size else server.ledgers.write(lambda ledger: ledger.checkpoint())
+    return PlainTextResponse(note)
+
+
+def checkpoints(server: Server, request: Request) -> dict[str, Any]:
+    return {"checkpoints": [_checkpoint_doc(c) for c in server.ledgers.reader().store.checkpoints()]}
+
+
+def checkpoint_of(server: Server, request: Request) -> dict[str, Any]:
+    size = request.path_params["size"]
+    found = server.ledgers.reader().store.checkpoint(size)
+    if found is None:
+        raise Refused(404, f"the log signed no checkpoint of size {size}")
+    return _checkpoint_doc(found)
+
+
+def inclusion(server: Server, request: Request) -> dict[str, Any]:
+    reader = server.ledgers.reader()
+    found = reader.ledger.find(_required(request, "claim"))
+    size = _tree_size(reader, request, "size")
+    proof = reader.ledger.inclusion_proof(found.pulse or 0, size).to_json()
+    return {**proof, "checkpoint": reader.ledger.checkpoint_of(proof["tree_size"])}
+
+
+def consistency(server: Server, request: Request) -> dict[str, Any]:
+    reader = server.ledgers.reader()
+    old = _int(request, "from")
+    if old is None:
+        raise Refused(400, "give ?from= (the size of the older tree)")
+    new = _tree_size(reader, request, "to")
+    proof = reader.ledger.consistency_proof(old, new).to_json()
+    return {**proof, "checkpoint": reader.ledger.checkpoint_of(proof["size2"])}
+
+
+def _tree_size(reader: Reader, request: Request, name: str) -> int:
+    size = _int(request, name)
+    current = reader.store.head().size
+    if size is not None and size > current:
+        raise Refused(400, f"{name}={size} is beyond the tree, which holds {current} entries")
+    return size or current
+
+
+def lineage(server: Server, request: Request) -> dict[str, Any]:
+    found = lineage_here(server.home, request.path_params["profile"])
+    return {"profile": request.path_params["profile"], "lines": [line for _, line in found.lines()] if found.path.exists() else []}
+
+
+def _row_doc(row: Row) -> dict[str, Any]:
+    """A row with its exact bytes (base64) and, decoded, what they say: null for bytes
+    that are not an entry, which are served as stored all the same, for audits to name."""
+    try:
+        entry = Entry.parse(row.raw, row.pulse, verify=False, leaf=row.leaf)
+        payload: dict[str, Any] | None = {
+            "kind": entry.kind, "author": entry.author, "at": entry.at, "log": entry.log, "seq": entry.seq, "body": entry.body,
+        }  # fmt: skip
+    except EntryError:
+        payload = None
+    return {
+        "pulse": row.pulse,
+        "claim": row.leaf.hex(),
+        "kind": row.kind,
+        "author": row.author,
+        "leaf": row.leaf.hex(),
+        "chain": row.chain.hex(),
+        "raw": base64.b64encode(row.raw).decode(),
+        "payload": payload,
+    }
+
+
+def _checkpoint_doc(stored: StoredCheckpoint) -> dict[str, Any]:
+    return {"size": stored.size, "note": stored.note, "at": stored.at}
+
+
+# Writes
+
+
+async def _body(request: Request, cap: int) -> bytes:
+    """The request's body, refused past `cap` bytes before more is read."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise Refused(413, f"the body is {declared} bytes; at most {cap} are taken")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise Refused(413, f"the body is over {cap} bytes; at most {cap} are taken")
+    if not body:
+        raise Refused(400, "the body is empty")
+    return bytes(body)
+
+
+async def post_entry(server: Server, request: Request) -> Response:
+    """One signed envelope, exactly as signed: its signature authenticates it, the
+    ledger's rules decide."""
+    raw = (await _body(request, server.entry_cap)).strip()
+    try:
+        recorded = await run_in_threadpool(server.ledgers.append, raw)
+    except EntryError as exc:
+        server.metrics.count("agentd_entries_refused_total", reason="malformed")
+        raise Refused(400, str(exc).removeprefix("entry 1 refused: ")) from None
+    except RuleViolation as exc:
+        server.metrics.count("agentd_entries_refused_total", reason="rule")
+        raise Refused(422, str(exc)) from None
+    server.metrics.count("agentd_entries_appended_total")
+    receipt = recorded.receipt.to_json() if recorded.receipt else None
+    return JSONResponse({"pulse": recorded.pulse, "claim": recorded.claim_id, "receipt": receipt}, status_code=201)
+
+
+async def post_sessions(server: Server, request: Request) -> Response:
+    """Transcripts in the `sessions import` format for ?profile=, behind the bearer token."""
+    _authorize(server, request)
+    profile = _required(request, "profile")
+    body = await _body(request, server.sessions_cap)
+    imported = await run_in_threadpool(_import, server.home, profile, body)
+    server.metrics.count("agentd_sessions_imported_total", len(imported.records))
+    sessions = [{"id": r.id, "claim": r.claim_id, "outcome": r.outcome} for r in imported.records]
+    return JSONResponse({"sessions": sessions, "warnings": imported.warnings}, status_code=201)
+
+
+def _authorize(server: Server, request: Request) -> None:
+    token = server.token
+    if token is None:
+        raise Refused(404, "session intake is off: set [serve] intake_token in config.toml to turn it on")
+    given = request.headers.get("authorization", "")
+    scheme, _, value = given.partition(" ")
+    # Constant time: how much of a guess matched must not show in how long the answer took.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+        raise Refused(401, "a wrong or missing bearer token: send Authorization: Bearer <[serve] intake_token>")
+
+
+def _import(home: Home, profile: str, body: bytes) -> Any:
+    """`sessions import` on the body, kept meanwhile in a file in the home that only its
+    owner can read (mode 0600, as tempfile makes it), removed after."""
+    with tempfile.NamedTemporaryFile(dir=home.root, prefix=".intake-", suffix=".jsonl") as held:
+        held.write(body)
+        held.flush()
+        return import_file(home, Path(held.name), profile)
+
