@@ -31,7 +31,8 @@ from tests.examplekit import LESSON
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 # An hourly harvest at a minute that does not exist: named on the page, the other job still shown.
-SCHEDULE = '\n[schedule]\nimprove = "0 3 * * *"\nharvest = "61 * * * *"\n'
+# The example's own [schedule] runs improve at 03:00; a malformed harvest line is added.
+BAD_HARVEST = 'harvest = "61 * * * *"\n'
 
 
 @contextmanager
@@ -59,8 +60,10 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Home:
     """The demo's home (sessions, a seal, a kept lesson), with a schedule in its profile."""
     home = Home(tmp_path_factory.mktemp("dashboard") / "home")
     assert run_demo(home, lambda line: None, lambda line: None)
-    with (home.profiles_dir / PROFILE / "profile.toml").open("a") as f:
-        f.write(SCHEDULE)
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    improve = 'improve = "0 3 * * *"\n'
+    assert improve in toml.read_text()
+    toml.write_text(toml.read_text().replace(improve, improve + BAD_HARVEST, 1))
     return home
 
 
@@ -130,15 +133,15 @@ def test_the_archive_is_a_tree_with_the_kept_step_and_its_chart(site: str, page:
     kept = page.locator("#archive li.kept")
     assert kept.count() == 1
     text = kept.inner_text()
-    assert LESSON in text and "kept as step" in text and "24/24 (100%)" in text
+    assert LESSON in text and "kept as step" in text and "96/96 (100%)" in text  # measured afresh once kept
     root = page.locator('#archive li[data-variant="0"] > .variant').inner_text()
-    assert "the agent as it was" in root and "12/24 (50%)" in root and "its line 48/72 (67%)" in root
+    assert "the agent as it was" in root and "48/96 (50%)" in root and "its line 156/216 (72%)" in root
     assert page.locator('#archive li[data-variant="0"] li').count() == 2  # both tried changes grew from it
     chart = page.locator("svg#chart")
     assert chart.is_visible()
     assert chart.locator("circle.choose").count() == 2  # before, and after the kept step
     rows = page.locator("#progress tbody tr")
-    assert "12/24 (50%)" in rows.first.inner_text() and "24/24 (100%)" in rows.last.inner_text()
+    assert "48/96 (50%)" in rows.first.inner_text() and "24/24 (100%)" in rows.last.inner_text()
 
 
 def test_an_entry_is_decoded_and_its_proof_checked_in_the_page(site: str, page: Any, demo_home: Home, tmp_path: Path) -> None:
