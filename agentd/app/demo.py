@@ -106,9 +106,9 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
     say(f"recorded its twelve sessions, harvested them and sealed {sealed.seal.terms.sealed_tasks} tasks; "
         f"published as claim {sealed.claim}")  # fmt: skip
     request = CodeRequest("script:models/coder.toml", source, build=CODE_BUILD, test=CODE_TEST, candidate=CODE_CANDIDATE,
-                          allow=("agent.py",), rounds=2, runs=4, wallet=CODE)  # fmt: skip
+                          allow=("agent.py",), rounds=2, runs=4, baseline_runs=4, wallet=CODE)  # fmt: skip
     step(f"== agentd improve code {CODE} --source {source} --coder script:models/coder.toml --build {CODE_BUILD!r} "
-         f"--test {CODE_TEST!r} --candidate {CODE_CANDIDATE!r} --allow agent.py --rounds 2 --runs 4 --wallet {CODE}")  # fmt: skip
+         f"--test {CODE_TEST!r} --candidate {CODE_CANDIDATE!r} --allow agent.py --rounds 2 --runs 4 --baseline-runs 4 --wallet {CODE}")  # fmt: skip
     stopped = run_code(home, CODE, request, lambda event: say(event.text))
     if isinstance(stopped, Interrupted):
         raise KeyboardInterrupt
