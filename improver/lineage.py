@@ -93,12 +93,13 @@ class Lineage:
         return claims[-1] if claims else None
 
     def recover(self, profile: str, ledger: Ledger, seals: set[str]) -> list[dict[str, Any]]:
-        """Appends a kept line for each of the profile's claims on its seals that the
-        lineage lacks: a loop killed between publishing a change and recording it left
+        """Appends a kept line for each of the profile's claims (kept lessons and releases)
+        on its seals that the lineage lacks: a loop killed between publishing a change and recording it left
         the claim alone, and the next kept change must follow it. Returns the lines added."""
         have = {line.get("claim") for _, line in self.kept()}
         added = []
-        for entry in ledger.entries(kind=KIND):
+        claims = sorted((e for kind in KINDS for e in ledger.entries(kind=kind)), key=lambda e: e.pulse or 0)
+        for entry in claims:
             body = entry.body
             if body.get("profile") != profile or body.get("seal") not in seals or entry.claim_id in have:
                 continue

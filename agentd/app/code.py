@@ -17,10 +17,10 @@ from typing import Any, Callable
 import numpy as np
 
 from agentd.app import killswitch
-from agentd.app.adopt import holding_loop_lock, lineage_of
+from agentd.app.adopt import holding_loop_lock
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
-from agentd.app.loop import run_with_signals
+from agentd.app.loop import recovered_lineage, run_with_signals
 from agentd.app.runners import sandbox_runner
 from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError, WrongValue
@@ -165,7 +165,7 @@ def _loop(
             proposer=coder or make_model(request.coder, home, base_dir=profile.dir),
             settings=load_settings(profile.dir / "improver.json"),
             archive=Archive.load(home.routes.code_archive(profile_name, train.digest), train.digest),
-            lineage=lineage_of(home, profile_name),
+            lineage=recovered_lineage(home, profile_name, ledger, on_event),
             runs=request.runs,
             baseline_runs=request.baseline_runs,
             limits=profile.limits,

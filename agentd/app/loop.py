@@ -28,6 +28,7 @@ from improver import (
     Archive,
     BudgetTooSmall,
     Event,
+    Lineage,
     Loop,
     Model,
     Stop,
@@ -142,10 +143,7 @@ def _loop(
     def apply(variant: Variant, step: str) -> None:
         make_current(load_profile(home, profile_name), variant, step)
 
-    lineage = lineage_of(home, profile_name)
-    if ledger is not None:
-        for line in lineage.recover(profile_name, ledger, home.routes.seal_ids(profile_name)):
-            on_event(Event("recovered", f"step {line['step']}: published as claim {line['claim']} but not recorded (the loop was stopped in between); recorded now"))
+    lineage = recovered_lineage(home, profile_name, ledger, on_event)
     allowed = list(dict.fromkeys([*profile.models, *profile.run_models, *request.models]))
     try:
         return Loop(
@@ -176,6 +174,18 @@ def _loop(
         raise WrongValue(str(exc)) from None
     except Stop as exc:
         raise AgentdError(str(exc)) from None
+
+
+def recovered_lineage(home: Home, profile: str, ledger: Ledger | None, on_event: Callable[[Event], None]) -> Lineage:
+    """The profile's lineage, first given a line for each change the ledger says was kept
+    that a loop killed between publishing and recording left out (with a wallet only:
+    without one nothing is published)."""
+    lineage = lineage_of(home, profile)
+    if ledger is not None:
+        for line in lineage.recover(profile, ledger, home.routes.seal_ids(profile)):
+            text = f"step {line['step']}: published as claim {line['claim']} but not recorded (the loop was stopped in between); recorded now"
+            on_event(Event("recovered", text))
+    return lineage
 
 
 async def run_with_signals(loop: Loop, rounds: int, stopper: Stopper | None = None) -> None:

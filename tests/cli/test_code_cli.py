@@ -71,6 +71,21 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     assert tampered.code == 3 and "is not the patch it published" in tampered.err and "Traceback" not in tampered.err
 
 
+
+def test_a_release_published_but_not_recorded_is_recorded_by_the_next_run(agentd, home: Home) -> None:
+    sealed(home, wallet=CODE, profile=CODE)
+    assert improve_code(agentd, home, "--rounds", "2", "--runs", "2", "--wallet", CODE).code == 0
+    path = home.routes.lineage(CODE)
+    kept = next(json.loads(line) for line in path.read_text().splitlines() if '"decision":"kept"' in line)
+    path.write_text("".join(line for line in path.read_text().splitlines(True) if '"decision":"kept"' not in line))
+    r = improve_code(agentd, home, "--rounds", "1", "--runs", "2", "--wallet", CODE, "--json")
+    assert r.code == 0, r.err
+    (recovered,) = [e for e in map(json.loads, r.out.splitlines()) if e["event"] == "recovered"]
+    assert kept["step"] in recovered["text"] and kept["claim"] in recovered["text"]
+    check = agentd("lineage", CODE, "--check")
+    assert check.code == 0, check.err
+    assert "its patch as published, on the ledger as claim" in check.out
+
 def test_json_lines_and_a_candidate_that_prints_garbage_keep_nothing(agentd, home: Home) -> None:
     sealed(home, wallet=CODE, profile=CODE)
     r = improve_code(agentd, home, "--candidate", "echo garbage", "--runs", "1", "--json")
