@@ -55,8 +55,8 @@ def scheduled_run(home_root: str, profile: str, job: str, source: str = "profile
         except Exception as exc:  # a job's bug must not take the daemon down: said, kept, and the next run goes on
             log.exception("job %s crashed", job_id)
             outcome = f"crashed: {type(exc).__name__}: {exc}"
+        keep_outcome(home, job_id, outcome)  # first: a logged outcome is one `schedule list` shows
         (log.error if outcome.startswith(("failed", "crashed", SPENT)) else log.info)("job %s: %s", job_id, outcome)
-        keep_outcome(home, job_id, outcome)
         return outcome
 
 
