@@ -13,7 +13,16 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from agentd.runtime import run_case
-from improver import Case, Completion, LimitReached, ProviderError, completion_from_json, continued, decode_line, encode_line
+from improver import (
+    Case,
+    Completion,
+    LimitReached,
+    ProviderError,
+    completion_from_json,
+    continued,
+    decode_line,
+    encode_line,
+)
 
 
 class HarnessGone(Exception):
