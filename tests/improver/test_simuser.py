@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import threading
 from dataclasses import replace
 from typing import Any
 
+from openenv.core.generic_client import GenericEnvClient
+
+from improver.env import run_episode
 from improver.harness import RunResult, run_task
 from improver.harvest import Session, harvest
+from improver.openenv import EnvServer, EnvSetup, address, listen
 from improver.protocol import Case, Ending, Episode, LimitReached
 from improver.simuser import NOTHING_MORE, SimulatedUser
-from improver.tasks import Task, parse_task
+from improver.tasks import Task, TaskSet, parse_task
 from improver.validate import check_task
 from improver.variant import Variant
 from tests.improver.taskkit import OPERATOR, TOOLS, ScriptedModel, call, calls, says
@@ -144,3 +151,72 @@ def test_a_simulated_user_that_reveals_the_whole_hidden_part_at_once_leaks_the_e
 def test_a_simulated_user_that_fails_errors_the_run_rather_than_failing_it() -> None:
     result = run(talk_task(), ScriptedModel(lambda messages: RuntimeError("HTTP 500"), USER_MODEL))
     assert result.outcome == "errored" and not result.leaked and "simulated user" in result.reason
+
+
+def over_pipes(task: Task, user: ScriptedModel | None) -> tuple[list[dict[str, Any]], Any]:
+    """`task` as a trainer's episode over real pipes, the policy answering as agent_model
+    does; every line the policy was sent, and the result."""
+    to_env_r, to_env_w = os.pipe()
+    to_policy_r, to_policy_w = os.pipe()
+    received: list[dict[str, Any]] = []
+    policy = agent_model()
+
+    def serve() -> None:
+        with open(to_policy_r, "rb") as inbox, open(to_env_w, "wb") as outbox:
+            for line in inbox:
+                received.append(json.loads(line))
+                if "request" in received[-1]:
+                    message = policy.replies(received[-1]["request"]["messages"])  # type: ignore[operator]
+                    outbox.write((json.dumps({"message": message}) + "\n").encode())
+                    outbox.flush()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    users = None if user is None else {USER_MODEL: user}.__getitem__
+    with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer:
+        result = asyncio.run(run_episode(task, OPERATOR, "", converses, reader, writer, users=users))
+    thread.join(timeout=30)
+    return received, result
+
+
+def test_a_trainers_episode_goes_on_with_the_simulated_user_and_gets_its_reward() -> None:
+    received, result = over_pipes(talk_task(), ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL))
+    assert received[-1]["done"]["reward"] == 1.0 and result.passed
+    # The policy saw the person's reply as the next user message, never the hidden part before it.
+    requests = [r["request"]["messages"] for r in received if "request" in r]
+    assert all(LATER not in json.dumps(m) for m in requests[:1]) and {"role": "user", "content": LATER} in requests[1]
+
+
+def test_a_trainers_episode_whose_simulated_user_leaks_is_an_error_line_not_a_reward() -> None:
+    later = (LATER, "And tell the team it was paid, once you have paid it today.")
+    received, result = over_pipes(talk_task(later), ScriptedModel([says(" ".join(later))], USER_MODEL))
+    assert result is None and received[-1]["error"]["kind"] == "errored" and received[-1]["error"]["leaked"] is True
+
+
+def test_a_trainers_episode_without_a_way_to_make_the_simulated_user_is_errored() -> None:
+    received, result = over_pipes(talk_task(), None)
+    assert result is None and "simulated user" in received[-1]["error"]["message"]
+
+
+def test_the_openenv_client_plays_a_conversation_to_its_reward() -> None:
+    user = ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL)
+    server = EnvServer(EnvSetup(TaskSet("invoices", OPERATOR, (talk_task(),)), converses, users={USER_MODEL: user}.__getitem__))
+    sock = listen("127.0.0.1", 0)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sock)), daemon=True)
+    thread.start()
+
+    async def main(url: str) -> Any:
+        async with GenericEnvClient(base_url=url) as env:
+            result = await env.reset(task_id="talk-1")
+            while not result.done:
+                message = agent_model().replies(result.observation["request"]["messages"])  # type: ignore[operator]
+                result = await env.step({"message": message})
+            return result
+
+    try:
+        last = asyncio.run(main(address(sock)))
+    finally:
+        server.stop()
+        thread.join(timeout=30)
+        sock.close()
+    assert (last.reward, last.observation["outcome"], last.observation["calls"]) == (1.0, "passed", 2)
