@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentd.app.ledger import open_ledger
 from agentd.app.sessions import open_sessions
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.providers import make_model
@@ -97,7 +97,10 @@ def harvest_profile(
     messages that model plays (improver.simuser)."""
     profile = load_profile(home, profile_name)
     if simulate is not None:
-        make_model(simulate, home, base_dir=profile.dir)  # a spec that names no model is refused before anything is written
+        try:  # a model that cannot be made is refused before anything is written
+            make_model(simulate, home, base_dir=profile.dir)
+        except AgentdError as exc:
+            raise WrongValue(f"--simulate-users: {exc}") from None
     records = open_sessions(home).list(profile=profile.name)
     stem = stem or (out.stem if out else "work")
     harvested = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, stem, profile.rubric, simulate)

@@ -99,5 +99,5 @@ def test_a_simulated_user_that_is_not_a_model_is_refused_before_anything_is_writ
     agentd("init")
     conversation(home)
     r = agentd("improve", "harvest", "invoices", "--out", tmp_path / "talk.json", "--simulate-users", "nobody")
-    assert r.code != 0 and r.err.startswith("agentd: error: 'nobody' is not a model") and "Traceback" not in r.err
+    assert r.code == 2 and r.err.startswith("agentd: error: --simulate-users: 'nobody' is not a model") and "Traceback" not in r.err
     assert not (tmp_path / "talk.json").exists()
