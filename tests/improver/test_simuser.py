@@ -16,7 +16,7 @@ from improver.harness import RunResult, run_task
 from improver.harvest import Session, harvest
 from improver.openenv import EnvServer, EnvSetup, address, listen
 from improver.protocol import Case, Ending, Episode, LimitReached
-from improver.simuser import NOTHING_MORE, SimulatedUser
+from improver.simuser import NOTHING_MORE, SimulatedUser, continued
 from improver.tasks import Task, TaskSet, parse_task
 from improver.validate import check_task
 from improver.variant import Variant
@@ -220,3 +220,11 @@ def test_the_openenv_client_plays_a_conversation_to_its_reward() -> None:
         thread.join(timeout=30)
         sock.close()
     assert (last.reward, last.observation["outcome"], last.observation["calls"]) == (1.0, "passed", 2)
+
+
+def test_a_reply_to_a_question_for_a_person_is_that_calls_result() -> None:
+    asked = {"role": "assistant", "content": None, "tool_calls": [call("q1", "ask_person", {"question": "Which invoice?"})]}
+    messages = [{"role": "system", "content": OPERATOR}, {"role": "user", "content": FIRST}, asked]
+    assert continued(messages, "Invoice 23.") == [asked, {"role": "tool", "tool_call_id": "q1", "content": "Invoice 23."}]
+    finished = [*messages[:2], says("Which invoice?")]
+    assert continued(finished, "Invoice 23.")[-1] == {"role": "user", "content": "Invoice 23."}
