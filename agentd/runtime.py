@@ -41,6 +41,7 @@ async def run_case(case: Case, episode: Episode) -> Ending:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(case.operator, case.lessons)},
         {"role": "user", "content": case.task},
+        *case.conversation,  # a conversation going on: the person has replied
     ]
     tools = [*case.tools, ASK_PERSON_SCHEMA]
     while True:

@@ -28,6 +28,8 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "ENDINGS": ("protocol", "ENDINGS"),
     "Ending": ("protocol", "Ending"),
     "Episode": ("protocol", "Episode"),
+    # conversations: a simulated user goes on where the agent answered
+    "continued": ("simuser", "continued"),
     "LimitReached": ("protocol", "LimitReached"),
     "EpisodeLimits": ("protocol", "EpisodeLimits"),
     "Model": ("protocol", "Model"),
@@ -225,6 +227,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
     from improver.separation import LEFT_OUT, Separation, seal_claims
     from improver.settings import load_settings
+    from improver.simuser import continued
     from improver.stats import TESTS
     from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema
     from improver.validate import Validation

@@ -12,7 +12,10 @@ the policy (-> written here, <- by the policy):
                  "calls": 1, "ended": {"how": "done", "answer": "Paid.", "reason": ""}}}
 
 `reward` is the share of the task's checks that held, `failures` the checks that did
-not, `calls` how many tool calls the run made. A line from the policy that is not such
+not, `calls` how many tool calls the run made. A conversation's simulated user is not the
+policy: its model is made by the `users` factory the caller injects, and its replies go
+to the agent as they would in a trial (improver.simuser); an episode whose simulated
+user leaked ends as errored, `"leaked": true` in the error line. A line from the policy that is not such
 a message ends the episode with `{"error": {"kind": "policy", "message": ...}}`; an
 episode the harness could not run (not the policy's doing) ends with `{"error": {"kind":
 "errored", ...}}`, so a trainer drops it rather than scoring it.
@@ -28,8 +31,9 @@ from dataclasses import replace
 from itertools import chain
 from typing import Any, BinaryIO, Iterator
 
-from improver.harness import EpisodeAborted, RunResult, run_task
-from improver.protocol import Agent, Completion, EpisodeLimits, TokenUsage, decode_line, encode_line
+from improver.errors import ImproverError
+from improver.harness import EpisodeAborted, ModelFactory, RunResult, run_task
+from improver.protocol import Agent, Completion, EpisodeLimits, Model, TokenUsage, decode_line, encode_line
 from improver.tasks import Task
 from improver.variant import Variant
 
@@ -154,6 +158,25 @@ def _tool_call(call: Any, turn: int, index: int) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": fn["name"], "arguments": arguments}}
 
 
+def episode_models(policy: Model, users: ModelFactory | None) -> ModelFactory:
+    """The policy gives the agent's turns; `users` makes a conversation's simulated user."""
+
+    def models(spec: str) -> Model:
+        if spec == POLICY:
+            return policy
+        if users is None:
+            raise ImproverError(f"nothing here can make {spec}, the model that plays the simulated user")
+        return users(spec)
+
+    return models
+
+
+def errored_payload(result: RunResult) -> dict[str, Any]:
+    """The error line of an episode the harness could not run, or whose simulated user leaked."""
+    message = f"the episode could not be run (not the policy's doing): {result.reason}"
+    return {"kind": "errored", "message": message, **({"leaked": True} if result.leaked else {})}
+
+
 def done_payload(result: RunResult) -> dict[str, Any]:
     return {
         "case": result.task,
@@ -173,6 +196,7 @@ async def run_episode(
     reader: BinaryIO,
     writer: BinaryIO,
     limits: EpisodeLimits = EpisodeLimits(),
+    users: ModelFactory | None = None,
 ) -> RunResult | None:
     """Runs one episode over `reader`/`writer`; the result, or None when it ended in an
     error line (a malformed policy line, or a run the harness could not make)."""
@@ -182,12 +206,12 @@ async def run_episode(
     # fault; here the model is the policy, whose own clock (above) must run out first.
     harness_limits = replace(limits, wall_seconds=limits.wall_seconds + POLICY_GRACE)
     try:
-        result = await run_task(task, variant, agent, lambda _spec: policy, harness_limits, retries=0)
+        result = await run_task(task, variant, agent, episode_models(policy, users), harness_limits, retries=0)
     except EpisodeAborted as exc:
         _last_word(policy, "error", {"kind": "policy", "message": str(exc)})
         return None
     if result.outcome == "errored":
-        _last_word(policy, "error", {"kind": "errored", "message": f"the episode could not be run (not the policy's doing): {result.reason}"})
+        _last_word(policy, "error", errored_payload(result))
         return None
     return result if _last_word(policy, "done", done_payload(result)) else None
 

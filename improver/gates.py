@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from improver.tasks import Task
 from improver.variant import Variant
+
+if TYPE_CHECKING:  # tasks import the simulated users, which use this module's overlap test
+    from improver.tasks import Task
 
 RUN_OF_WORDS = 8
 WORD = re.compile(r"[^\W_]+")
@@ -30,13 +32,13 @@ class SealedText:
         runs: dict[tuple[str, ...], str] = {}
         for task in tasks:
             for text in _texts(task):
-                for run in _runs(text):
+                for run in word_runs(text):
                     runs.setdefault(run, task.name)
         return cls(runs)
 
     def shared_with(self, text: str) -> str | None:
         """The sealed task `text` shares a run of eight words with, if any."""
-        return next((self.runs[r] for r in _runs(text) if r in self.runs), None)
+        return next((self.runs[r] for r in word_runs(text) if r in self.runs), None)
 
     def beyond(self, shown: Iterable[Task]) -> SealedText:
         """Only the runs no task in `shown` holds too: a task written like the tasks its
@@ -50,11 +52,13 @@ class SealedText:
 
 
 def _texts(task: Task) -> list[str]:
-    """What a sealed task says: what was asked and what its stand-ins answered."""
-    return [task.task, *(s["answer"] for s in task.standins)]
+    """What a sealed task says: what was asked, what its stand-ins answered and what its
+    simulated user holds back."""
+    return [task.task, *(s["answer"] for s in task.standins), *(task.user.said if task.user else ())]
 
 
-def _runs(text: str) -> set[tuple[str, ...]]:
+def word_runs(text: str) -> set[tuple[str, ...]]:
+    """Every run of eight words in `text`, case folded: the overlap test's unit."""
     words = WORD.findall(text.casefold())
     return {tuple(words[i : i + RUN_OF_WORDS]) for i in range(len(words) - RUN_OF_WORDS + 1)}
 

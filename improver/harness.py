@@ -59,6 +59,7 @@ from improver.protocol import (
 )
 from improver.rubric import score_run
 from improver.runs import Call, Run
+from improver.simuser import USER_TURNS, continued, leaked, reply_of, user_view
 from improver.tasks import Task
 from improver.variant import Variant
 from sandbox import OutputLimit, Process, Request, Result, Runner, SandboxError
@@ -100,6 +101,7 @@ class RunResult:
     turns: int = 0
     attempts: int = 1
     retryable: bool = True  # for an errored run: whether another try could go otherwise
+    leaked: bool = False  # errored because the simulated user gave the hidden part away
 
     @property
     def passed(self) -> bool:
@@ -116,6 +118,7 @@ class RunResult:
             "tokens": {"in": self.usage.tokens_in, "out": self.usage.tokens_out},
             "turns": self.turns,
             "attempts": self.attempts,
+            **({"leaked": True} if self.leaked else {}),
         }
 
 
@@ -123,6 +126,7 @@ class TaskEpisode:
     """The episode side of one run: the variant's model and the task's stand-ins."""
 
     def __init__(self, task: Task, spec: str | None, models: ModelFactory, limits: EpisodeLimits, over_stdio: bool = False) -> None:
+        self.task = task
         self.standins = task.stand_ins
         self.spec = spec
         self.models = models
@@ -137,6 +141,8 @@ class TaskEpisode:
         self.final = False  # the error is one no retry mends
         self.limit = ""  # the limit the run reached
         self.fault = ""  # how the candidate broke the run
+        self.leak = ""  # how the simulated user gave the hidden part away: the run errored
+        self.turns_with_user: list[tuple[str, str]] = []  # (the agent's answer, the person's reply)
         self._model: Model | None = None
 
     async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
@@ -189,6 +195,31 @@ class TaskEpisode:
         if self.counts_calls:
             self.count_output(len(arguments.encode()))
         return self.standins.answer(call)
+
+    async def person(self, answer: str) -> str | None:
+        """The simulated user's reply to the agent's `answer`, or None when the task has
+        none, it has nothing more to say, it had its turns, or it failed (the run errored)
+        or leaked. Its time is the model's, not the candidate's; its tokens are not the
+        candidate's either."""
+        user = self.task.user
+        if user is None or self.error or len(self.turns_with_user) >= USER_TURNS:
+            return None
+        view = user_view(user, self.task.task, [*self.turns_with_user, (answer, None)])
+        try:
+            model = self.models(user.model)
+            reply = reply_of(await self.budget.wait_for_model(model.complete(view, [], None)))
+        except ModelMisconfigured as exc:
+            self.error, self.final = f"the simulated user: {exc}", True
+            return None
+        except Exception as exc:  # the simulated user is the harness's side: never the candidate's fault
+            self.error = f"the simulated user ({user.model}) failed: {type(exc).__name__}: {exc}"
+            return None
+        if reply is not None and not self.turns_with_user and leaked(user, reply):
+            self.leak = "the simulated user gave away the whole hidden part of the task in its first reply"
+            return None
+        if reply is not None:
+            self.turns_with_user.append((answer, reply))
+        return reply
 
     def count_output(self, size: int) -> None:
         """Output is what the candidate sends the harness; a flood breaks the run."""
@@ -251,6 +282,11 @@ async def attempt_task(
 
 def _scored(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int) -> RunResult:
     usage, turns, calls = episode.budget.usage, episode.budget.turns, tuple(episode.calls)
+    if episode.leak:
+        # Not the candidate's doing and no test of it: errored, never scored, not retried
+        # (the same model under the same instructions would likely leak again).
+        run = Run(calls, ended.answer, "errored")
+        return RunResult(task.name, "errored", 0.0, [], run, episode.leak, usage, turns, attempt, False, leaked=True)
     if episode.error:
         run = Run(calls, ended.answer, "errored")
         return RunResult(task.name, "errored", 0.0, [], run, episode.error, usage, turns, attempt, not episode.final)
@@ -273,6 +309,8 @@ async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Candidat
         async with asyncio.timeout(wall) as timer:
             episode.budget.enforce(timer)
             ending = await agent(case, episode)
+            while ending.ended in ("done", "asked") and (reply := await episode.person(ending.answer)) is not None:
+                ending = await agent(replace(case, conversation=continued(ending.messages, reply)), episode)
     except EpisodeAborted:
         raise
     except TimeoutError:
@@ -341,10 +379,13 @@ async def _converse(process: Process, case: Case, episode: TaskEpisode) -> Candi
         except ValueError as exc:
             episode.fault = f"sent a line that is not the protocol ({exc}): {_quote(line)}"
             return CandidateEnd("broken")
-        if kind == "done":
-            return CandidateEnd("done", str(payload.get("answer") or ""))
-        if kind == "ask":
-            return CandidateEnd("asked", str(payload.get("question") or ""))
+        if kind in ("done", "ask"):
+            ended = CandidateEnd("done", str(payload.get("answer") or "")) if kind == "done" else CandidateEnd("asked", str(payload.get("question") or ""))
+            reply = await episode.person(ended.answer)
+            if reply is None:
+                return ended
+            await process.send(encode_line("user", {"content": reply}))
+            continue
         if kind == "model":
             reply = await _answer_model(payload, episode)
         elif kind == "tool":

@@ -11,9 +11,13 @@ answered; its checks come from what the session changed:
   inputs. Its solution reads what the session read, changes nothing and asks a person;
   its failure is the session's own run.
 
+With a model to simulate users, a conversation (more than one message from a person)
+makes a task too: its first message is the person's first, and what they said after it
+is held by a simulated user (improver.simuser) that answers the agent in their place.
+
 Passed over, and counted by reason: malformed sessions (a recorded message not in the
-chat format, improver.chat: what is wrong is kept for each), conversations (more than
-one message from a person: the first is no longer the whole task), compacted sessions
+chat format, improver.chat: what is wrong is kept for each), conversations without a
+model to simulate users (the first message is no longer the whole task), compacted sessions
 (their first message is no longer the task as asked), errored sessions (an
 infrastructure fault says nothing about the agent) and sessions whose outcome is not
 known.
@@ -24,7 +28,7 @@ Tasks are named `<stem>-<i>`, numbered from 1 in the order the sessions started.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from improver.chat import text_of, transcript_problem
@@ -32,6 +36,7 @@ from improver.checks import changing_tools
 from improver.protocol import ASK_PERSON_TOOL
 from improver.rubric import Rubric
 from improver.runs import Call, Run
+from improver.simuser import SimulatedUser
 from improver.standins import collect
 from improver.tasks import Task, TaskSet
 
@@ -64,9 +69,9 @@ class Harvest:
     malformed: dict[str, str] = field(default_factory=dict)  # session id: what is wrong with it
 
 
-def pass_over_reason(session: Session) -> str | None:
+def pass_over_reason(session: Session, simulate: bool = False) -> str | None:
     """Why a session with a well-formed transcript makes no task, if it does not."""
-    if session.person_messages > 1:
+    if session.person_messages > 1 and not (simulate and _later_said(session)):
         return "conversation"
     if session.compacted:
         return "compacted"
@@ -77,9 +82,12 @@ def pass_over_reason(session: Session) -> str | None:
     return None
 
 
-def harvest(sessions: list[Session], profile: str, operator: str, stem: str, rubric: Rubric | None = None) -> Harvest:
+def harvest(
+    sessions: list[Session], profile: str, operator: str, stem: str, rubric: Rubric | None = None, simulate: str | None = None
+) -> Harvest:
     """Sessions in the order they started; returns the tasks (each with the profile's
-    `rubric`, when it declares one) and what was passed over."""
+    `rubric`, when it declares one) and what was passed over. With `simulate` (a model
+    spec), conversations make tasks whose later messages that model plays."""
     tasks: list[Task] = []
     passed_over: Counter[str] = Counter()
     malformed: dict[str, str] = {}
@@ -87,11 +95,13 @@ def harvest(sessions: list[Session], profile: str, operator: str, stem: str, rub
         wrong = transcript_problem(session.transcript)
         if wrong:
             malformed[session.id] = wrong
-        reason = "malformed" if wrong else pass_over_reason(session)
+        reason = "malformed" if wrong else pass_over_reason(session, simulate is not None)
         if reason:
             passed_over[reason] += 1
         else:
-            tasks.append(task_from(session, f"{stem}-{len(tasks) + 1}", profile, rubric))
+            task = task_from(session, f"{stem}-{len(tasks) + 1}", profile, rubric)
+            said = _later_said(session)
+            tasks.append(replace(task, user=SimulatedUser(simulate, said)) if simulate and said else task)
     return Harvest(TaskSet(profile, operator, tuple(tasks)), len(sessions), passed_over, malformed)
 
 
@@ -115,6 +125,12 @@ def task_from(session: Session, name: str, profile: str, rubric: Rubric | None =
         failures=failures,
         rubric=rubric,
     )
+
+
+def _later_said(session: Session) -> tuple[str, ...]:
+    """What the person said after their first message, in order (none that is empty)."""
+    said = [text_of(m["content"]) for m in session.transcript if m["role"] == "user"][1:]
+    return tuple(text for text in said if text.strip())
 
 
 def exchanges_of(transcript: list[dict[str, Any]]) -> list[tuple[Call, str | None]]:

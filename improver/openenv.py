@@ -51,9 +51,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from improver.env import DEFAULT_MAX_TOKENS, POLICY, POLICY_GRACE, checked_message
+from improver.env import DEFAULT_MAX_TOKENS, POLICY, POLICY_GRACE, checked_message, episode_models
 from improver.errors import ImproverError
-from improver.harness import EpisodeAborted, RunResult, run_task
+from improver.harness import EpisodeAborted, ModelFactory, RunResult, run_task
 from improver.protocol import Agent, Completion, EpisodeLimits, TokenUsage
 from improver.tasks import Task, TaskSet
 from improver.variant import Variant
@@ -126,6 +126,7 @@ class EnvSetup:
     agent: Agent
     lessons: str = ""
     limits: EpisodeLimits = EpisodeLimits()
+    users: ModelFactory | None = None  # makes conversations' simulated users (improver.env.episode_models)
 
 
 class PolicyTurns:
@@ -168,7 +169,8 @@ class Session:
         # The harness allows a model call wall_seconds before calling it a fault; here
         # the model is the client, whose own clock (PolicyTurns) must run out first.
         limits = replace(setup.limits, wall_seconds=setup.limits.wall_seconds + POLICY_GRACE)
-        self.run = asyncio.ensure_future(run_task(task, variant, setup.agent, lambda _spec: self.turns, limits, retries=0))
+        models = episode_models(self.turns, setup.users)
+        self.run = asyncio.ensure_future(run_task(task, variant, setup.agent, models, limits, retries=0))
 
     async def first(self) -> dict[str, Any]:
         return await self._next()

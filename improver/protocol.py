@@ -96,6 +96,8 @@ class Case:
     operator: str = ""
     lessons: str = ""
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    # A conversation goes on: every message after the task's, the last the person's reply.
+    conversation: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +111,7 @@ class Case:
             operator=str(data.get("operator") or ""),
             lessons=str(data.get("lessons") or ""),
             limits=EpisodeLimits(**(data.get("limits") or {})),
+            conversation=list(data.get("conversation") or []),
         )
 
 
@@ -220,7 +223,9 @@ class Budget:
 
 # JSON lines. Candidate -> harness: {"model": {...}}, {"tool": {...}}, {"done": {...}},
 # {"ask": {...}}. Harness -> candidate: {"case": {...}} first, then {"completion": {...}},
-# {"result": {...}} or {"error": {"kind": "provider"|"limit", "message": ...}}.
+# {"result": {...}} or {"error": {"kind": "provider"|"limit", "message": ...}}. In a
+# conversation the harness may answer "done" or "ask" with {"user": {"content": ...}}:
+# the person's reply, and the candidate goes on; otherwise it closes the candidate's input.
 
 
 def encode_line(kind: str, payload: dict[str, Any]) -> bytes:

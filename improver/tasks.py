@@ -6,7 +6,8 @@ answer}`), its `checks` (improver.checks), where it came from (`source`: `{sessi
 outcome, claim}` for a harvested task), a `solution` (a run that passes every check:
 `{calls: [{tool, arguments}], answer, ended}`), its `failures` (runs of the same shape,
 each with a `why`, that must each fail a check), a `rubric` when its profile declares
-one (improver.rubric; absent otherwise), and its `digest`: SHA-256 of the
+one (improver.rubric; absent otherwise), for a conversation its simulated `user`
+(`{model, said}`, improver.simuser; absent otherwise), and its `digest`: SHA-256 of the
 task's RFC 8785 canonical JSON without the digest.
 
 A task set file: `{profile, operator, tasks, excluded: [{task, reason}], validated,
@@ -33,6 +34,7 @@ from improver.errors import ImproverError
 from improver.files import write_atomic
 from improver.rubric import Rubric, parse_rubric
 from improver.runs import RUN_ENDINGS, Run
+from improver.simuser import SimulatedUser
 from improver.standins import StandIns
 
 TASK_FIELDS: dict[str, type] = {
@@ -71,11 +73,13 @@ class Task:
     solution: Run
     failures: tuple[Run, ...]
     rubric: Rubric | None = None  # the profile's, when it declares one (improver.rubric)
+    user: SimulatedUser | None = None  # a conversation's simulated user (improver.simuser)
 
     def content(self) -> dict[str, Any]:
         """The task as JSON, without its digest: what the digest is taken over. A task
         without a rubric has no "rubric" field, so its digest is what it always was."""
         rubric = {"rubric": self.rubric.to_json()} if self.rubric is not None else {}
+        user = {"user": self.user.to_json()} if self.user is not None else {}
         return {
             "name": self.name,
             "profile": self.profile,
@@ -87,6 +91,7 @@ class Task:
             "solution": self.solution.to_json(),
             "failures": [f.to_json() for f in self.failures],
             **rubric,
+            **user,
         }
 
     @cached_property
@@ -256,6 +261,7 @@ def build_task(data: Any, where: str, index: int = 1, profile: str | None = None
             rubric = parse_rubric(data["rubric"])
         except ImproverError as exc:
             raise ImproverError(f"{where}: field 'rubric': {exc}") from None
+    user = SimulatedUser.from_json(data["user"], where) if "user" in data else None
     _run(data["solution"], f"{where}: field 'solution'")
     for i, failure in enumerate(data["failures"]):
         _run(failure, f"{where}: field 'failures': failure #{i + 1}", why=True)
@@ -270,6 +276,7 @@ def build_task(data: Any, where: str, index: int = 1, profile: str | None = None
         solution=Run.from_json(data["solution"]),
         failures=tuple(Run.from_json(f) for f in data["failures"]),
         rubric=rubric,
+        user=user,
     )
 
 

@@ -1,7 +1,8 @@
 """Validation: a task is trusted only when its checks tell a right run from a wrong one.
 
 Gold and no-op, as the best RL-environment catalogs check theirs: the task's solution,
-replayed through the harness against its own stand-ins, must pass; each of its failures
+replayed through the harness against its own stand-ins (and, for a conversation, with
+the recorded person in the simulated user's seat), must pass; each of its failures
 (for a harvested task that went well, a run that does nothing and finishes; for one that
 went badly, the session's own run) must fail. A task that does not is left out of the
 set and kept under `excluded` with the reason, so the exclusion can be audited.
@@ -15,9 +16,10 @@ import asyncio
 from dataclasses import dataclass
 
 from improver.errors import ImproverError
-from improver.harness import RunResult, run_task
+from improver.harness import ModelFactory, RunResult, run_task
 from improver.protocol import Agent, Case, Ending, Episode, Model
 from improver.runs import Run
+from improver.simuser import RecordedPerson
 from improver.tasks import Exclusion, Task, TaskSet
 from improver.variant import Variant
 
@@ -29,22 +31,31 @@ class Validation:
 
 
 def replay(run: Run) -> Agent:
-    """A candidate that makes `run`'s calls, in order, then ends as `run` did."""
+    """A candidate that makes `run`'s calls, in order, then ends as `run` did. In a
+    conversation it is started again on each reply of the person: it made its calls
+    already, and ends as it did."""
 
     async def agent(case: Case, episode: Episode) -> Ending:
-        for i, call in enumerate(run.calls, 1):
+        for i, call in enumerate(run.calls if not case.conversation else (), 1):
             await episode.tool(f"replay_{i}", call.tool, call.text())
         return Ending(run.ended, answer=run.answer)  # type: ignore[arg-type]
 
     return agent
 
 
-def _no_model(spec: str) -> Model:
-    raise ImproverError("a replay asks no model")
+def _recorded(task: Task) -> ModelFactory:
+    """A replay asks no model; a conversation's simulated user is the recorded person."""
+
+    def models(spec: str) -> Model:
+        if task.user is None or spec != task.user.model:
+            raise ImproverError("a replay asks no model")
+        return RecordedPerson(task.user)
+
+    return models
 
 
 async def _replayed(task: Task, run: Run, variant: Variant) -> RunResult:
-    result = await run_task(task, variant, replay(run), _no_model, retries=0)
+    result = await run_task(task, variant, replay(run), _recorded(task), retries=0)
     if result.outcome == "errored":
         # A replay touches no provider; an error here is a fault to fix, not a verdict.
         raise ImproverError(f"task {task.name}: the replay could not run ({result.reason}); try again")

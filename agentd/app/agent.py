@@ -39,8 +39,19 @@ def run_env(home: Home | None, tasks_file: Path, case: str, reader: BinaryIO, wr
     taskset = load_tasks(tasks_file)
     task = taskset.get(case)
     lessons, limits = episode_settings(home, taskset.profile)
-    result = asyncio.run(run_episode(task, taskset.operator, lessons, AGENT, reader, writer, limits))
+    users = users_factory(home, taskset.profile)
+    result = asyncio.run(run_episode(task, taskset.operator, lessons, AGENT, reader, writer, limits, users))
     return 0 if result is not None else 1
+
+
+def users_factory(home: Home | None, profile_name: str) -> ModelFactory | None:
+    """What makes a conversation's simulated user in a trainer's episode: this home's
+    providers (`script:` paths from the profile's folder when it holds the profile), or
+    nothing without a home, and such an episode ends as errored."""
+    if home is None:
+        return None
+    held = profile_name in list_profiles(home)
+    return model_factory(home, load_profile(home, profile_name).dir if held else None)
 
 
 def episode_settings(home: Home | None, profile_name: str) -> tuple[str, EpisodeLimits]:

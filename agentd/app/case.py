@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import replace
 from typing import Any, BinaryIO
 
 from agentd.runtime import run_case
-from improver import Case, Completion, LimitReached, ProviderError, completion_from_json, decode_line, encode_line
+from improver import (
+    Case,
+    Completion,
+    LimitReached,
+    ProviderError,
+    completion_from_json,
+    continued,
+    decode_line,
+    encode_line,
+)
 
 
 class HarnessGone(Exception):
@@ -61,14 +71,30 @@ async def serve(reader: BinaryIO, writer: BinaryIO) -> int:
         kind, payload = await episode.receive()
         if kind != "case":
             raise ValueError(f"the first line must be the case, not {kind!r}")
-        ending = await run_case(Case.from_json(payload), episode)
+        case = Case.from_json(payload)
+        while True:
+            ending = await run_case(case, episode)
+            if ending.ended not in ("done", "asked"):
+                return 0
+            episode.send(*(("ask", {"question": ending.answer}) if ending.ended == "asked" else ("done", {"answer": ending.answer})))
+            reply = await _person(episode)
+            if reply is None:
+                return 0
+            case = replace(case, conversation=continued(ending.messages, reply))
     except HarnessGone:
         return 1
     except (ValueError, KeyError, TypeError) as exc:
         sys.stderr.write(f"agentd case: {exc}\n")
         return 2
-    if ending.ended == "asked":
-        episode.send("ask", {"question": ending.answer})
-    elif ending.ended == "done":
-        episode.send("done", {"answer": ending.answer})
-    return 0
+
+
+async def _person(episode: StdioEpisode) -> str | None:
+    """In a conversation the harness answers an ending with the person's reply; otherwise
+    it closes the line, and the case is over."""
+    try:
+        kind, payload = await episode.receive()
+    except HarnessGone:
+        return None
+    if kind != "user":
+        raise ValueError(f"the harness answered an ending with {kind!r}, not 'user'")
+    return str(payload.get("content", ""))

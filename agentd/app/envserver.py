@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Callable
 
-from agentd.app.agent import AGENT, episode_settings
+from agentd.app.agent import AGENT, episode_settings, users_factory
 from agentd.home import Home
 from improver import EnvServer, EnvSetup, TaskSet, env_address, env_socket, load_tasks
 
@@ -23,7 +23,7 @@ def serve_tasks(
     """Serves until interrupted; `listening` is told the address once clients can connect."""
     taskset = load_tasks(tasks_file)
     lessons, limits = episode_settings(home, taskset.profile)
-    server = EnvServer(EnvSetup(taskset, AGENT, lessons, limits), max_sessions)
+    server = EnvServer(EnvSetup(taskset, AGENT, lessons, limits, users_factory(home, taskset.profile)), max_sessions)
     sock = env_socket(host, port)
     try:
         listening(env_address(sock), taskset)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from agentd.app.ledger import open_ledger
 from agentd.app.sessions import open_sessions
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
+from agentd.providers import make_model
 from agentd.sessions import SessionRecord
 from improver import (
     TASKS,
@@ -88,16 +89,21 @@ def transcript_of(record: SessionRecord, sealed: bool = False) -> Transcript:
 
 
 def harvest_profile(
-    home: Home, profile_name: str, out: Path | None, stem: str | None = None, fresh: bool = True
+    home: Home, profile_name: str, out: Path | None, stem: str | None = None, fresh: bool = True, simulate: str | None = None
 ) -> Harvested:
     """Harvests and validates the profile's sessions; writes the set to `out` when given.
     With `fresh`, tasks sealed or exported before are left out and counted, so the set
-    can be sealed."""
+    can be sealed. With `simulate` (a model spec), conversations make tasks whose later
+    messages that model plays (improver.simuser)."""
     profile = load_profile(home, profile_name)
+    if simulate is not None:
+        try:  # a model that cannot be made is refused before anything is written
+            make_model(simulate, home, base_dir=profile.dir)
+        except AgentdError as exc:
+            raise WrongValue(f"--simulate-users: {exc}") from None
     records = open_sessions(home).list(profile=profile.name)
-    harvested = harvest_sessions(
-        [session_of(r) for r in records], profile.name, profile.operator, stem or (out.stem if out else "work"), profile.rubric
-    )
+    stem = stem or (out.stem if out else "work")
+    harvested = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, stem, profile.rubric, simulate)
     left_out: Counter[str] = Counter()
     taskset = harvested.taskset
     if fresh:

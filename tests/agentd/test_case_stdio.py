@@ -39,6 +39,26 @@ def test_a_case_runs_over_stdio_to_done() -> None:
     assert request["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": "ok"}
     send(proc, "completion", {"message": {"role": "assistant", "content": "Paid."}, "usage": {"in": 3, "out": 1}})
     assert receive(proc) == ("done", {"answer": "Paid."})
+    proc.stdin.close()  # no person replies: the harness closes the line, and the case is over
+    assert proc.wait(timeout=30) == 0
+
+
+def test_a_persons_reply_to_the_answer_carries_the_conversation_on() -> None:
+    proc = start()
+    send(proc, "case", Case(name="c", task="Pay the Acme invoice", tools=[], operator="Pay.").to_json())
+    receive(proc)
+    send(proc, "completion", {"message": {"role": "assistant", "content": "Which invoice?"}, "usage": {"in": 3, "out": 2}})
+    assert receive(proc) == ("done", {"answer": "Which invoice?"})
+    send(proc, "user", {"content": "Invoice 21."})
+    kind, request = receive(proc)
+    assert kind == "model" and request["messages"][1:] == [
+        {"role": "user", "content": "Pay the Acme invoice"},
+        {"role": "assistant", "content": "Which invoice?"},
+        {"role": "user", "content": "Invoice 21."},
+    ]
+    send(proc, "completion", {"message": {"role": "assistant", "content": "Paid."}, "usage": {"in": 3, "out": 1}})
+    assert receive(proc) == ("done", {"answer": "Paid."})
+    proc.stdin.close()
     assert proc.wait(timeout=30) == 0
 
 

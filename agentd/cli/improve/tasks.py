@@ -67,9 +67,15 @@ def mark(app: App, session: str, good: bool | None, accept_judged: bool, note: s
     type=click.Path(dir_okay=False, path_type=Path),
     help="The task set file to write; its name's stem names the tasks (work.json: work-1, work-2, ...).",
 )
+@click.option(
+    "--simulate-users",
+    "simulate",
+    metavar="MODEL",
+    help="Make conversations into tasks too: MODEL (provider:model) plays the person after their first message.",
+)
 @json_option
 @pass_app
-def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
+def harvest(app: App, profile: str, out: Path, simulate: str | None, as_json: bool) -> None:
     """Turn PROFILE's sessions with a known outcome into tasks, validate them, and write
     the set to --out.
 
@@ -77,12 +83,13 @@ def harvest(app: App, profile: str, out: Path, as_json: bool) -> None:
     passed or failed. Conversations (more than one message from a person), compacted
     sessions, errored sessions, sessions without a known outcome and malformed ones (a
     recorded message not in the chat format: each is named on stderr) are passed over
-    and counted. Tasks sealed before (here, or by any home sharing the ledger) or exported
+    and counted; with --simulate-users, conversations make tasks whose first message is
+    the person's first and whose later ones MODEL plays, holding what the person said. Tasks sealed before (here, or by any home sharing the ledger) or exported
     for training are left out and counted, so the set can be sealed. A task is kept only
     when its solution passes and its failures fail; the others stay in the file under
     "excluded", each with its reason.
     """
-    done = harvest_profile(app.home, profile, out)
+    done = harvest_profile(app.home, profile, out, simulate=simulate)
     taskset = done.validation.taskset
     over = done.harvest.passed_over
     for session, wrong in done.harvest.malformed.items():

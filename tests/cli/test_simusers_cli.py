@@ -1,0 +1,103 @@
+"""`agentd improve harvest --simulate-users MODEL`: conversations as tasks, and agentd's
+runtime carrying one on with a scripted person, in-process and as `agentd case --stdio`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from agentd.app.agent import model_factory
+from agentd.app.examples import install_example
+from agentd.home import Home
+from agentd.profiles import load_profile
+from agentd.runtime import run_case
+from improver.harness import run_task
+from improver.tasks import load_tasks
+from improver.variant import Variant
+from tests.agentd.test_harness_agentd import STDIO
+from tests.cli.test_tasks_cli import OPERATOR, call, record
+
+FIRST = "Please pay the Acme invoice that came in this morning."
+LATER = "It is invoice 23, pay 7 USD to acme-ltd as it says."
+AGENT_RULES = """
+[[rule]]
+name = "say it is paid"
+last_contains = "paid 7 usd"
+text = "Paid 7 USD to acme-ltd."
+
+[[rule]]
+name = "pay it"
+last_contains = "toner"
+[[rule.calls]]
+name = "pay"
+arguments = { to = "acme-ltd", amount = "7", invoice = "23" }
+
+[[rule]]
+name = "read the invoice named"
+last_matches = 'invoice (?P<number>\\d+)'
+[[rule.calls]]
+name = "read_invoice"
+arguments = { number = "{number}" }
+
+[[rule]]
+name = "ask which"
+text = "Which invoice, and to whom?"
+"""
+PERSON_RULES = f"""
+[[rule]]
+name = "say which"
+last_contains = "which invoice"
+text = "{LATER}"
+
+[[rule]]
+text = "[nothing more to say]"
+"""
+
+
+def conversation(home: Home) -> None:
+    """A session where the agent asked which invoice, the person said, and it was paid."""
+    install_example(home, "invoices")
+    messages = [
+        {"role": "system", "content": OPERATOR},
+        {"role": "user", "content": FIRST},
+        {"role": "assistant", "content": "Which invoice, and to whom?"},
+        {"role": "user", "content": LATER},
+        call("c1", "read_invoice", {"number": "23"}),
+        {"role": "tool", "tool_call_id": "c1", "content": "Invoice 23 from Acme: toner, 7 USD."},
+        call("c2", "pay", {"to": "acme-ltd", "amount": "7", "invoice": "23"}),
+        {"role": "tool", "tool_call_id": "c2", "content": "paid 7 USD to acme-ltd"},
+        {"role": "assistant", "content": "Paid 7 USD to acme-ltd."},
+    ]
+    record(home, 1, "23", task=FIRST, transcript=messages, answer="Paid 7 USD to acme-ltd.", person_messages=2)
+
+
+def test_a_conversation_becomes_a_task_played_by_a_simulated_user(agentd, home: Home, tmp_path: Path) -> None:
+    agentd("init")
+    conversation(home)
+    (tmp_path / "person.toml").write_text(PERSON_RULES)
+    (tmp_path / "agent.toml").write_text(AGENT_RULES)
+    out, person = tmp_path / "talk.json", f"script:{tmp_path / 'person.toml'}"
+    plain = json.loads(agentd("improve", "harvest", "invoices", "--out", out, "--json").out)
+    assert plain["kept"] == [] and plain["passed_over"]["conversation"] == 1
+    r = agentd("improve", "harvest", "invoices", "--out", out, "--simulate-users", person, "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["kept"] == ["talk-1"] and data["passed_over"]["conversation"] == 0 and data["excluded"] == []
+    (task,) = load_tasks(out).tasks
+    assert task.task == FIRST and task.to_json()["user"] == {"model": person, "said": [LATER]}
+    # agentd's runtime carries the conversation on, in-process and over stdio, and passes.
+    factory = model_factory(home, load_profile(home, "invoices").dir)
+    variant = Variant(OPERATOR, "", (f"script:{tmp_path / 'agent.toml'}",))
+    for candidate in (run_case, STDIO):
+        result = asyncio.run(run_task(task, variant, candidate, factory, retries=0))
+        assert (result.outcome, result.reward, result.run.answer) == ("passed", 1.0, "Paid 7 USD to acme-ltd."), result.reason
+        assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"]
+
+
+def test_a_simulated_user_that_is_not_a_model_is_refused_before_anything_is_written(agentd, home: Home, tmp_path: Path) -> None:
+    agentd("init")
+    conversation(home)
+    r = agentd("improve", "harvest", "invoices", "--out", tmp_path / "talk.json", "--simulate-users", "nobody")
+    assert r.code == 2 and r.err.startswith("agentd: error: --simulate-users: 'nobody' is not a model") and "Traceback" not in r.err
+    assert not (tmp_path / "talk.json").exists()

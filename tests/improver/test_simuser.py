@@ -1,0 +1,230 @@
+"""Conversations with a simulated user: harvest, episodes, validation and leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from dataclasses import replace
+from typing import Any
+
+from openenv.core.generic_client import GenericEnvClient
+
+from improver.env import run_episode
+from improver.harness import RunResult, run_task
+from improver.harvest import Session, harvest
+from improver.openenv import EnvServer, EnvSetup, address, listen
+from improver.protocol import Case, Ending, Episode, LimitReached
+from improver.simuser import NOTHING_MORE, SimulatedUser, continued
+from improver.tasks import Task, TaskSet, parse_task
+from improver.validate import check_task
+from improver.variant import Variant
+from tests.improver.taskkit import OPERATOR, TOOLS, ScriptedModel, call, calls, says
+
+FIRST = "Please pay the Acme invoice that came in this morning."
+LATER = "It is invoice 23, pay 7 USD to acme-ltd as it says."
+USER_MODEL = "script:user"
+
+
+def conversation(later: tuple[str, ...] = (LATER,)) -> Session:
+    """The agent asked which invoice; the person said; the agent read it and paid."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": OPERATOR}, {"role": "user", "content": FIRST}]
+    messages.append({"role": "assistant", "content": "Which invoice, and to whom?"})
+    for text in later:
+        messages.append({"role": "user", "content": text})
+    messages += [
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "read_invoice", {"number": "23"})]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Invoice 23 from Acme: toner, 7 USD."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c2", "pay", {"to": "acme-ltd", "amount": "7"})]},
+        {"role": "tool", "tool_call_id": "c2", "content": "paid 7 USD to acme-ltd"},
+        {"role": "assistant", "content": "Paid 7 USD to acme-ltd."},
+    ]
+    return Session(
+        id="s-talk", task=FIRST, transcript=messages, tools=TOOLS, ended="done",
+        answer="Paid 7 USD to acme-ltd.", outcome="good", person_messages=1 + len(later),
+    )
+
+
+def talk_task(later: tuple[str, ...] = (LATER,)) -> Task:
+    made = harvest([conversation(later)], "invoices", OPERATOR, "talk", simulate=USER_MODEL)
+    (task,) = made.taskset.tasks
+    return task
+
+
+async def converses(case: Case, episode: Episode) -> Ending:
+    """A candidate that carries the conversation on from where the case says it is."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": case.operator}, {"role": "user", "content": case.task}]
+    messages += case.conversation
+    try:
+        while True:
+            message = (await episode.model(messages, case.tools, None)).message
+            messages.append(message)
+            if not message.get("tool_calls"):
+                return Ending("done", answer=message.get("content") or "", messages=messages)
+            for c in message["tool_calls"]:
+                answer = await episode.tool(c["id"], c["function"]["name"], c["function"]["arguments"])
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": answer})
+    except LimitReached as exc:
+        return Ending("limit", messages=messages, error=str(exc))
+
+
+def agent_model() -> ScriptedModel:
+    """Asks which invoice; once told (the last user message names it), reads and pays."""
+
+    def script(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        told = any(m["role"] == "user" and "23" in str(m["content"]) for m in messages)
+        if not told:
+            return says("Which invoice, and to whom?")
+        done = [m["function"]["name"] for a in messages for m in a.get("tool_calls") or []]
+        if "read_invoice" not in done:
+            return calls(("read_invoice", {"number": "23"}))
+        if "pay" not in done:
+            return calls(("pay", {"to": "acme-ltd", "amount": "7"}))
+        return says("Paid.")
+
+    return ScriptedModel(script, "script:agent")
+
+
+def run(task: Task, user: ScriptedModel) -> RunResult:
+    agent = agent_model()
+    models = {"script:agent": agent, USER_MODEL: user}
+    return asyncio.run(run_task(task, Variant(OPERATOR, "", ("script:agent",)), converses, models.__getitem__, retries=1))
+
+
+def test_without_a_model_conversations_are_passed_over_and_with_one_they_make_tasks() -> None:
+    plain = harvest([conversation()], "invoices", OPERATOR, "talk")
+    assert (len(plain.taskset.tasks), plain.passed_over["conversation"]) == (0, 1)
+    task = talk_task()
+    assert task.task == FIRST and task.user == SimulatedUser(USER_MODEL, (LATER,))
+    assert {"check": "makes", "tool": "pay", "arguments": {"to": "acme-ltd", "amount": "7"}} in task.checks
+
+
+def test_the_hidden_part_is_stored_and_covered_by_the_digest() -> None:
+    task = talk_task()
+    again = parse_task(task.to_json(), "talk.json")
+    assert again == task and again.digest == task.digest
+    other = replace(task, user=SimulatedUser(USER_MODEL, ("It is invoice 24.",)))
+    assert other.digest != task.digest
+    tampered = {**task.to_json(), "user": {"model": USER_MODEL, "said": ["It is invoice 24."]}}
+    try:
+        parse_task(tampered, "talk.json")
+    except Exception as exc:  # the stored digest no longer matches
+        assert "digest" in str(exc)
+    else:
+        raise AssertionError("a changed hidden part was accepted")
+
+
+def test_validation_replays_the_recorded_conversation_and_a_no_op_fails() -> None:
+    assert asyncio.run(check_task(talk_task(), OPERATOR)) is None
+
+
+def test_the_agent_goes_on_with_the_simulated_users_reply_and_passes() -> None:
+    seen: list[list[dict[str, Any]]] = []
+
+    def person(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        seen.append(messages)
+        return says(LATER if len(seen) == 1 else NOTHING_MORE)
+
+    result = run(talk_task(), ScriptedModel(person, USER_MODEL))
+    assert (result.outcome, result.reward, result.run.answer) == ("passed", 1.0, "Paid.")
+    assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"] and "leaked" not in result.to_json()
+    # It holds what the person said, and sees what the agent answered, in turn.
+    first, second = seen
+    assert LATER in first[0]["content"] and first[-1] == {"role": "user", "content": "Which invoice, and to whom?"}
+    assert second[-2:] == [{"role": "assistant", "content": LATER}, {"role": "user", "content": "Paid."}]
+
+
+def test_a_simulated_user_that_says_nothing_more_leaves_the_task_undone() -> None:
+    result = run(talk_task(), ScriptedModel([says(NOTHING_MORE)], USER_MODEL))
+    assert result.outcome == "failed" and result.run.calls == ()
+
+
+def test_a_simulated_user_that_reveals_the_whole_hidden_part_at_once_leaks_the_episode() -> None:
+    later = (LATER, "And tell the team it was paid, once you have paid it today.")
+    user = ScriptedModel([says(" ".join(later))], USER_MODEL)
+    result = run(talk_task(later), user)
+    assert (result.outcome, result.leaked, result.reward, result.attempts) == ("errored", True, 0.0, 1)
+    assert "hidden part" in result.reason and result.to_json()["leaked"] is True
+
+
+def test_a_simulated_user_that_fails_errors_the_run_rather_than_failing_it() -> None:
+    result = run(talk_task(), ScriptedModel(lambda messages: RuntimeError("HTTP 500"), USER_MODEL))
+    assert result.outcome == "errored" and not result.leaked and "simulated user" in result.reason
+
+
+def over_pipes(task: Task, user: ScriptedModel | None) -> tuple[list[dict[str, Any]], Any]:
+    """`task` as a trainer's episode over real pipes, the policy answering as agent_model
+    does; every line the policy was sent, and the result."""
+    to_env_r, to_env_w = os.pipe()
+    to_policy_r, to_policy_w = os.pipe()
+    received: list[dict[str, Any]] = []
+    policy = agent_model()
+
+    def serve() -> None:
+        with open(to_policy_r, "rb") as inbox, open(to_env_w, "wb") as outbox:
+            for line in inbox:
+                received.append(json.loads(line))
+                if "request" in received[-1]:
+                    message = policy.replies(received[-1]["request"]["messages"])  # type: ignore[operator]
+                    outbox.write((json.dumps({"message": message}) + "\n").encode())
+                    outbox.flush()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    users = None if user is None else {USER_MODEL: user}.__getitem__
+    with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer:
+        result = asyncio.run(run_episode(task, OPERATOR, "", converses, reader, writer, users=users))
+    thread.join(timeout=30)
+    return received, result
+
+
+def test_a_trainers_episode_goes_on_with_the_simulated_user_and_gets_its_reward() -> None:
+    received, result = over_pipes(talk_task(), ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL))
+    assert received[-1]["done"]["reward"] == 1.0 and result.passed
+    # The policy saw the person's reply as the next user message, never the hidden part before it.
+    requests = [r["request"]["messages"] for r in received if "request" in r]
+    assert all(LATER not in json.dumps(m) for m in requests[:1]) and {"role": "user", "content": LATER} in requests[1]
+
+
+def test_a_trainers_episode_whose_simulated_user_leaks_is_an_error_line_not_a_reward() -> None:
+    later = (LATER, "And tell the team it was paid, once you have paid it today.")
+    received, result = over_pipes(talk_task(later), ScriptedModel([says(" ".join(later))], USER_MODEL))
+    assert result is None and received[-1]["error"]["kind"] == "errored" and received[-1]["error"]["leaked"] is True
+
+
+def test_a_trainers_episode_without_a_way_to_make_the_simulated_user_is_errored() -> None:
+    received, result = over_pipes(talk_task(), None)
+    assert result is None and "simulated user" in received[-1]["error"]["message"]
+
+
+def test_the_openenv_client_plays_a_conversation_to_its_reward() -> None:
+    user = ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL)
+    server = EnvServer(EnvSetup(TaskSet("invoices", OPERATOR, (talk_task(),)), converses, users={USER_MODEL: user}.__getitem__))
+    sock = listen("127.0.0.1", 0)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sock)), daemon=True)
+    thread.start()
+
+    async def main(url: str) -> Any:
+        async with GenericEnvClient(base_url=url) as env:
+            result = await env.reset(task_id="talk-1")
+            while not result.done:
+                message = agent_model().replies(result.observation["request"]["messages"])  # type: ignore[operator]
+                result = await env.step({"message": message})
+            return result
+
+    try:
+        last = asyncio.run(main(address(sock)))
+    finally:
+        server.stop()
+        thread.join(timeout=30)
+        sock.close()
+    assert (last.reward, last.observation["outcome"], last.observation["calls"]) == (1.0, "passed", 2)
+
+
+def test_a_reply_to_a_question_for_a_person_is_that_calls_result() -> None:
+    asked = {"role": "assistant", "content": None, "tool_calls": [call("q1", "ask_person", {"question": "Which invoice?"})]}
+    messages = [{"role": "system", "content": OPERATOR}, {"role": "user", "content": FIRST}, asked]
+    assert continued(messages, "Invoice 23.") == [asked, {"role": "tool", "tool_call_id": "q1", "content": "Invoice 23."}]
+    finished = [*messages[:2], says("Which invoice?")]
+    assert continued(finished, "Invoice 23.")[-1] == {"role": "user", "content": "Invoice 23."}
