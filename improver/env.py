@@ -29,12 +29,11 @@ from itertools import chain
 from typing import Any, BinaryIO, Iterator
 
 from improver.harness import EpisodeAborted, RunResult, run_task
-from improver.protocol import Agent, Completion, EpisodeLimits, TokenUsage, decode_line, encode_line
+from improver.protocol import DEFAULT_MAX_TOKENS, Agent, Completion, EpisodeLimits, TokenUsage, decode_line, encode_line
 from improver.tasks import Task
 from improver.variant import Variant
 
 POLICY = "policy"
-DEFAULT_MAX_TOKENS = 4096  # what a request asks for when the runtime sets no cap
 POLICY_GRACE = 1.0  # seconds
 
 

@@ -149,7 +149,7 @@ class TaskEpisode:
             raise
         model = self._made()
         try:
-            completion = await self.budget.wait_for_model(model.complete(messages, tools, max_tokens))
+            completion = await self.budget.wait_for_model(model.complete(messages, tools, self.budget.allowance(max_tokens)))
         except ProviderError as exc:
             self.error = f"{self.spec}: {exc}"
             raise
@@ -227,12 +227,16 @@ async def run_task(
     retries: int = RETRIES,
 ) -> RunResult:
     """Runs `candidate` on `task` as `variant` configures it; an errored run is tried
-    again up to `retries` times before it is reported as errored."""
-    attempt = 1
+    again up to `retries` times before it is reported as errored. Its attempts share the
+    run's token limit and are counted together, so a run never costs more than that
+    limit (what a token budget relies on)."""
+    attempt, spent = 1, TokenUsage()
     while True:
-        result = await attempt_task(task, variant, candidate, models, limits, attempt)
-        if result.outcome != "errored" or not result.retryable or attempt > retries:
-            return result
+        left = replace(limits, max_tokens=limits.max_tokens - spent.total)
+        result = await attempt_task(task, variant, candidate, models, left, attempt)
+        spent = spent + result.usage
+        if result.outcome != "errored" or not result.retryable or attempt > retries or spent.total >= limits.max_tokens:
+            return replace(result, usage=spent)
         attempt += 1
 
 
