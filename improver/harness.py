@@ -229,15 +229,20 @@ async def run_task(
     """Runs `candidate` on `task` as `variant` configures it; an errored run is tried
     again up to `retries` times before it is reported as errored. Its attempts share the
     run's token limit and are counted together, so a run never costs more than that
-    limit (what a token budget relies on)."""
+    limit (what a token budget relies on). A retry that uses up what the errored attempts
+    left it without passing is reported as the errored run it retried, never scored as a
+    failure: a fresh run would have had the whole limit."""
     attempt, spent = 1, TokenUsage()
+    errored: RunResult | None = None
     while True:
         left = replace(limits, max_tokens=limits.max_tokens - spent.total)
         result = await attempt_task(task, variant, candidate, models, left, attempt)
         spent = spent + result.usage
+        if errored is not None and not result.passed and spent.total >= limits.max_tokens:
+            return replace(errored, usage=spent, attempts=attempt)
         if result.outcome != "errored" or not result.retryable or attempt > retries or spent.total >= limits.max_tokens:
             return replace(result, usage=spent)
-        attempt += 1
+        errored, attempt = result, attempt + 1
 
 
 async def attempt_task(
