@@ -172,7 +172,7 @@ class CodeLoop(Loop):
         await super()._baseline()
 
     async def _round(self) -> None:
-        self._go(expected=self.proposer_cost)
+        self._go(expected=self.limits.max_tokens)  # no round unless a run of what it codes could follow
         parent = self._archived(self.current)
         assert parent is not None  # the baseline put it there
         base = self.built[self.current.id]
@@ -181,12 +181,11 @@ class CodeLoop(Loop):
         history = self._history() if self.settings.show_history else []
         messages = messages_for(INSTRUCTIONS, parent.counts(), self._failed(parent), history, self.settings.failed_shown)
         try:
-            coded = await self._unless_stopped(code(self.proposer, messages, copy, lambda c: self.workshop.coder_command(copy, c)))
+            coded = await self._unless_stopped(code(self.proposer, messages, copy, lambda c: self.workshop.coder_command(copy, c), max_tokens=self.left()))
         except ProviderError as exc:
             self._emit("proposer", f"round {self.round}: the coder errored ({exc}); no change this round")
             return
         self.used = self.used + coded.usage
-        self.proposer_cost = max(self.proposer_cost, coded.usage.total)
         self._check_canary(coded.said)
         await self._consider(await self._proposal(coded, copy), parent)
         self.built = {self.current.id: self.built[self.current.id]}

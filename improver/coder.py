@@ -94,12 +94,24 @@ def messages_for(instructions: str, counts: str, failed: list[Failed], history: 
     return [{"role": "system", "content": instructions}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-async def code(model: Model, messages: list[dict[str, Any]], copy: Path, run_command: RunCommand, max_turns: int = MAX_TURNS) -> Coded:
-    """Lets the coder work on `copy` until it answers in words or has had `max_turns`."""
+async def code(
+    model: Model,
+    messages: list[dict[str, Any]],
+    copy: Path,
+    run_command: RunCommand,
+    max_turns: int = MAX_TURNS,
+    max_tokens: int | None = None,
+) -> Coded:
+    """Lets the coder work on `copy` until it answers in words or has had `max_turns`;
+    under a token budget its answers together are held to `max_tokens`."""
     messages = list(messages)
     usage, said, calls = TokenUsage(), [], 0
     for _ in range(max_turns):
-        completion = await model.complete(messages, TOOLS, None)
+        left = None if max_tokens is None else max_tokens - usage.total
+        if left is not None and left <= 0:
+            problem = f"the coder used the {max_tokens} tokens the budget left it before it finished"
+            return Coded("(the coder did not finish)", "\n".join(said), usage, calls, problem)
+        completion = await model.complete(messages, TOOLS, left)
         usage = usage + completion.usage
         message = completion.message
         text = str(message.get("content") or "")

@@ -33,12 +33,20 @@ from typing import Any, BinaryIO, Iterator
 
 from improver.errors import ImproverError
 from improver.harness import EpisodeAborted, ModelFactory, RunResult, run_task
-from improver.protocol import Agent, Completion, EpisodeLimits, Model, TokenUsage, decode_line, encode_line
+from improver.protocol import (
+    DEFAULT_MAX_TOKENS,
+    Agent,
+    Completion,
+    EpisodeLimits,
+    Model,
+    TokenUsage,
+    decode_line,
+    encode_line,
+)
 from improver.tasks import Task
 from improver.variant import Variant
 
 POLICY = "policy"
-DEFAULT_MAX_TOKENS = 4096  # what a request asks for when the runtime sets no cap
 POLICY_GRACE = 1.0  # seconds
 
 

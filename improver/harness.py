@@ -155,7 +155,7 @@ class TaskEpisode:
             raise
         model = self._made()
         try:
-            completion = await self.budget.wait_for_model(model.complete(messages, tools, max_tokens))
+            completion = await self.budget.wait_for_model(model.complete(messages, tools, self.budget.allowance(max_tokens)))
         except ProviderError as exc:
             self.error = f"{self.spec}: {exc}"
             raise
@@ -258,13 +258,22 @@ async def run_task(
     retries: int = RETRIES,
 ) -> RunResult:
     """Runs `candidate` on `task` as `variant` configures it; an errored run is tried
-    again up to `retries` times before it is reported as errored."""
-    attempt = 1
+    again up to `retries` times before it is reported as errored. Its attempts share the
+    run's token limit and are counted together, so a run never costs more than that
+    limit (what a token budget relies on). A retry that uses up what the errored attempts
+    left it without passing is reported as the errored run it retried, never scored as a
+    failure: a fresh run would have had the whole limit."""
+    attempt, spent = 1, TokenUsage()
+    errored: RunResult | None = None
     while True:
-        result = await attempt_task(task, variant, candidate, models, limits, attempt)
-        if result.outcome != "errored" or not result.retryable or attempt > retries:
-            return result
-        attempt += 1
+        left = replace(limits, max_tokens=limits.max_tokens - spent.total)
+        result = await attempt_task(task, variant, candidate, models, left, attempt)
+        spent = spent + result.usage
+        if errored is not None and not result.passed and spent.total >= limits.max_tokens:
+            return replace(errored, usage=spent, attempts=attempt)
+        if result.outcome != "errored" or not result.retryable or attempt > retries or spent.total >= limits.max_tokens:
+            return replace(result, usage=spent)
+        errored, attempt = result, attempt + 1
 
 
 async def attempt_task(

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field, replace
+from itertools import takewhile
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -108,8 +109,6 @@ class Loop:
         self.train = with_practice(self.seal, self.practice)
         self.sealed_text = SealedText.of(self.seal.real_tasks)
         self.used = TokenUsage()
-        self.per_run = 0.0  # the most tokens a run has cost, to stop before a budget is passed
-        self.proposer_cost = 0  # the most tokens a proposer's answer has cost
         self.stopping = asyncio.Event()
         self.round = 0
         self.follows: str | None = self.lineage.last_claim()
@@ -168,7 +167,7 @@ class Loop:
 
     async def _round(self) -> None:
         await self._baseline()
-        self._go(expected=self.proposer_cost)
+        self._go(expected=self.limits.max_tokens)  # no round unless a run of what it proposes could follow
         parent = self.archive.pick(self.rng)
         self._emit(
             "round",
@@ -177,12 +176,11 @@ class Loop:
         )
         messages = messages_for(self.settings, parent.variant, self.allowed_models, self._failed(parent), self._history())
         try:
-            answer = await propose(self.proposer, self.settings, parent.variant, messages)
+            answer = await propose(self.proposer, self.settings, parent.variant, messages, self.left())
         except ProviderError as exc:
             self._emit("proposer", f"round {self.round}: the proposer errored ({exc}); no change this round")
             return
         self.used = self.used + answer.usage
-        self.proposer_cost = max(self.proposer_cost, answer.usage.total)
         self._check_canary(answer.said)  # every call of the answer, before any is tried
         if not answer.proposals:
             self._emit("proposer", f"round {self.round}: the proposer proposed no change (no {TOOL_NAME} call)")
@@ -422,20 +420,29 @@ class Loop:
         return result
 
     async def _trial(self, variant: Variant, tasks: Sequence[Task], runs: int) -> TrialResult:
-        """Runs `tasks` `runs` times each. Under a token budget with nothing measured yet, one
-        run of one task goes first (it can cost at most a run's own token limit), so the
-        rest is known to fit before it starts."""
-        if self.max_tokens is None or self.per_run or len(tasks) * runs == 1:
-            return await self._run_trial(variant, tasks, runs, self.per_run * len(tasks) * runs)
-        parts = [await self._run_trial(variant, tasks[:1], 1, self.limits.max_tokens)]
-        if runs > 1:
-            parts.append(await self._trial(variant, tasks[:1], runs - 1))
-        if len(tasks) > 1:
-            parts.append(await self._trial(variant, tasks[1:], runs))
+        """Runs `tasks` `runs` times each. Under a token budget, in batches that fit what is
+        left with every run at its own token limit (the harness holds each model call to
+        what its run has left), so no batch can pass the budget whatever its runs cost;
+        the loop stops when not one more run fits."""
+        if self.max_tokens is None:
+            return await self._run_trial(variant, tasks, runs)
+        todo = [(task, runs) for task in tasks]  # each task and the runs of it still to go
+        parts = []
+        while todo:
+            self._go(expected=self.limits.max_tokens)
+            fit = (self.max_tokens - self.used.total) // self.limits.max_tokens
+            first, count = todo[0]
+            if fit < count:  # part of one task's runs
+                parts.append(await self._run_trial(variant, [first], fit))
+                todo[0] = (first, count - fit)
+                continue
+            batch = [task for task, _ in takewhile(lambda item: item[1] == count, todo[: fit // count])]
+            parts.append(await self._run_trial(variant, batch, count))
+            todo = todo[len(batch) :]
         return _combine(parts)
 
-    async def _run_trial(self, variant: Variant, tasks: Sequence[Task], runs: int, expected: float) -> TrialResult:
-        self._go(expected=expected)
+    async def _run_trial(self, variant: Variant, tasks: Sequence[Task], runs: int) -> TrialResult:
+        self._go()
         trial = asyncio.ensure_future(
             run_trials(
                 variant, tasks, self.candidate(variant), self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
@@ -456,9 +463,6 @@ class Loop:
             raise Stop(str(exc)) from None
         self.used = self.used + result.usage
         self._check_answers(result)
-        runs_done = len(result.results)
-        if runs_done:
-            self.per_run = max(self.per_run, result.usage.total / runs_done)
         return result
 
     def candidate(self, variant: Variant) -> Candidate:
@@ -479,8 +483,12 @@ class Loop:
 
         return count
 
-    def _go(self, expected: float = 0.0) -> None:
-        """Checked before every proposal and trial."""
+    def left(self) -> int | None:
+        """The tokens the budget leaves, the most the next model call may be given; None without one."""
+        return None if self.max_tokens is None else self.max_tokens - self.used.total
+
+    def _go(self, expected: int = 0) -> None:
+        """Checked before every proposal and trial; `expected` is the most the step may cost."""
         if self.stopping.is_set():
             raise Interrupted("interrupted; the archive and the seal are as the last finished step left them")
         why = self.halted()

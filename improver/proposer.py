@@ -104,9 +104,12 @@ def _block(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.strip().splitlines()) or "    (empty)"
 
 
-async def propose(model: Model, settings: Settings, base: Variant, messages: list[dict[str, Any]]) -> Proposals:
-    """Asks the proposer once; takes up to `changes_per_round` of its propose_change calls."""
-    completion = await model.complete(messages, [PROPOSE_TOOL], None)
+async def propose(
+    model: Model, settings: Settings, base: Variant, messages: list[dict[str, Any]], max_tokens: int | None = None
+) -> Proposals:
+    """Asks the proposer once, held to `max_tokens` (what a token budget leaves); takes up
+    to `changes_per_round` of its propose_change calls."""
+    completion = await model.complete(messages, [PROPOSE_TOOL], max_tokens)
     every = completion.message.get("tool_calls") or []
     calls = [c for c in every if c.get("function", {}).get("name") == TOOL_NAME]
     proposals = [_proposal(base, c["function"].get("arguments")) for c in calls[: settings.changes_per_round]]

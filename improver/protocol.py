@@ -31,6 +31,10 @@ ENDINGS: tuple[str, ...] = ("done", "asked", "limit", "errored")
 # The tool the runtime offers so the model can say it would ask a person.
 ASK_PERSON_TOOL = "ask_person"
 
+# The answer's length a model call asks for when the candidate sets no cap: within what
+# every provider accepts, so a run's limit is never sent as an answer's length.
+DEFAULT_MAX_TOKENS = 4096
+
 
 class ProviderError(Exception):
     """A model provider failed after its retries: an infrastructure fault, not a bad run."""
@@ -180,6 +184,13 @@ class Budget:
         if self.usage.total >= self.limits.max_tokens:
             raise LimitReached(f"the run reached its limit of {self.limits.max_tokens} tokens")
         self.turns += 1
+
+    def allowance(self, asked: int | None) -> int:
+        """The `max_tokens` a model call is given: what the candidate asked (or
+        DEFAULT_MAX_TOKENS), never more than the run has left of its token limit, so a
+        model that keeps within it cannot carry the run past that limit."""
+        left = self.limits.max_tokens - self.usage.total
+        return min(DEFAULT_MAX_TOKENS if asked is None else asked, left)
 
     def spend(self, usage: TokenUsage) -> None:
         self.usage = self.usage + usage

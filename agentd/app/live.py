@@ -53,7 +53,7 @@ class LiveEpisode:
         self.budget.start_turn()
         started = time.monotonic()
         try:
-            completion = await self.budget.wait_for_model(self.llm.complete(messages, tools, max_tokens))
+            completion = await self.budget.wait_for_model(self.llm.complete(messages, tools, self.budget.allowance(max_tokens)))
         except (ProviderError, LimitReached):
             raise
         except Exception as exc:  # the model's own fault (a scripted model set up wrong, a bug)

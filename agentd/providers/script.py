@@ -44,7 +44,9 @@ Tool call ids are `call_<turn>_<n>`, the same on every run.
 
 Token counts are whitespace-separated words, so budgets are exercised: in, the words of
 every message's text and tool-call arguments; out, the words of the answer's text and
-its calls' arguments. `max_tokens` is not applied.
+its calls' arguments. `max_tokens` is honoured over the whole call, as a budget needs:
+a call never reports more than it, the prompt counted first and the answer's count cut
+to what is left (its text is kept whole, so rules stay simple to write).
 
 A conversation no rule matches is a mistake of the rules file's author, neither a
 provider's fault nor the agent's: it raises `improver.protocol.ModelMisconfigured`,
@@ -173,7 +175,7 @@ class ScriptModel:
         if rule.error:
             raise ProviderError(f"{self.name}: {rule.label} scripts a provider error")
         message = rule.reply(seen.turn, captured)
-        return Completion(message, TokenUsage(_words_in(messages), _words(message)), self.name)
+        return Completion(message, _within(TokenUsage(_words_in(messages), _words(message)), max_tokens), self.name)
 
 
 def load_script(name: str, path: Path) -> ScriptModel:
@@ -295,3 +297,11 @@ def _words(message: dict[str, Any]) -> int:
 
 def _words_in(messages: list[dict[str, Any]]) -> int:
     return sum(_words(m) for m in messages)
+
+
+def _within(usage: TokenUsage, max_tokens: int | None) -> TokenUsage:
+    """What the call reports using, at most `max_tokens`: the prompt first, then the answer."""
+    if max_tokens is None:
+        return usage
+    tokens_in = min(usage.tokens_in, max(max_tokens, 0))
+    return TokenUsage(tokens_in, min(usage.tokens_out, max(max_tokens, 0) - tokens_in))

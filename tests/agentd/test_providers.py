@@ -579,6 +579,13 @@ def test_scripted_tokens_are_whitespace_words(tmp_path: Path, home: Home) -> Non
     assert ask(model, chat("Pay invoices.", user("All good.")), []).usage == TokenUsage(4, 1)
 
 
+@pytest.mark.parametrize("max_tokens, usage", [(None, TokenUsage(5, 2)), (7, TokenUsage(5, 2)), (6, TokenUsage(5, 1)), (3, TokenUsage(3, 0)), (0, TokenUsage(0, 0))])
+def test_a_scripted_answer_reports_no_more_than_its_max_tokens(tmp_path: Path, home: Home, max_tokens: int | None, usage: TokenUsage) -> None:
+    messages = chat("Pay invoices.", user("Pay invoice 23."))  # 5 words in, 2 out
+    completion = asyncio.run(script_model(tmp_path, home).complete(messages, [READ_TOOL], max_tokens))
+    assert completion.usage == usage and completion.message["tool_calls"][0]["function"]["name"] == "read_invoice"
+
+
 def test_a_scripted_provider_error_is_a_provider_error(tmp_path: Path, home: Home) -> None:
     with pytest.raises(ProviderError, match=r"script:models/agent.toml: rule 4 \('flaky'\) scripts a provider error"):
         ask(script_model(tmp_path, home), chat("Pay.", user("this one is flaky")))

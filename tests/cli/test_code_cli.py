@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from filelock import FileLock
 
 from agentd.app.code import CodeRequest, run_code
@@ -187,3 +188,20 @@ text = "Notes."
     r = agentd("improve", "code", CODE, "--source", source(home), "--coder", "script:models/leaky.toml", *HARNESS, "--allow", "notes.txt")
     assert r.code == 1 and "holds the code word of" in r.out and "seal fresh tasks" in r.out
     assert made.seal.state().spent == 0
+
+
+@pytest.mark.parametrize("budget", [2001, 7000, 12000, 17000, 20000, 30000])  # from one run to two rounds
+def test_a_token_budget_is_never_passed_by_code_rounds(agentd, home: Home, budget: int) -> None:
+    sealed(home, wallet=None, profile=CODE)
+    toml = home.profiles_dir / CODE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
+    r = improve_code(agentd, home, "--rounds", "2", "--runs", "2", "--max-tokens", str(budget), "--json")
+    got = [json.loads(line) for line in r.out.splitlines()]
+    tokens = next(e for e in got if e["event"] == "tokens")
+    used = tokens["tokens_in"] + tokens["tokens_out"]
+    assert used <= budget
+    stop = next((e["text"] for e in got if e["event"] == "stopped"), "")
+    if r.code == 1:  # stopped only when not one more run could fit
+        assert stop == f"stopped: the next step could pass the budget of {budget} tokens ({used} used)" and budget - used < 2000
+    else:
+        assert r.code == 0 and [e["event"] for e in got].count("round") == 2

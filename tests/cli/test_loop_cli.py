@@ -232,6 +232,56 @@ def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home, budget: in
         assert got[0]["event"] == "baseline" and used > 0
 
 
+def wordy(words: int, *calls: dict[str, Any]) -> str:
+    """A rules file whose every answer costs `words` tokens and more (the calls' arguments)."""
+    return proposes(*calls).replace("[[rule]]\n", f'[[rule]]\ntext = "{"word " * words}"\n', 1)
+
+
+def used_and_stop(got: list[dict[str, Any]]) -> tuple[int, str]:
+    tokens = next(e for e in got if e["event"] == "tokens")
+    stop = next((e["text"] for e in got if e["event"] == "stopped"), "")
+    return tokens["tokens_in"] + tokens["tokens_out"], stop
+
+
+# From just above one run's limit (2000) to several rounds, with the agent as written
+# (cheap runs) or one whose every answer would cost 3000 words (each run held to its
+# limit), and a proposer whose every answer costs 1500 words and more.
+@pytest.mark.parametrize(
+    "budget, agent_words",
+    [(2001, None), (2600, 3000), (3999, None), (4000, 3000), (4001, None), (5500, 3000), (7000, None), (8100, 3000),
+     (9999, None), (12000, 3000), (14500, None), (17000, 3000), (19999, None), (23000, 3000), (27000, 3000),
+     (36000, 3000), (42000, 3000), (50000, 3000), (61000, 3000), (90000, 3000)],
+)  # fmt: skip
+def test_the_token_budget_is_never_passed(agentd, home: Home, budget: int, agent_words: int | None) -> None:
+    sealed(home, wallet=None)
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
+    if agent_words:
+        (home.profiles_dir / PROFILE / "models" / "agent.toml").write_text(f'[[rule]]\ntext = "{"word " * agent_words}"\n')
+    proposer = write_proposer(home, "wordy.toml", wordy(1500, {"lessons": "Read the invoice twice."}, {"lessons": "Pay nobody."}))
+    args = ("--proposer", proposer, "--runs", "2", "--baseline-runs", "4", "--rounds", "3", "--max-tokens", str(budget))
+    code, got, _ = events(agentd, *args)
+    used, stop = used_and_stop(got)
+    assert used <= budget
+    if code == 1:  # stopped only when not one more run could fit
+        assert stop == f"stopped: the next step could pass the budget of {budget} tokens ({used} used)"
+        assert budget - used < 2000
+    else:
+        assert code == 0 and [e["event"] for e in got].count("round") == 3
+
+
+def test_a_proposer_that_asks_for_more_than_the_budget_leaves_is_held_to_what_is_left(agentd, home: Home) -> None:
+    sealed(home, wallet=None)
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))
+    proposer = write_proposer(home, "wordy.toml", wordy(200_000, {"lessons": "Read the invoice twice."}))
+    code, got, _ = events(agentd, "--proposer", proposer, "--runs", "2", "--baseline-runs", "2", "--max-tokens", "60000")
+    used, stop = used_and_stop(got)
+    assert code == 1 and got[0]["event"] == "baseline" and any(e["event"] == "round" for e in got)
+    assert used == 60000  # its answer counted what the budget left it, no more
+    assert stop == "stopped: the next step could pass the budget of 60000 tokens (60000 used)"
+
+
 def test_a_second_run_for_the_profile_refuses_naming_the_lock(agentd, home: Home) -> None:
     sealed(home, wallet=None)
     with FileLock(str(home.routes.loop_lock(PROFILE))):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from improver.harness import Command, RunResult, run_task
-from improver.protocol import Case, Ending, Episode, EpisodeLimits
+from improver.protocol import Case, Completion, Ending, Episode, EpisodeLimits, ProviderError, TokenUsage
 from improver.seal import make_canary
 from improver.variant import Variant
 from tests.improver.candidatekit import program
@@ -178,6 +178,40 @@ def test_the_token_limit_ends_the_run_as_a_limit() -> None:
     model = ScriptedModel(lambda messages: calls(("read_invoice", {"number": "23"})))
     result = run(follows_the_protocol, model, limits=EpisodeLimits(max_tokens=30))
     assert result.run.ended == "limit" and "tokens" in result.reason
+
+
+class Greedy:
+    """A model that spends half of what each call is given (at least `least`), and fails
+    as a provider from the `fails_from`-th call of an attempt on."""
+
+    name = "script:test"
+
+    def __init__(self, least: int = 0, fails_from: int = 0) -> None:
+        self.given: list[int | None] = []
+        self.least, self.fails_from = least, fails_from
+
+    async def complete(self, messages, tools, max_tokens) -> Completion:  # type: ignore[no-untyped-def]
+        self.given.append(max_tokens)
+        if self.fails_from and sum(m["role"] == "assistant" for m in messages) + 1 >= self.fails_from:
+            raise ProviderError("scripted outage")
+        assert max_tokens is not None
+        spent = min(max(max_tokens // 2, self.least), max_tokens)
+        return Completion(calls(("read_invoice", {"number": "23"})), TokenUsage(spent, 0), self.name)
+
+
+def test_every_model_call_is_given_no_more_than_its_run_has_left() -> None:
+    model = Greedy(least=1)
+    result = asyncio.run(run_task(paid_task(), VARIANT, follows_the_protocol, lambda spec: model, EpisodeLimits(max_tokens=5000)))
+    assert model.given[:4] == [4096, 2952, 1476, 738]  # the answer's default length, then what the run has left
+    assert result.run.ended == "limit" and result.usage.total == 5000
+
+
+def test_retries_of_an_errored_run_share_its_token_limit() -> None:
+    model = Greedy(least=400, fails_from=2)  # each attempt spends 400 tokens, then its provider fails
+    result = asyncio.run(run_task(paid_task(), VARIANT, follows_the_protocol, lambda spec: model, EpisodeLimits(max_tokens=1000), 2))
+    # attempt 1 spends 500 of 1000, attempt 2 400 of the 500 left, attempt 3 the last 100
+    assert model.given == [1000, 500, 500, 100, 100]
+    assert result.outcome == "errored" and result.usage.total == 1000  # not scored a failure for running out on a retry
 
 
 def test_a_candidate_in_process_that_floods_its_calls_fails() -> None:
