@@ -132,9 +132,11 @@ def always_fails() -> Script:
 
 async def follows_the_protocol(case: Case, episode: Episode) -> Ending:
     """An in-process candidate: asks the model, runs every tool call it makes, and ends when
-    it answers in words (the smallest agent the harness can score)."""
+    it answers in words (the smallest agent the harness can score); it carries a
+    conversation on from where the case says it is."""
     prompt = "\n\n".join(part for part in (case.operator, case.lessons) if part)
     messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}, {"role": "user", "content": case.task}]
+    messages += case.conversation  # a simulated user's episode goes on from where it is
     try:
         while True:
             try:

@@ -15,12 +15,11 @@ from improver.env import run_episode
 from improver.harness import RunResult, run_task
 from improver.harvest import Session, harvest
 from improver.openenv import EnvServer, EnvSetup, address, listen
-from improver.protocol import Case, Ending, Episode, LimitReached
 from improver.simuser import NOTHING_MORE, SimulatedUser, continued
 from improver.tasks import Task, TaskSet, parse_task
 from improver.validate import check_task
 from improver.variant import Variant
-from tests.improver.taskkit import OPERATOR, TOOLS, ScriptedModel, call, calls, says
+from tests.improver.taskkit import OPERATOR, TOOLS, ScriptedModel, call, calls, follows_the_protocol, says
 
 FIRST = "Please pay the Acme invoice that came in this morning."
 LATER = "It is invoice 23, pay 7 USD to acme-ltd as it says."
@@ -52,23 +51,6 @@ def talk_task(later: tuple[str, ...] = (LATER,)) -> Task:
     return task
 
 
-async def converses(case: Case, episode: Episode) -> Ending:
-    """A candidate that carries the conversation on from where the case says it is."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": case.operator}, {"role": "user", "content": case.task}]
-    messages += case.conversation
-    try:
-        while True:
-            message = (await episode.model(messages, case.tools, None)).message
-            messages.append(message)
-            if not message.get("tool_calls"):
-                return Ending("done", answer=message.get("content") or "", messages=messages)
-            for c in message["tool_calls"]:
-                answer = await episode.tool(c["id"], c["function"]["name"], c["function"]["arguments"])
-                messages.append({"role": "tool", "tool_call_id": c["id"], "content": answer})
-    except LimitReached as exc:
-        return Ending("limit", messages=messages, error=str(exc))
-
-
 def agent_model() -> ScriptedModel:
     """Asks which invoice; once told (the last user message names it), reads and pays."""
 
@@ -89,7 +71,7 @@ def agent_model() -> ScriptedModel:
 def run(task: Task, user: ScriptedModel) -> RunResult:
     agent = agent_model()
     models = {"script:agent": agent, USER_MODEL: user}
-    return asyncio.run(run_task(task, Variant(OPERATOR, "", ("script:agent",)), converses, models.__getitem__, retries=1))
+    return asyncio.run(run_task(task, Variant(OPERATOR, "", ("script:agent",)), follows_the_protocol, models.__getitem__, retries=1))
 
 
 def test_without_a_model_conversations_are_passed_over_and_with_one_they_make_tasks() -> None:
@@ -174,7 +156,7 @@ def over_pipes(task: Task, user: ScriptedModel | None) -> tuple[list[dict[str, A
     thread.start()
     users = None if user is None else {USER_MODEL: user}.__getitem__
     with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer:
-        result = asyncio.run(run_episode(task, OPERATOR, "", converses, reader, writer, users=users))
+        result = asyncio.run(run_episode(task, OPERATOR, "", follows_the_protocol, reader, writer, users=users))
     thread.join(timeout=30)
     return received, result
 
@@ -200,7 +182,7 @@ def test_a_trainers_episode_without_a_way_to_make_the_simulated_user_is_errored(
 
 def test_the_openenv_client_plays_a_conversation_to_its_reward() -> None:
     user = ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL)
-    server = EnvServer(EnvSetup(TaskSet("invoices", OPERATOR, (talk_task(),)), converses, users={USER_MODEL: user}.__getitem__))
+    server = EnvServer(EnvSetup(TaskSet("invoices", OPERATOR, (talk_task(),)), follows_the_protocol, users={USER_MODEL: user}.__getitem__))
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sock)), daemon=True)
     thread.start()
