@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from agentd.errors import AgentdError
 from agentd.profiles import Profile, ToolSpec
+from sandbox import run_program
 
 MAX_ANSWER_BYTES = 200_000
 # Everything a command tool or a check inherits from agentd's environment.
@@ -108,24 +109,13 @@ async def _call_command(folder: Path, spec: ToolSpec, args: dict[str, Any]) -> s
     assert spec.command
     program = spec.command[0]
     argv = [str(folder / program) if (folder / program).is_file() else program, *spec.command[1:]]
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=folder,
-        env=allowed_environment(),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(json.dumps(args).encode()), spec.timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
+    done = await run_program(argv, cwd=folder, env=allowed_environment(), stdin=json.dumps(args).encode(), timeout=spec.timeout)
+    if done.timed_out:
         return f"error: the tool took longer than {spec.timeout:g}s"
-    if proc.returncode != 0:
-        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        return f"error: the tool exited with status {proc.returncode}: {tail[0]}"
-    return _as_text(out.decode(errors="replace").rstrip("\n"))
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        return f"error: the tool exited with status {done.returncode}: {tail[0]}"
+    return _as_text(done.stdout.decode(errors="replace").rstrip("\n"))
 
 
 def allowed_environment(**extra: str) -> dict[str, str]:

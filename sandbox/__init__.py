@@ -32,6 +32,9 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "shell_request": ("python", "shell_request"),
     "GitError": ("git", "GitError"),
     "run_git": ("git", "run_git"),
+    "HostResult": ("host", "HostResult"),
+    "run_program": ("host", "run_program"),
+    "run_shell": ("host", "run_shell"),
     "PROBES": ("escapes", "PROBES"),
     "Probe": ("escapes", "Probe"),
     "Verdict": ("escapes", "Verdict"),
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
     from sandbox.escapes import PROBES, Probe, Verdict
     from sandbox.escapes import check as check_escapes
     from sandbox.git import GitError, run_git
+    from sandbox.host import HostResult, run_program, run_shell
     from sandbox.python import python_request, shell_request
     from sandbox.runner import (
         Limits,

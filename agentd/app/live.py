@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from agentd.sessions import SessionRecord, keep, new_id, now, person_messages, p
 from agentd.tools import Toolbox, allowed_environment
 from agentd.wallets import load_wallet
 from improver import Budget, Completion, Ending, EpisodeLimits, LimitReached, Model, ModelMisconfigured, ProviderError
+from sandbox import run_shell
 
 VERIFY_TIMEOUT = 600.0
 
@@ -153,9 +153,6 @@ def run_check(command: str, record: SessionRecord) -> bool:
         path = f.name
     env = allowed_environment(AGENTD_SESSION_ID=record.id, AGENTD_TRANSCRIPT=path)
     try:
-        done = subprocess.run(command, shell=True, env=env, timeout=VERIFY_TIMEOUT, capture_output=True)
-    except subprocess.TimeoutExpired:
-        return False
+        return run_shell(command, env=env, timeout=VERIFY_TIMEOUT).returncode == 0
     finally:
         os.unlink(path)
-    return done.returncode == 0
