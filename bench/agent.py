@@ -48,6 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,14 @@ def run_sessions(profile: Profile, llm: Model, count: int, concurrency: int) -> 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return each
 
+    return timed(all_of, count, concurrency)
+
+
+
+def timed(all_of: Callable[[int], Awaitable[list[float]]], count: int, concurrency: int) -> Batch:
+    """`count` calls of `all_of`'s kind, timed (wall and CPU) after a warm-up of one per
+    worker, so every worker's connection is open before the clock starts."""
+
     async def measured() -> Batch:
         await all_of(concurrency)
         cpu, started = time.process_time(), time.perf_counter()
@@ -251,7 +260,6 @@ def run_sessions(profile: Profile, llm: Model, count: int, concurrency: int) -> 
         return Batch(count, concurrency, time.perf_counter() - started, time.process_time() - cpu, each)
 
     return asyncio.run(measured())
-
 
 def first_turn(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The messages and tools of a session's first model call."""
@@ -318,13 +326,7 @@ def provider_calls(llm: Model, profile: Profile, calls: int, concurrency: int) -
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return each
 
-    async def measured() -> Batch:
-        await all_of(concurrency)
-        cpu, started = time.process_time(), time.perf_counter()
-        each = await all_of(calls)
-        return Batch(calls, concurrency, time.perf_counter() - started, time.process_time() - cpu, each)
-
-    return asyncio.run(measured())
+    return timed(all_of, calls, concurrency)
 
 
 def cpu_beside(what: str, provider: Batch, bare: Batch) -> None:
@@ -503,8 +505,8 @@ def recorded(home: Home, sessions: int, library_each: float, prefill: int) -> No
         watch.wrap(connections.Pool, "take", "client")
         watch.wrap(Ledger, "check", "check")
         watch.wrap(SessionStore, "__init__", "open db")
-        watch.wrap(SessionStore, "add", "write db")
-        watch.wrap(SessionStore, "save", "write db")
+        for step in ("begin", "finish"):  # the pending row, then its claim (see agentd/app/sessions.py)
+            watch.wrap(SessionStore, step, "write db")
         watch.wrap(Ledger, "append", "append")
         watch.wrap(Ledger, "_catch_up", "catch up")
         run_session(home, PROFILE, task_text(0))  # warm-up: imports, the ledger's genesis
