@@ -28,7 +28,7 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, log_key
-from improver import Interrupted, SealRequest, summary
+from improver import Interrupted, SealRequest, Stop, summary
 
 PROFILE = "invoices"
 CODE = "invoices-code"
@@ -72,11 +72,7 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     say(f"published as claim {sealed.claim}, before anything was tried on it")
     step(f"== agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 2 --runs 4 --apply --wallet {PROFILE}")
     request = RunRequest("script:models/proposer.toml", rounds=2, runs=4, apply=True, wallet=PROFILE, seed=0)
-    stopped = run_improvement(home, PROFILE, request, lambda event: say(event.text))
-    if isinstance(stopped, Interrupted):
-        raise KeyboardInterrupt
-    if stopped is not None:
-        raise AgentdError(f"the loop stopped early: {stopped}")
+    ran_to_the_end(run_improvement(home, PROFILE, request, lambda event: say(event.text)), "the loop")
     step(f"== agentd lineage {PROFILE} --check")
     for _, line in lineage_of(home, PROFILE).kept():
         say(summary(line))
@@ -109,11 +105,7 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
                           allow=("agent.py",), rounds=2, runs=4, baseline_runs=4, wallet=CODE)  # fmt: skip
     step(f"== agentd improve code {CODE} --source {source} --coder script:models/coder.toml --build {CODE_BUILD!r} "
          f"--test {CODE_TEST!r} --candidate {CODE_CANDIDATE!r} --allow agent.py --rounds 2 --runs 4 --baseline-runs 4 --wallet {CODE}")  # fmt: skip
-    stopped = run_code(home, CODE, request, lambda event: say(event.text))
-    if isinstance(stopped, Interrupted):
-        raise KeyboardInterrupt
-    if stopped is not None:
-        raise AgentdError(f"the code loop stopped early: {stopped}")
+    ran_to_the_end(run_code(home, CODE, request, lambda event: say(event.text)), "the code loop")
     step(f"== agentd improve releases {CODE}; agentd lineage {CODE} --check")
     for release in releases(home, CODE):
         say(f"release {release['release']}: {release['summary']} ({', '.join(release['files'])} "
@@ -122,6 +114,15 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
     for text in report.lines + report.problems:
         say(text)
     return not report.problems
+
+
+def ran_to_the_end(stopped: Stop | None, what: str) -> None:
+    """A loop the demo ran stopped only when its rounds were done: Ctrl-C goes on as
+    Ctrl-C, any other early stop is the demo's error."""
+    if isinstance(stopped, Interrupted):
+        raise KeyboardInterrupt
+    if stopped is not None:
+        raise AgentdError(f"{what} stopped early: {stopped}")
 
 
 def record_sessions(home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE) -> None:
