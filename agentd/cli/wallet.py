@@ -10,8 +10,8 @@ import click
 from agentd.app.ledger import open_ledger
 from agentd.cli.options import NUMBERS, App, Usd, emit_json, emit_table, format_usd, json_option, pass_app
 from agentd.errors import AgentdError
-from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, seal_log_key, wallet_info
-from ledger import MINT, TRANSFER, WALLET_ID, Entry, KeyFile
+from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, seal_log_key, wallet_id_of, wallet_info
+from ledger import MINT, TRANSFER, Entry, KeyFile
 
 
 @click.group("wallet", short_help="Wallets: keys that sign entries and hold funds.")
@@ -128,7 +128,7 @@ def fund(app: App, name: str, cents: int, as_json: bool) -> None:
 def transfer(app: App, sender: str, to: str, cents: int, memo: str, as_json: bool) -> None:
     """Send USD from wallet FROM to TO (a wallet name in this home, or a wallet id),
     signed by FROM's key. The ledger refuses an overdraft."""
-    to_id = to if WALLET_ID.fullmatch(to) else wallet_info(app.home, to).id
+    to_id = wallet_id_of(app.home, to)
     signer = load_wallet(app.home, sender)
     body: dict[str, Any] = {"to": to_id, "cents": cents, **({"memo": memo} if memo else {})}
     with open_ledger(app.home) as ledger:
