@@ -121,6 +121,14 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "MAX_LINES": ("patchlimits", "MAX_LINES"),
     "PatchLimits": ("patchlimits", "PatchLimits"),
     "apply_to": ("git", "apply_to"),
+    # installing a release: the installer's four checks, applying, taking it back out
+    "LEAST_BOND": ("install", "LEAST_BOND"),
+    "InstallReview": ("install", "Review"),
+    "Trust": ("install", "Trust"),
+    "install_release": ("install", "install_release"),
+    "installed_release": ("install", "installed"),
+    "review_install": ("install", "review"),
+    "undo_install": ("install", "undo_install"),
     "init_checkout": ("git", "init_checkout"),
     "Lineage": ("lineage", "Lineage"),
     "LineageReport": ("lineage", "Report"),
@@ -188,6 +196,10 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.harness import ModelFactory, RunResult
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
+    from improver.install import LEAST_BOND, Trust, install_release, undo_install
+    from improver.install import Review as InstallReview
+    from improver.install import installed as installed_release
+    from improver.install import review as review_install
     from improver.judge import Judged, Proposal, read_proposals, save_proposals
     from improver.judge import judge as judge_sessions
     from improver.lineage import Lineage, summary
