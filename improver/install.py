@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -268,16 +271,19 @@ def install_release(
         raise ImproverError(f"release {rid} is not installed: {', '.join(done.failed)} failed")
     if installed(routes, profile, rid) is not None:
         raise ImproverError(f"release {rid} is already installed for {profile}")
-    apply_to(checkout, patch)
+    paths = paths_of(patch, checkout)
+    with _modes_kept(checkout, paths):
+        apply_to(checkout, patch)
     record = {
         "release": rid, "profile": profile, "checkout": str(checkout.resolve()), "commit": done.release.commit,
         "patch": patch_digest(patch), "attestations": [w.claim for w in done.attestations if w.counts], "at": now,
-        "files": _digests(checkout, paths_of(patch, checkout)), "patch_text": patch.decode(),
+        "files": _digests(checkout, paths), "patch_text": patch.decode(),
     }  # fmt: skip
     try:
         write_atomic(routes.install_record(profile, rid), json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     except BaseException:
-        apply_to(checkout, patch, reverse=True)  # not recorded, so not installed: nothing else could undo it
+        with _modes_kept(checkout, paths):  # not recorded, so not installed: nothing else could undo it
+            apply_to(checkout, patch, reverse=True)
         raise
     return record
 
@@ -304,9 +310,22 @@ def undo_install(routes: Routes, profile: str, release: str) -> dict[str, Any]:
             f"{checkout / changed} changed since release {release} was installed: undo takes back only what it "
             "applied; restore the file or take the release out by hand"
         )
-    apply_to(checkout, record["patch_text"].encode(), reverse=True)
+    with _modes_kept(checkout, list(record["files"])):
+        apply_to(checkout, record["patch_text"].encode(), reverse=True)
     routes.install_record(profile, release).unlink()
     return record
+
+
+@contextmanager
+def _modes_kept(checkout: Path, paths: list[str]) -> Iterator[None]:
+    """git apply writes a file anew with its own idea of the mode: a file that was there
+    before keeps its owner's read and write bits, and takes the executable bits git gave."""
+    before = {p: stat.S_IMODE((checkout / p).stat().st_mode) for p in paths if (checkout / p).is_file()}
+    yield
+    for path, mode in before.items():
+        file = checkout / path
+        if file.is_file():
+            file.chmod((mode & ~0o111) | (stat.S_IMODE(file.stat().st_mode) & 0o111))
 
 
 def _digests(checkout: Path, paths: list[str]) -> dict[str, str | None]:
