@@ -196,42 +196,48 @@ def weigh(state: State, release: Release, claims: tuple[str, ...], trust: Trust,
 def _why_not(
     state: State, release: Release, claim: str, found: dict[str, Any] | None, trust: Trust, now: str
 ) -> str | None:
+    """Why the attestation does not count, or None. Past whom it is by and what it is
+    about, every reason is given, so a refusal names all that would have to change."""
     if found is None:
         return f"not counted: not an {ATTESTATION} claim"
     if found["release"] != release.id:
         return f"not counted: about release {found['release']}, not {release.id}"
-    if found["author"] == release.publisher:
+    if found["author"] == release.publisher:  # the ledger's rule refuses these; an install holds to it on its own
         return "not counted: by the release's publisher"
     if found["author"] not in trust.verifiers:
         return f"not counted: by {found['author'][:SHORT]}, a wallet you did not name with --verifier"
+    reasons = []
     if not found["holds"]:
-        return "not counted: it says the release did not hold up"
+        reasons.append("it says the release did not hold up")
     if found["expires"] <= now:
-        return f"not counted: it expired at {found['expires']}"
+        reasons.append(f"it expired at {found['expires']}")
     ruling = bonds_in(state).shown_false(claim)
     if ruling is not None:
-        return f"not counted: shown false by ruling {ruling[:SHORT]}"
-    return _why_not_bonded(state, found, trust) if trust.bonded else None
+        reasons.append(f"shown false by ruling {ruling[:SHORT]}")
+    if trust.bonded:
+        reasons += _not_bonded(state, found, trust)
+    return f"not counted: {'; '.join(reasons)}" if reasons else None
 
 
-def _why_not_bonded(state: State, found: dict[str, Any], trust: Trust) -> str | None:
+def _not_bonded(state: State, found: dict[str, Any], trust: Trust) -> list[str]:
     if found["bond"] is None:
-        return "not counted: not on a bond, and you asked for --bonded"
+        return ["not on a bond, and you asked for --bonded"]
     bond = bonds_in(state).bond(found["bond"])
     if bond is None:  # the rule that took the attestation in checked its bond: a damaged state
-        return f"not counted: its bond {found['bond'][:SHORT]} is not on the ledger"
+        return [f"its bond {found['bond'][:SHORT]} is not on the ledger"]
+    reasons = []
     if bond.adjudicator not in trust.adjudicators:
-        return f"not counted: on bond {bond.id[:SHORT]} under adjudicator {bond.adjudicator[:SHORT]}, not one you named"
+        reasons.append(f"on bond {bond.id[:SHORT]} under adjudicator {bond.adjudicator[:SHORT]}, not one you named")
     if not bond.stands:
-        return f"not counted: bond {bond.id[:SHORT]} was {bond.status} at Pulse {bond.ended} and stands behind nothing"
+        reasons.append(f"bond {bond.id[:SHORT]} was {bond.status} at Pulse {bond.ended} and stands behind nothing")
     if bond.cents < trust.least_bond:
-        return f"not counted: bond {bond.id[:SHORT]} holds {bond.cents} cents, less than the {trust.least_bond} you ask for"
-    return None
+        reasons.append(f"bond {bond.id[:SHORT]} holds {bond.cents} cents, less than the {trust.least_bond} you ask for")
+    return reasons
 
 
 def _on_bond(state: State, found: dict[str, Any]) -> str:
     bond = bonds_in(state).bond(found["bond"])
-    assert bond is not None  # _why_not_bonded counted it only with its bond
+    assert bond is not None  # _not_bonded counted it only with its bond
     return f", on bond {bond.id[:SHORT]} of {bond.cents} cents under adjudicator {bond.adjudicator[:SHORT]}"
 
 

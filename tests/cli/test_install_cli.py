@@ -249,12 +249,15 @@ def test_an_attestation_shown_false_does_not_count(agentd, world: World) -> None
 def test_an_attestation_on_a_broken_bond_issued_after_the_break_does_not_count_and_a_sound_one_does(agentd, world: World) -> None:
     w = world
     bond = w.bond("alice")
-    w.uphold(bond, w.on_bond("alice", bond))
+    first = w.on_bond("alice", bond)
+    ruling = w.uphold(bond, first)
     later = w.on_bond("alice", bond)  # the ledger records it; the bond stands behind nothing
     before = w.files()
     bonded = ("--bonded", "--adjudicator", "judge")
-    r = agentd(*install_args(w, "--attestation", later, "--verifier", "alice", *bonded))
-    assert f"not counted: bond {bond[:12]} was slashed at Pulse" in r.out.splitlines()[0]
+    r = agentd(*install_args(w, "--attestation", first, "--attestation", later, "--verifier", "alice", *bonded))
+    slashed = f"bond {bond[:12]} was slashed at Pulse"
+    assert r.out.splitlines()[0].startswith(f"attestation {first[:12]}: not counted: shown false by ruling {ruling[:12]}; {slashed}")
+    assert r.out.splitlines()[1].startswith(f"attestation {later[:12]}: not counted: {slashed}")
     refused(r, w, before, "attestations", "no attestation that counts by verifier")
     sound = w.on_bond("bob", w.bond("bob"))
     ok = agentd(*install_args(w, "--attestation", later, "--attestation", sound, "--verifier", "bob", *bonded))
