@@ -7,6 +7,7 @@ checkout byte for byte."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -148,6 +149,11 @@ def test_a_release_attested_by_the_verifier_installs_exactly_its_patch_and_undo_
     assert w.files() == before and not w.home.routes.install_record(CODE, w.release).exists()
     nothing = agentd("improve", "install", CODE, w.release, "--undo")
     assert nothing.code == 1 and f"release {w.release} is not installed for {CODE}" in nothing.err
+
+    as_json = json.loads(agentd(*install_args(w, "--attestation", claim, "--verifier", "alice", "--json")).out)
+    record = w.home.routes.install_record(CODE, w.release)
+    assert as_json["installed"] and as_json["record"] == str(record) and [c["ok"] for c in as_json["checks"]] == [True] * 4
+    assert json.loads(record.read_text())["attestations"] == [claim] == [a["claim"] for a in as_json["attestations"]]
 
 
 def test_undo_refuses_when_the_checkout_changed_since(agentd, world: World) -> None:
