@@ -27,7 +27,7 @@ import json
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,12 @@ class Trust:
     bonded: bool = False
     adjudicators: tuple[str, ...] = ()  # wallet ids
     least_bond: int = LEAST_BOND  # cents
+    names: dict[str, str] = field(default_factory=dict)  # wallet id -> the name the installer knows it by
+
+    def wallet(self, wallet_id: str) -> str:
+        """A wallet as a line shows it: by its name here and its id's first digits."""
+        name = self.names.get(wallet_id)
+        return f"{name} ({wallet_id[:SHORT]})" if name else wallet_id[:SHORT]
 
 
 @dataclass(frozen=True)
@@ -188,7 +194,9 @@ def weigh(state: State, release: Release, claims: tuple[str, ...], trust: Trust,
         why = _why_not(state, release, claim, found, trust, now)
         counts = why is None
         if counts:
-            why = f"counts: by verifier {author[:SHORT]}" + (_on_bond(state, found) if trust.bonded else "")  # type: ignore[index]
+            why = f"counts: by verifier {trust.wallet(str(author))}" + (
+                _on_bond(state, found, trust) if trust.bonded else ""
+            )
         weighed.append(Weighed(claim, author, counts, str(why)))
     return weighed
 
@@ -205,7 +213,7 @@ def _why_not(
     if found["author"] == release.publisher:  # the ledger's rule refuses these; an install holds to it on its own
         return "not counted: by the release's publisher"
     if found["author"] not in trust.verifiers:
-        return f"not counted: by {found['author'][:SHORT]}, a wallet you did not name with --verifier"
+        return f"not counted: by {trust.wallet(found['author'])}, a wallet you did not name with --verifier"
     reasons = []
     if not found["holds"]:
         reasons.append("it says the release did not hold up")
@@ -227,7 +235,9 @@ def _not_bonded(state: State, found: dict[str, Any], trust: Trust) -> list[str]:
         return [f"its bond {found['bond'][:SHORT]} is not on the ledger"]
     reasons = []
     if bond.adjudicator not in trust.adjudicators:
-        reasons.append(f"on bond {bond.id[:SHORT]} under adjudicator {bond.adjudicator[:SHORT]}, not one you named")
+        reasons.append(
+            f"on bond {bond.id[:SHORT]} under adjudicator {trust.wallet(bond.adjudicator)}, not one you named"
+        )
     if not bond.stands:
         reasons.append(f"bond {bond.id[:SHORT]} was {bond.status} at Pulse {bond.ended} and stands behind nothing")
     if bond.cents < trust.least_bond:
@@ -235,22 +245,23 @@ def _not_bonded(state: State, found: dict[str, Any], trust: Trust) -> list[str]:
     return reasons
 
 
-def _on_bond(state: State, found: dict[str, Any]) -> str:
+def _on_bond(state: State, found: dict[str, Any], trust: Trust) -> str:
     bond = bonds_in(state).bond(found["bond"])
     assert bond is not None  # _not_bonded counted it only with its bond
-    return f", on bond {bond.id[:SHORT]} of {bond.cents} cents under adjudicator {bond.adjudicator[:SHORT]}"
+    return f", on bond {bond.id[:SHORT]} of {bond.cents} cents under adjudicator {trust.wallet(bond.adjudicator)}"
 
 
 def check_attestations(weighed: tuple[Weighed, ...], trust: Trust) -> Check:
     if not weighed:
         return Check(ATTESTATIONS, False, "no attestation given (--attestation CLAIM)")
     vouching = {v: next((w.claim for w in weighed if w.counts and w.author == v), None) for v in trust.verifiers}
-    missing = [v[:SHORT] for v, claim in vouching.items() if claim is None]
+    missing = [trust.wallet(v) for v, claim in vouching.items() if claim is None]
     if missing:
         return Check(ATTESTATIONS, False, f"no attestation that counts by verifier {', '.join(missing)}")
     return Check(
         ATTESTATIONS, True,
-        "each verifier you named vouches: " + ", ".join(f"{v[:SHORT]} by claim {c[:SHORT]}" for v, c in vouching.items()),
+        "each verifier you named vouches: "
+        + ", ".join(f"{trust.wallet(v)} by claim {str(c)[:SHORT]}" for v, c in vouching.items()),
     )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
-from agentd.wallets import wallet_id_of
+from agentd.wallets import list_wallets, wallet_id_of
 from improver import (
     DEFAULT_ALLOW,
     LEAST_BOND,
@@ -79,6 +79,7 @@ def install(home: Home, profile: str, release: str, request: InstallRequest, now
             bonded=request.bonded,
             adjudicators=tuple(wallet_id_of(home, a) for a in request.adjudicators),
             least_bond=LEAST_BOND if request.least_bond is None else request.least_bond,
+            names={w.id: w.name for w in list_wallets(home, skip=lambda exc: None)},
         )
         claims = tuple(_claim_id(ledger, c) for c in request.attestations)
         stamp = now or utc_now()

@@ -96,6 +96,11 @@ class World:
         challenge = self.append("carol", BOND_CHALLENGE, body)
         return self.append("judge", BOND_RULING, {"challenge": challenge, "uphold": True})
 
+    def named(self, who: str) -> str:
+        """A wallet as install's lines show it: its name here and its id's first digits."""
+        wallet = self.wallets[who] if who in self.wallets else load_wallet(self.home, who)
+        return f"{who} ({wallet.id[:12]})"
+
     def files(self) -> dict[str, bytes]:
         """The checkout's files (git's own directory aside) with their modes, as bytes."""
         return {
@@ -133,7 +138,7 @@ def test_a_release_attested_by_the_verifier_installs_exactly_its_patch_and_undo_
     r = agentd(*install_args(w, "--attestation", claim[:8], "--verifier", "alice"))
     assert r.code == 0, r.out + r.err
     lines = r.out.splitlines()
-    assert lines[0] == f"attestation {claim[:12]}: counts: by verifier {w.wallets['alice'].id[:12]}"
+    assert lines[0] == f"attestation {claim[:12]}: counts: by verifier {w.named('alice')}"
     assert [line.split(":")[0] for line in lines[1:5]] == ["ok patch", "ok allow", "ok commit", "ok attestations"]
     assert lines[2] == "ok allow: it touches agent.py, within what you allow (agent.py)"
     assert lines[-1].startswith(f"installed release {w.release} into {w.checkout}")
@@ -226,7 +231,7 @@ def test_an_attestation_by_the_publisher_never_gets_on_the_ledger_and_no_other_v
     before = w.files()
     r = agentd(*install_args(w, "--attestation", w.attest("alice"), "--verifier", CODE))
     assert "not counted: by " in r.out.splitlines()[0] and "a wallet you did not name with --verifier" in r.out
-    refused(r, w, before, "attestations", f"no attestation that counts by verifier {load_wallet(w.home, CODE).id[:12]}")
+    refused(r, w, before, "attestations", f"no attestation that counts by verifier {w.named(CODE)}")
 
 
 def test_an_expired_attestation_does_not_count(world: World) -> None:
@@ -249,7 +254,7 @@ def test_an_attestation_shown_false_does_not_count(agentd, world: World) -> None
     before = w.files()
     r = agentd(*install_args(w, "--attestation", claim, "--verifier", "alice"))
     assert r.out.splitlines()[0] == f"attestation {claim[:12]}: not counted: shown false by ruling {ruling[:12]}"
-    refused(r, w, before, "attestations", f"no attestation that counts by verifier {w.wallets['alice'].id[:12]}")
+    refused(r, w, before, "attestations", f"no attestation that counts by verifier {w.named('alice')}")
 
 
 def test_an_attestation_on_a_broken_bond_issued_after_the_break_does_not_count_and_a_sound_one_does(agentd, world: World) -> None:
@@ -268,7 +273,7 @@ def test_an_attestation_on_a_broken_bond_issued_after_the_break_does_not_count_a
     sound = w.on_bond("bob", w.bond("bob"))
     ok = agentd(*install_args(w, "--attestation", later, "--attestation", sound, "--verifier", "bob", *bonded))
     assert ok.code == 0, ok.out + ok.err
-    assert f"attestation {sound[:12]}: counts: by verifier {w.wallets['bob'].id[:12]}, on bond" in ok.out
+    assert f"attestation {sound[:12]}: counts: by verifier {w.named('bob')}, on bond" in ok.out
 
 
 def test_an_attestation_on_a_bond_under_an_adjudicator_not_named_does_not_count(agentd, world: World) -> None:
@@ -276,8 +281,7 @@ def test_an_attestation_on_a_bond_under_an_adjudicator_not_named_does_not_count(
     claim = w.on_bond("alice", w.bond("alice", judge="other-judge"), judge="other-judge")
     before = w.files()
     r = agentd(*install_args(w, "--attestation", claim, "--verifier", "alice", "--bonded", "--adjudicator", "judge"))
-    judge = w.wallets["other-judge"].id[:12]
-    assert f"under adjudicator {judge}, not one you named" in r.out.splitlines()[0]
+    assert f"under adjudicator {w.named('other-judge')}, not one you named" in r.out.splitlines()[0]
     refused(r, w, before, "attestations", "no attestation that counts by verifier")
 
 
