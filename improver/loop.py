@@ -118,6 +118,7 @@ class Loop:
         self.round = 0
         self.follows: str | None = self.lineage.last_claim()
         self._sealed_current: tuple[str, TrialResult] | None = None
+        self.challenged: dict[str, Any] | None = None  # what the variants showed of the change being judged
         self.stopped: Stop | None = None  # why the last run stopped early, if it did
         if self.publish and not self.seal.state().claim:
             raise Stop(f"seal {self.seal.id} is not on the ledger, so a kept change could not name it; run without --wallet")
@@ -260,10 +261,10 @@ class Loop:
                          label, change, parent, choose=comparison_json(screen), lost=list(said.lost),
                          contested=list(said.contested), errored=errored)  # fmt: skip
             return
-        challenged = await self._challenge(change, label, parent, archived, current, screen) if self.challenge else None
-        if challenged is not None and challenged.get("shortcut"):
+        self.challenged = await self._challenge(change, label, parent, archived, current, screen) if self.challenge else None
+        if self.challenged is not None and self.challenged.get("shortcut"):
             return
-        await self._confirm(change, label, parent, said, _rate(archived.tallies) - _rate(current.tallies), errored, challenged)
+        await self._confirm(change, label, parent, said, _rate(archived.tallies) - _rate(current.tallies), errored)
 
     async def _challenge(
         self, change: Variant, label: str, parent: Archived, archived: Archived, current: Archived, screen: Comparison
@@ -357,9 +358,8 @@ class Loop:
             raise Stop(f"seal {self.seal.id}'s reusable holdout may disagree no more: seal fresh tasks")
 
     async def _confirm(
-        self, change: Variant, label: str, parent: Archived, screened: Decision, gain_choose: float, errored_choose: int,
-        challenged: dict[str, Any] | None = None,
-    ) -> None:  # fmt: skip
+        self, change: Variant, label: str, parent: Archived, screened: Decision, gain_choose: float, errored_choose: int
+    ) -> None:
         screen = screened.comparison
         assert screen is not None
         self._seal_has_room()
@@ -414,7 +414,7 @@ class Loop:
                 contested=list(said.contested), confirmation=confirmation.number, confirmations=confirmation.of, errored=errored,
             )  # fmt: skip
             return
-        self._keep(change, label, parent, said, screen, confirmation.number, errored, challenged)
+        self._keep(change, label, parent, said, screen, confirmation.number, errored)
 
     def _keep(
         self,
@@ -425,7 +425,6 @@ class Loop:
         screen: Comparison,
         number: int,
         errored: dict[str, int],
-        challenged: dict[str, Any] | None = None,
     ) -> None:
         sealed = said.comparison
         assert sealed is not None
@@ -448,7 +447,7 @@ class Loop:
             "test": sealed.test,
             "errored": errored,
             **({"practice": self.practice.digest} if self.practice else {}),
-            **({"challenge": challenged} if challenged else {}),
+            **({"challenge": self.challenged} if self.challenged else {}),
         }
         claim, pulse = self.publish(KIND, body) if self.publish else (None, None)
         kept = self._archived(change)
