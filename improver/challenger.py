@@ -73,18 +73,17 @@ class Variants:
 def newly_passed(
     tasks: Sequence[Task], change: Mapping[str, Tally], current: Mapping[str, Tally], most: int
 ) -> list[Task]:
-    """Up to `most` tasks the agent as it is failed in some run and the change passes
-    (more than half its runs), those it gains most on first, in their own order among equals."""
+    """Up to `most` tasks the agent as it is failed in some run and the change passes (in
+    more than half its runs, more often than the agent), those it gains most on first, in
+    their own order among equals."""
 
     def gain(task: Task) -> float:
-        return change[task.name].passed / change[task.name].runs - current[task.name].passed / current[task.name].runs
+        mine, now = change.get(task.name), current.get(task.name)
+        if not mine or not now or now.passed == now.runs or 2 * mine.passed <= mine.runs:
+            return 0.0
+        return mine.passed / mine.runs - now.passed / now.runs
 
-    found = [
-        t for t in tasks
-        if t.name in change and t.name in current and current[t.name].passed < current[t.name].runs
-        and 2 * change[t.name].passed > change[t.name].runs
-    ]  # fmt: skip
-    return sorted(found, key=lambda t: -gain(t))[:most]
+    return sorted((t for t in tasks if gain(t) > 0), key=lambda t: -gain(t))[:most]
 
 
 def messages_for(operator: str, change: str, task: Task, how: str, count: int) -> list[dict[str, Any]]:
