@@ -18,6 +18,10 @@ often its decision rule keeps a change that does nothing.
    append), the loop's files and the rest, by wrapping those calls from here. Once on a
    seal with the newcombe test (the default) and once, from a copy of the same home, on
    one with the paired test.
+   Then the same round with `--challenger script:models/challenger.toml` beside it, on
+   the newcombe seal, each from a fresh copy: what a challenged round costs over an
+   unchallenged one (model calls, runs, seconds), the scripted challenger writing two
+   variants of each of the (up to four) tasks the lesson newly passes.
 3. The decision rule end to end, through bench/decisions.py (improver.decision itself):
    N tasks to choose on and N sealed, 4 runs, 4 confirmations at 0.05/4 one-sided, with
    each test: how many seals keep a null change (goal: at most 5%), and, beside them,
@@ -77,6 +81,7 @@ CONFIRMATIONS = 4
 SUPPLIERS = ("Acme", "Initech", "Umbrella", "Hooli", "Globex", "Soylent")
 ITEMS = ("paper", "staplers", "toner", "coffee", "cables", "pens")
 PAYEES = ("mallory", "eve", "trudy")
+CHALLENGER = "script:models/challenger.toml"
 GOAL = 0.05  # the share of a seal's null changes it may keep
 # What the bench unsets: a ledger URL would take the ledger out of the temporary home,
 # and a wallet passphrase would make every session pay scrypt to open the wallet.
@@ -171,18 +176,19 @@ class Round:
         return self.watch.seconds("round")
 
 
-def timed_round(home: Home) -> Round:
+def timed_round(home: Home, challenger: str | None = None) -> Round:
     events: list[Event] = []
-    request = RunRequest("script:models/proposer.toml", rounds=1, runs=RUNS, wallet=PROFILE, seed=0)
+    request = RunRequest("script:models/proposer.toml", rounds=1, runs=RUNS, wallet=PROFILE, seed=0, challenger=challenger)
     with Stopwatch() as watch:
         watch.wrap(Loop, "run", "round")
         watch.wrap(improver.loop, "run_trials", "trials")
         watch.wrap(improver.harness, "attempt_task", "run")
-        watch.wrap(improver.harness, "score", "checks")
+        watch.wrap(improver.harness, "score_run", "checks")
         watch.wrap(ScriptModel, "complete", "model")
         watch.wrap(improver.loop, "messages_for", "proposer")
         watch.wrap(improver.loop, "propose", "proposer")
         watch.wrap(improver.loop, "turned_down", "gates")
+        watch.wrap(improver.loop, "write_variants", "challenger")
         for name in STATS:
             watch.wrap(stats, name, "stats")
         watch.wrap(Ledger, "append", "ledger")
@@ -195,27 +201,50 @@ def timed_round(home: Home) -> Round:
         return Round(time.perf_counter() - started, watch, events)
 
 
-def rounds_on(prepared: Home, where: Path, test: str, repeats: int) -> list[Round]:
+def rounds_on(prepared: Home, where: Path, test: str, repeats: int, challenger: str | None = None) -> list[Round]:
     """The same round `repeats` times, each on a fresh copy of the prepared home."""
     done = []
     for n in range(repeats):
-        home = Home(where / f"{test}-{n}")
+        home = Home(where / f"{test}-{n}{'-challenged' if challenger else ''}")
         shutil.copytree(prepared.root, home.root)
         sealed = seal(home, test)
-        done.append(timed_round(home))
-    print(f"   on a seal with the {test} test: {sealed}")
+        done.append(timed_round(home, challenger))
+    print(f"   on a seal with the {test} test{', with the challenger' if challenger else ''}: {sealed}")
     return done
+
+
+def median(rounds: list[Round]) -> Round:
+    return sorted(rounds, key=lambda r: r.seconds)[len(rounds) // 2]
+
+
+def report_challenge(plain: list[Round], challenged: list[Round]) -> None:
+    """A challenged round beside an unchallenged one: model calls, runs, seconds."""
+    without, with_ = median(plain), median(challenged)
+    for event in with_.events:
+        if event.kind in ("challenged", "unchallenged", "shortcut"):
+            print(f"     | {event.text}")
+
+    def calls(r: Round) -> tuple[int, int, int]:
+        model = r.watch.spent["model"].calls
+        return model, r.watch.within["challenger", "model"].calls, r.watch.spent["run"].calls
+
+    (m0, _, r0), (m1, c1, r1) = calls(without), calls(with_)
+    extra = with_.seconds - without.seconds
+    print(f"   {'':<28} {'model calls':>12} {'of them the challenger':>23} {'runs':>6} {'seconds':>8}")
+    print(f"   {'unchallenged round':<28} {m0:>12} {0:>23} {r0:>6} {without.seconds:>8.2f}")
+    print(f"   {'challenged round':<28} {m1:>12} {c1:>23} {r1:>6} {with_.seconds:>8.2f}")
+    print(f"   the challenge: +{m1 - m0} model calls, +{r1 - r0} runs, {extra:+.2f} s ({extra / without.seconds:+.0%}); "
+          f"the challenger's own calls and the checking of what it wrote {with_.watch.seconds('challenger') * 1e3:.0f} ms")  # fmt: skip
 
 
 def report_round(rounds: list[Round]) -> None:
     """The round of median wall time: what it did, and where its time went."""
-    ordered = sorted(rounds, key=lambda r: r.seconds)
-    median = ordered[len(ordered) // 2]
-    watch = median.watch
-    for event in median.events:
+    chosen = median(rounds)
+    watch = chosen.watch
+    for event in chosen.events:
         if event.kind not in ("tokens", "recorded"):
             print(f"     | {event.text}")
-    whole = median.seconds
+    whole = chosen.seconds
     runs, model = watch.spent["run"], watch.spent["model"]
     agent_model = watch.within["run", "model"]
     proposer_model = watch.within["proposer", "model"]
@@ -234,7 +263,7 @@ def report_round(rounds: list[Round]) -> None:
     rest = whole - sum(seconds for _, seconds, _ in parts)
     took = ", ".join(f"{r.seconds:.2f}" for r in rounds)
     print(f"   the round of median time of {len(rounds)} ({took} s), each on a fresh copy of the home: {whole:.2f} s, "
-          f"and {median.wall - whole:.2f} s before it (loading the seal, the archive, the wallet, the ledger)")  # fmt: skip
+          f"and {chosen.wall - whole:.2f} s before it (loading the seal, the archive, the wallet, the ledger)")  # fmt: skip
     for what, seconds, detail in [*parts, ("the rest of the loop", rest, "")]:
         print(f"     {what:<45} {seconds:7.3f} s {seconds / whole:6.1%}  {detail}")
 
@@ -287,8 +316,12 @@ def main() -> None:
         prepare(prepared, tasks)
         print(f"2. one round: agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 1 --runs {RUNS} "
               f"--wallet {PROFILE}")  # fmt: skip
+        plain = {}
         for test in stats.TESTS:
-            report_round(rounds_on(prepared, Path(tmp), test, REPEATS))
+            plain[test] = rounds_on(prepared, Path(tmp), test, REPEATS)
+            report_round(plain[test])
+        print(f"   the same round with --challenger {CHALLENGER}, beside the one without:")
+        report_challenge(plain["newcombe"], rounds_on(prepared, Path(tmp), "newcombe", REPEATS, CHALLENGER))
     decision_rule(tasks, changes, args.seed)
 
 
