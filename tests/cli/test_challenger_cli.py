@@ -75,6 +75,12 @@ def test_the_shortcut_is_caught_with_no_confirmation_spent_and_the_lesson_kept_w
     r = agentd("lineage", PROFILE, "--check")
     assert r.code == 0, r.err
     assert "; 12/12 against 0/12 on 6 variants the challenger wrote; claim" in r.out
+    # What the variants showed is held to the claim like the rest of the step.
+    rows = [json.loads(row) for row in lines.path.read_text().splitlines()]
+    rows[-1]["challenge"]["variants"] = 7
+    lines.path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    r = agentd("lineage", PROFILE, "--check")
+    assert r.code == 3 and "the line does not match its claim (challenge differ)" in r.err
 
 
 def test_without_a_challenger_the_shortcut_is_kept_on_a_confirmation(agentd, home: Home) -> None:
