@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import shutil
@@ -204,8 +205,8 @@ def timed_round(home: Home, challenger: str | None = None) -> Round:
 def rounds_on(prepared: Home, where: Path, test: str, repeats: int, challenger: str | None = None) -> list[Round]:
     """The same round `repeats` times, each on a fresh copy of the prepared home."""
     done = []
-    for n in range(repeats):
-        home = Home(where / f"{test}-{n}{'-challenged' if challenger else ''}")
+    for _ in range(repeats):
+        home = Home(next(where / f"{test}-{i}" for i in itertools.count() if not (where / f"{test}-{i}").exists()))
         shutil.copytree(prepared.root, home.root)
         sealed = seal(home, test)
         done.append(timed_round(home, challenger))
@@ -224,17 +225,20 @@ def report_challenge(plain: list[Round], challenged: list[Round]) -> None:
         if event.kind in ("challenged", "unchallenged", "shortcut"):
             print(f"     | {event.text}")
 
-    def calls(r: Round) -> tuple[int, int, int]:
-        model = r.watch.spent["model"].calls
-        return model, r.watch.within["challenger", "model"].calls, r.watch.spent["run"].calls
+    def counts(r: Round) -> tuple[int, int, int, int]:
+        """Model calls, the challenger's among them, agent runs, and replays checking what it wrote."""
+        replays = r.watch.within["challenger", "run"].calls
+        return r.watch.spent["model"].calls, r.watch.within["challenger", "model"].calls, r.watch.spent["run"].calls - replays, replays
 
-    (m0, _, r0), (m1, c1, r1) = calls(without), calls(with_)
+    (m0, _, r0, _), (m1, c1, r1, v1) = counts(without), counts(with_)
     extra = with_.seconds - without.seconds
-    print(f"   {'':<28} {'model calls':>12} {'of them the challenger':>23} {'runs':>6} {'seconds':>8}")
-    print(f"   {'unchallenged round':<28} {m0:>12} {0:>23} {r0:>6} {without.seconds:>8.2f}")
-    print(f"   {'challenged round':<28} {m1:>12} {c1:>23} {r1:>6} {with_.seconds:>8.2f}")
-    print(f"   the challenge: +{m1 - m0} model calls, +{r1 - r0} runs, {extra:+.2f} s ({extra / without.seconds:+.0%}); "
-          f"the challenger's own calls and the checking of what it wrote {with_.watch.seconds('challenger') * 1e3:.0f} ms")  # fmt: skip
+    took = [", ".join(f"{r.seconds:.2f}" for r in rounds) for rounds in (plain, challenged)]
+    print(f"   {'':<20} {'model calls':>12} {'the challenger':>15} {'agent runs':>11} {'replays':>8} {'seconds (median)':>17}")
+    print(f"   {'unchallenged round':<20} {m0:>12} {0:>15} {r0:>11} {0:>8} {without.seconds:>17.2f}   of {took[0]} s")
+    print(f"   {'challenged round':<20} {m1:>12} {c1:>15} {r1:>11} {v1:>8} {with_.seconds:>17.2f}   of {took[1]} s")
+    print(f"   the challenge: +{m1 - m0} model calls, +{r1 - r0} agent runs and {v1} replays, {extra:+.2f} s "
+          f"({extra / without.seconds:+.0%}); the challenger's calls and the checking of what it wrote "
+          f"{with_.watch.seconds('challenger') * 1e3:.0f} ms of it")  # fmt: skip
 
 
 def report_round(rounds: list[Round]) -> None:
@@ -320,8 +324,10 @@ def main() -> None:
         for test in stats.TESTS:
             plain[test] = rounds_on(prepared, Path(tmp), test, REPEATS)
             report_round(plain[test])
-        print(f"   the same round with --challenger {CHALLENGER}, beside the one without:")
-        report_challenge(plain["newcombe"], rounds_on(prepared, Path(tmp), "newcombe", REPEATS, CHALLENGER))
+        print(f"   the same round with --challenger {CHALLENGER}, beside the one without, taken in turns:")
+        pairs = [(rounds_on(prepared, Path(tmp), "newcombe", 1), rounds_on(prepared, Path(tmp), "newcombe", 1, CHALLENGER))
+                 for _ in range(REPEATS)]  # fmt: skip
+        report_challenge([r for without, _ in pairs for r in without], [r for _, with_ in pairs for r in with_])
     decision_rule(tasks, changes, args.seed)
 
 
