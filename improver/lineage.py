@@ -3,8 +3,8 @@
 `routes/PROFILE-lineage.jsonl` holds a line for every change tried, turned down, not
 judged or kept, and for a loop that stopped. A kept change published with a wallet is
 also an `agent.improvement/v1` claim holding the change, the agent before and after,
-the counts on both sets, the intervals and the level, naming its seal and the kept
-change it follows; a kept change to code is an `agent.release/v1` claim holding the
+the counts on both sets, the intervals and the level (and with a challenger, what its
+variants showed), naming its seal and the kept change it follows; a kept change to code is an `agent.release/v1` claim holding the
 same and its release (improver/release.py). `check` holds each kept line to its claim,
 each release to its patch and record, and each claim to a seal issued before it whose
 tasks here still hash to what it published.
@@ -32,7 +32,7 @@ KINDS = (KIND, RELEASE_KIND)  # a kept line's claim: a kept lesson, or a release
 # The fields of a kept line that its claim must hold, exactly.
 CLAIMED = (
     "profile", "step", "seal", "seal_claim", "follows", "change", "before", "after",
-    "choose", "sealed", "confirmation", "confirmations", "level", "test", "errored", "practice",
+    "choose", "sealed", "confirmation", "confirmations", "level", "test", "errored", "practice", "challenge",
 )  # fmt: skip
 
 
@@ -119,8 +119,18 @@ def summary(line: dict[str, Any]) -> str:
         f"{line['at']} step {line['step']}: {line['change']} — "
         f"{choose['change'][0]}/{choose['change'][1]} up from {choose['current'][0]}/{choose['current'][1]} on the tasks to choose on, "
         f"{sealed['change'][0]}/{sealed['change'][1]} up from {sealed['current'][0]}/{sealed['current'][1]} on sealed tasks "
-        f"(confirmation {line['confirmation']} of {line['confirmations']}){claim}"
+        f"(confirmation {line['confirmation']} of {line['confirmations']}){_challenged(line.get('challenge'))}{claim}"
     )
+
+
+def _challenged(challenge: Any) -> str:
+    """What a kept step's challenge showed, as `agentd lineage` lists it."""
+    if not isinstance(challenge, dict):
+        return ""
+    if not challenge.get("variants"):
+        return f"; unchallenged: {challenge.get('unchallenged')}"
+    change, current = challenge["change"], challenge["current"]
+    return f"; {change[0]}/{change[1]} against {current[0]}/{current[1]} on {challenge['variants']} variants the challenger wrote"
 
 
 @dataclass
