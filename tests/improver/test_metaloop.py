@@ -1,0 +1,95 @@
+"""The improver loop's bookkeeping, with each improver graded by a stand-in: what it keeps,
+what it says when a kept improver proposes the next change kept, and confirmations
+spent on the held-out problems across runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from improver.lineage import Lineage
+from improver.metaloop import TOOL_NAME, Graded, MetaLoop, Problem
+from improver.protocol import Completion, TokenUsage
+from improver.settings import Settings
+from improver.stats import Tally
+from improver.tasks import TaskSet
+from improver.variant import Variant
+from tests.improver.taskkit import paid_task
+
+RULE = " Rule."
+
+
+class AddsARule:
+    """A proposer that adds one sentence to the instructions it is given, every time."""
+
+    name = "test:adds-a-rule"
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        arguments = json.dumps({"instructions": messages[0]["content"] + RULE})
+        call = {"id": "c1", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
+        return Completion({"role": "assistant", "content": None, "tool_calls": [call]}, TokenUsage(1, 1), self.name)
+
+
+class GradedByRules(MetaLoop):
+    """The agent passes four more held tasks (in every run) for each rule the improver's
+    instructions hold, on the problems named in `helps`, and none on the others."""
+
+    helps: tuple[str, ...] = ("p0", "p1", "p2")
+
+    async def _grade(self, improver: Settings, problem: Problem) -> Graded:
+        rules = improver.instructions.count(RULE) if problem.name in self.helps else 0
+        tasks = problem.held.tasks
+        after = {t.name: Tally(4 if i < 4 * rules else 0, 4) for i, t in enumerate(tasks)}
+        return Graded(problem, {t.name: Tally(0, 4) for t in tasks}, after, Variant("op", "", ("m",)), {}, 0)
+
+
+def problem(name: str) -> Problem:
+    def tasks(part: str, n: int) -> TaskSet:
+        return TaskSet("invoices", "op", tuple(paid_task(f"{name}-{part}-{i}") for i in range(n)), validated=True)
+
+    return Problem(name, tasks("train", 2), tasks("held", 16))
+
+
+def metaloop(lineage: Path, events: list[str], helps: tuple[str, ...] = ("p0", "p1", "p2")) -> GradedByRules:
+    loop = GradedByRules(
+        profile="invoices", improver=Settings(), agent_variant=Variant("op", "", ("m",)), allowed_models=["m"],
+        agent=None, models=None, proposer=AddsARule(), problems=[problem("p0"), problem("p1")],  # type: ignore[arg-type]
+        held_out=[problem("p2")], lineage=Lineage(lineage), on_event=lambda e: events.append(e.text),
+    )  # fmt: skip
+    loop.helps = helps
+    return loop
+
+
+def test_a_kept_improver_that_proposes_the_next_change_kept_is_named(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    asyncio.run(loop.run(2))
+    kept = [e for e in events if e.startswith("kept ")]
+    assert len(kept) == 2 and loop.stopped is None
+    first, second = (k.rsplit(" ", 1)[1] for k in kept)
+    assert f"the improver step {first} kept went on to propose the change step {second} kept" in events
+    assert loop.improver.instructions == Settings().instructions + RULE + RULE
+    lines = [json.loads(line) for line in (tmp_path / "improvers.jsonl").read_text().splitlines()]
+    assert [line["confirmation"] for line in lines if line["decision"] == "kept"] == [1, 2]
+    assert lines[-1]["proposed_by_step"] == first
+
+
+def test_a_change_better_only_on_the_problems_given_spends_a_confirmation_and_is_not_kept(tmp_path: Path) -> None:
+    events: list[str] = []
+    asyncio.run(metaloop(tmp_path / "improvers.jsonl", events, helps=("p0", "p1")).run(1))
+    assert any(e.startswith("tried its instructions, adding") and "(confirmation 1 of 4 spent)" in e for e in events)
+    assert not any(e.startswith("kept ") for e in events)
+    again: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", again, helps=("p0", "p1"))
+    asyncio.run(loop.run(1))
+    assert "turned down: its instructions, adding \"Rule.\": tried already" in again
+
+
+def test_spent_confirmations_stop_the_run(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    loop.confirmations = 1
+    asyncio.run(loop.run(2))
+    assert loop.stopped is not None and "spent their 1 confirmations" in str(loop.stopped)
