@@ -146,8 +146,7 @@ class Graded:
     before: dict[str, Tally]
     after: dict[str, Tally]
     kept: Variant  # what the loop kept: the agent as changed, or as it was
-    wrong: dict[str, list[str]]
-    errored: int
+    wrong: dict[str, list[str]]  # per held task failed: what went wrong
 
 
 @dataclass(frozen=True)
@@ -155,7 +154,7 @@ class Proposed:
     """One propose_improver call: the improver it makes, or why it makes none."""
 
     improver: Settings | None
-    problem: str = ""
+    why: str = ""  # why it makes none
 
 
 def improver_messages(improver: Settings, graded: Sequence[Graded], tried: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -296,7 +295,7 @@ class MetaLoop:
     async def _consider(self, proposal: Proposed, proposer: Settings) -> None:
         change = proposal.improver
         if change is None:
-            self._decide("turned down", f"turned down: a proposal: {proposal.problem}", "a proposal", None, reason=proposal.problem)
+            self._decide("turned down", f"turned down: a proposal: {proposal.why}", "a proposal", None, reason=proposal.why)
             return
         label = describe_change(change, proposer)
         why = "tried already" if change.id in self.tried else ("it is the improver as it is" if change == proposer else "")
@@ -433,7 +432,7 @@ class MetaLoop:
         if problem.digest not in self._before:
             self._before[problem.digest] = _tallies(await self._trial(self.agent_variant, problem.held.tasks, self.runs))
         result = await self._trial(kept, problem.held.tasks, self.runs)
-        return Graded(problem, self._before[problem.digest], _tallies(result), kept, _wrong(result), result.errored)
+        return Graded(problem, self._before[problem.digest], _tallies(result), kept, _wrong(result))
 
     async def _decided(self, rule: Rule, change: Settings, mine: list[Graded], current: list[Graded]) -> Decision:
         """The decision on one part, over every problem's held tasks, with fresh runs of what

@@ -159,3 +159,12 @@ def test_an_unknown_profile_is_refused_with_exit_2(agentd, home: Home, given) ->
     r = agentd("improve", "improver", "nobody", "--proposer", PROPOSER, "--problem", given["p0"], "--held-out-problem", given["p2"])
     assert r.code == 2 and r.err.count("\n") == 1 and "no profile named 'nobody'" in r.err
     assert not home.routes.improvers("nobody").exists()
+
+
+def test_json_streams_each_event_with_its_data(agentd, home: Home, given) -> None:
+    r = improve(agentd, given, "--json", "--wallet", PROFILE)
+    assert r.code == 0, r.err
+    events = [json.loads(line) for line in r.out.splitlines()]
+    kept = next(e for e in events if e["event"] == "kept")
+    assert kept["choose"]["change"] == [32, 32] and kept["held"]["current"] == [8, 16] and kept["confirmation"] == 1
+    assert next(e for e in events if e["event"] == "published")["claim"] == kept["claim"]

@@ -42,7 +42,7 @@ class GradedByRules(MetaLoop):
         rules = improver.instructions.count(RULE) if problem.name in self.helps else 0
         tasks = problem.held.tasks
         after = {t.name: Tally(4 if i < 4 * rules else 0, 4) for i, t in enumerate(tasks)}
-        return Graded(problem, {t.name: Tally(0, 4) for t in tasks}, after, Variant("op", "", ("m",)), {}, 0)
+        return Graded(problem, {t.name: Tally(0, 4) for t in tasks}, after, Variant("op", "", ("m",)), {})
 
 
 def problem(name: str) -> Problem:
@@ -93,3 +93,25 @@ def test_spent_confirmations_stop_the_run(tmp_path: Path) -> None:
     loop.confirmations = 1
     asyncio.run(loop.run(2))
     assert loop.stopped is not None and "spent their 1 confirmations" in str(loop.stopped)
+
+
+class ProposesWhatIsNotItsToChange:
+    name = "test:overreaches"
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        calls = [
+            {"id": f"c{i}", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
+            for i, arguments in enumerate(['{"max_lessons": 9000}', '{"failed_shown": 0}', "not json"], 1)
+        ]
+        return Completion({"role": "assistant", "content": None, "tool_calls": calls}, TokenUsage(1, 1), self.name)
+
+
+def test_a_proposal_that_makes_no_improver_is_turned_down_saying_why(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    loop.proposer = ProposesWhatIsNotItsToChange()
+    asyncio.run(loop.run(1))
+    assert "round 1: the improver {} proposed 3 changes to itself".format(Settings().id) in events
+    assert any(e.startswith("turned down: a proposal: 'max_lessons' is not the improver's to change") for e in events)
+    assert "turned down: a proposal: failed_shown must be a whole number of at least 1" in events
+    assert "turned down: a proposal: its arguments are not valid JSON" in events
