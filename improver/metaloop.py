@@ -234,6 +234,7 @@ class MetaLoop:
     halted: Callable[[], str | None] = lambda: None
     seed: int | None = None
     on_event: Callable[[Event], None] = lambda event: None
+    progress: Callable[[str], None] | None = None  # each grading loop's lines, as it goes
 
     def __post_init__(self) -> None:
         check_problems(self.problems, self.held_out)
@@ -422,7 +423,7 @@ class MetaLoop:
                 agent=self.agent, models=self.models, proposer=self.proposer, settings=improver,
                 archive=Archive.load(routes.archive(self.profile, seal.terms.train_digest), seal.terms.train_digest),
                 lineage=Lineage(routes.lineage(self.profile)), runs=self.runs, limits=self.limits,
-                concurrency=self.concurrency, halted=self.halted, rng=self.rng,
+                concurrency=self.concurrency, halted=self.halted, rng=self.rng, on_event=self._grading(improver, problem),
             )  # fmt: skip
             await loop.run(self.loop_rounds)
             self.used = self.used + loop.used
@@ -433,6 +434,17 @@ class MetaLoop:
             self._before[problem.digest] = _tallies(await self._trial(self.agent_variant, problem.held.tasks, self.runs))
         result = await self._trial(kept, problem.held.tasks, self.runs)
         return Graded(problem, self._before[problem.digest], _tallies(result), kept, _wrong(result))
+
+    def _grading(self, improver: Settings, problem: Problem) -> Callable[[Event], None]:
+        report = self.progress
+        if report is None:
+            return lambda event: None
+
+        def say(event: Event) -> None:
+            if event.kind not in ("tokens", "recorded"):  # counted in the run's own; its scratch folder goes
+                report(f"grading the improver {improver.id} on {problem.name}: {event.text}")
+
+        return say
 
     async def _decided(self, rule: Rule, change: Settings, mine: list[Graded], current: list[Graded]) -> Decision:
         """The decision on one part, over every problem's held tasks, with fresh runs of what

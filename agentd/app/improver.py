@@ -73,10 +73,16 @@ def improver_of(home: Home, name: str) -> tuple[Settings, Path]:
 
 
 def improve_improver(
-    home: Home, name: str, request: ImproverRequest, on_event: Callable[[Event], None], proposer: Model | None = None
+    home: Home,
+    name: str,
+    request: ImproverRequest,
+    on_event: Callable[[Event], None],
+    proposer: Model | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Stop | None:
     """Runs the improver's rounds on the problems; returns why it stopped early, if it did.
-    `proposer` stands in for the model the request names."""
+    `proposer` stands in for the model the request names; `progress` hears the lines of
+    each loop that grades an improver."""
     profile = profile_here(home, name)
     if min(request.runs, request.rounds, request.loop_rounds, request.confirmations) < 1:
         raise WrongValue("--runs, --rounds, --loop-rounds and --confirmations must be at least 1")
@@ -121,6 +127,7 @@ def improve_improver(
             halted=lambda: killswitch.halted(home),
             seed=request.seed,
             on_event=on_event,
+            progress=progress,
         )
         asyncio.run(loop.run(request.rounds))
         return loop.stopped

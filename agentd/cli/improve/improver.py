@@ -3,10 +3,21 @@ problems, or shown as it is (`--show`)."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from agentd.app.improver import ImproverRequest, improve_improver, improver_of
-from agentd.cli.options import EXIT_ERROR, EXIT_INTERRUPTED, App, emit_json, emit_json_line, json_option, pass_app
+from agentd.cli.options import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    App,
+    emit_json,
+    emit_json_line,
+    json_option,
+    pass_app,
+    progress,
+)
 from agentd.errors import WrongValue
 from improver import Event, Interrupted
 
@@ -55,7 +66,7 @@ def improver(
             click.echo(event.text)
 
     request = ImproverRequest(proposer, problems, held_out, runs, rounds, loop_rounds, confirmations, apply, wallet, seed)
-    stopped = improve_improver(app.home, profile, request, say)
+    stopped = improve_improver(app.home, profile, request, say, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
 
