@@ -460,9 +460,11 @@ class MetaLoop:
                 return said
             for key, runs in said.more.items():
                 graded, task = tasks[key]
-                tally = _tallies(await self._trial(graded.kept, [task], runs)).get(task.name, Tally(0, 0))
-                old = fresh.get(key, Tally(0, 0))
-                fresh[key] = Tally(old.passed + tally.passed, old.runs + tally.runs)
+                tally = _tallies(await self._trial(graded.kept, [task], runs)).get(task.name)
+                if tally is None:  # every fresh run errored: settled below if it keeps on
+                    continue
+                old = fresh.get(key)
+                fresh[key] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
             said = decision.decide(rule, Evidence(ours, theirs, fresh), names)
         return decision.settle(said)
 

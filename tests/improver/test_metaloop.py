@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from improver.protocol import Completion, TokenUsage
 from improver.settings import Settings
 from improver.stats import Tally
 from improver.tasks import TaskSet
+from improver.trials import TaskTally, TrialResult
 from improver.variant import Variant
 from tests.improver.taskkit import paid_task
 
@@ -115,3 +117,30 @@ def test_a_proposal_that_makes_no_improver_is_turned_down_saying_why(tmp_path: P
     assert any(e.startswith("turned down: a proposal: 'max_lessons' is not the improver's to change") for e in events)
     assert "turned down: a proposal: failed_shown must be a whole number of at least 1" in events
     assert "turned down: a proposal: its arguments are not valid JSON" in events
+
+
+class Contested(GradedByRules):
+    """The improver as it is leaves the agent passing the last held task; a changed one
+    leaves it failing that task in its first runs, which fresh runs then pass."""
+
+    asked: list[tuple[str, int]]
+
+    async def _grade(self, improver: Settings, problem: Problem) -> Graded:
+        graded = await super()._grade(improver, problem)
+        last = problem.held.tasks[-1].name
+        graded.after[last] = Tally(0 if improver.instructions.count(RULE) else 4, 4)
+        return graded
+
+    async def _trial(self, variant: Variant, tasks: Any, runs: int) -> TrialResult:
+        self.asked += [(t.name, runs) for t in tasks]
+        return TrialResult(variant, runs, [], {t.name: TaskTally(passed=runs) for t in tasks})
+
+
+def test_a_task_the_change_seems_to_lose_gets_fresh_runs_before_it_is_judged(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    contested = Contested(**{f.name: getattr(loop, f.name) for f in fields(MetaLoop)})
+    contested.asked = []
+    asyncio.run(contested.run(1))
+    assert ("p0-held-15", 4) in contested.asked and ("p1-held-15", 4) in contested.asked and ("p2-held-15", 4) in contested.asked
+    assert any(e.startswith("kept ") for e in events)
