@@ -141,13 +141,15 @@ def _improver(state: State, entry: Entry) -> None:
     _require(body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}")
     for part in ("choose", "held"):
         _require(isinstance(body[part], dict), f"{part} must hold the comparison")
-    spent: dict[str, int] = state.ns("improver_confirmations")
+    spent: dict[str, list[int]] = state.ns("improver_confirmations")  # [spent, allowed]
     key = f"{body['profile']}/{body['held_out_digest']}"
-    _require(n > spent.get(key, 0), f"confirmation {n} of those held-out problems was already claimed")
+    before_n, allowed = spent.get(key, [0, k])
+    _require(k == allowed, f"those held-out problems allow {allowed} confirmations, as first claimed, not {k}")
+    _require(n > before_n, f"confirmation {n} of those held-out problems was already claimed")
     improvers: dict[str, Any] = state.ns("improvers")
     follows = body.get("follows")
     _require(follows is None or (isinstance(follows, str) and follows in improvers), "follows must name an earlier improver claim, or be null")
-    spent[key] = n
+    spent[key] = [n, k]
     improvers[entry.claim_id] = {"pulse": entry.pulse, "profile": body["profile"]}
 
 

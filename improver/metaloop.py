@@ -249,6 +249,12 @@ class MetaLoop:
         lines = [line for _, line in self.lineage.lines()]
         self.tried = {line["improver"] for line in lines if line.get("improver")}
         self.history = [(line["change"], line["went"]) for line in lines if line.get("went")]
+        allowed = {line["confirmations"] for line in lines if line.get("held_out_digest") == self.held}
+        if allowed - {self.confirmations}:
+            raise ImproverError(
+                f"these held-out problems were given with --confirmations {allowed.pop()} before: their level is fixed "
+                "by it, so give the same, or fresh held-out problems"
+            )
         self.follows = next((line["claim"] for line in reversed(lines) if line["decision"] == "kept" and line.get("claim")), None)
 
     async def run(self, rounds: int) -> None:

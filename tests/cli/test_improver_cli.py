@@ -168,3 +168,9 @@ def test_json_streams_each_event_with_its_data(agentd, home: Home, given) -> Non
     kept = next(e for e in events if e["event"] == "kept")
     assert kept["choose"]["change"] == [32, 32] and kept["held"]["current"] == [8, 16] and kept["confirmation"] == 1
     assert next(e for e in events if e["event"] == "published")["claim"] == kept["claim"]
+
+
+def test_held_out_problems_keep_the_confirmations_first_given(agentd, home: Home, given) -> None:
+    assert improve(agentd, given).code == 0
+    r = improve(agentd, given, "--confirmations", "8")
+    assert r.code != 0 and "were given with --confirmations 4 before" in r.err

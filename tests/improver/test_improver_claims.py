@@ -74,3 +74,11 @@ def test_a_confirmation_of_the_held_out_problems_is_claimed_once() -> None:
 def test_a_claim_without_its_fields_is_refused() -> None:
     with pytest.raises(RuleViolation, match="an improver claim needs"):
         apply(State(size=1), {"profile": "invoices"})
+
+
+def test_the_held_out_problems_keep_the_confirmations_they_were_first_claimed_with() -> None:
+    state = State(size=1)
+    apply(state, body(1))
+    changed = body(2, confirmations=8, level=stats.confirmation_level(8))
+    with pytest.raises(RuleViolation, match="those held-out problems allow 4 confirmations, as first claimed, not 8"):
+        apply(state, changed, seq=2)
