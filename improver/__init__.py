@@ -137,6 +137,9 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "check_lineage": ("lineage", "check"),
     "summary": ("lineage", "summary"),
     "register_claims": ("claims", "register"),
+    "ATTESTATION": ("claims", "ATTESTATION"),
+    "attestation_of": ("claims", "attestation_of"),
+    "release_claim_of": ("claims", "release_claim_of"),
     # what every layer above shares
     "ImproverError": ("errors", "ImproverError"),
     "text_of": ("chat", "text_of"),
@@ -168,6 +171,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
     from improver.archive import Archive
     from improver.chat import text_of, transcript_problem
+    from improver.claims import ATTESTATION, attestation_of, release_claim_of
     from improver.claims import register as register_claims
     from improver.clock import utc_now
     from improver.code import CodeLoop, Workshop
