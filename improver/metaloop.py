@@ -312,7 +312,7 @@ class MetaLoop:
         mine = await self._grade_all(change, self.problems)
         current = await self._current(self.problems)
         rule = Rule.for_part(CHOOSE, self.test, self.confirmations, self.runs)
-        said = await self._decided(rule, change, mine, current)
+        said = await self._decided(rule, mine, current)
         if said.outcome is Outcome.NOT_JUDGED:
             self._not_judged(label, change, said)
             return
@@ -334,7 +334,7 @@ class MetaLoop:
         mine = await self._grade_all(change, self.held_out)
         current = await self._current(self.held_out)
         rule = Rule.for_part(SEALED, self.test, self.confirmations, self.runs)
-        said = await self._decided(rule, change, mine, current)
+        said = await self._decided(rule, mine, current)
         counted = {"confirmation": number, "confirmations": self.confirmations, "held_out_digest": self.held}
         if said.outcome is Outcome.NOT_JUDGED:
             self._not_judged(label, change, said, **counted)
@@ -358,7 +358,7 @@ class MetaLoop:
             "step": step,
             "follows": self.follows,
             "change": label,
-            "before": proposer.to_json(),
+            "before": self.improver.to_json(),  # what it replaces: the proposer, unless this round kept another first
             "after": change.to_json(),
             "improver": change.id,
             "problems": [p.digest for p in self.problems],
@@ -452,7 +452,7 @@ class MetaLoop:
 
         return say
 
-    async def _decided(self, rule: Rule, change: Settings, mine: list[Graded], current: list[Graded]) -> Decision:
+    async def _decided(self, rule: Rule, mine: list[Graded], current: list[Graded]) -> Decision:
         """The decision on one part, over every problem's held tasks, with fresh runs of what
         the change's loops kept on the contested tasks, batch by batch, as the loop does."""
         tasks = {f"{i}/{t.name}": (g, t) for i, g in enumerate(mine) for t in g.problem.held.tasks}
