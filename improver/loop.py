@@ -2,7 +2,9 @@
 
 Each round draws a variant to build on from the archive, has the proposer write
 changes, holds them to the gates, tries each in stages on the tasks to choose on,
-screens it against the agent as it is, confirms it on the sealed tasks at the seal's
+screens it against the agent as it is, with a challenger has it write variants of the
+tasks the change newly passes and turns the change down as a shortcut when it is not
+better on them too (improver.challenger), confirms it on the sealed tasks at the seal's
 corrected level, and keeps it only when it holds up there too, losing no task the agent
 passes. Every decision is a line in the lineage; a kept change published with a wallet
 is an `agent.improvement/v1` claim.
@@ -27,8 +29,9 @@ import numpy as np
 
 from improver import decision
 from improver.archive import Archive, Archived
+from improver.challenger import Challenge, Shown, newly_passed, write_variants
 from improver.clock import utc_now
-from improver.decision import CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
+from improver.decision import CHALLENGE, CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
@@ -43,6 +46,7 @@ from improver.stats import Comparison, Tally
 from improver.tasks import Task, TaskSet
 from improver.trials import Halted, TaskTally, TrialResult, run_trials
 from improver.variant import Variant
+from improver.writing import SealReached
 
 ROOT_LABEL = "the agent as it was"
 HISTORY_SHOWN = 30  # the most recent changes the proposer is told of
@@ -95,6 +99,7 @@ class Loop:
     on_event: Callable[[Event], None] = lambda event: None
     progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
     practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.practice)
+    challenge: Challenge | None = None  # a challenger's variants between screening and the sealed tasks
 
     def __post_init__(self) -> None:
         if self.baseline_runs is None:
@@ -113,6 +118,7 @@ class Loop:
         self.round = 0
         self.follows: str | None = self.lineage.last_claim()
         self._sealed_current: tuple[str, TrialResult] | None = None
+        self.challenged: dict[str, Any] | None = None  # what the variants showed of the change being judged
         self.stopped: Stop | None = None  # why the last run stopped early, if it did
         if self.publish and not self.seal.state().claim:
             raise Stop(f"seal {self.seal.id} is not on the ledger, so a kept change could not name it; run without --wallet")
@@ -255,7 +261,69 @@ class Loop:
                          label, change, parent, choose=comparison_json(screen), lost=list(said.lost),
                          contested=list(said.contested), errored=errored)  # fmt: skip
             return
+        self.challenged = await self._challenge(change, label, parent, archived, current, screen) if self.challenge else None
+        if self.challenged is not None and self.challenged.get("shortcut"):
+            return
         await self._confirm(change, label, parent, said, _rate(archived.tallies) - _rate(current.tallies), errored)
+
+    async def _challenge(
+        self, change: Variant, label: str, parent: Archived, archived: Archived, current: Archived, screen: Comparison
+    ) -> dict[str, Any]:
+        """The challenger's variants of the tasks the change newly passes, the agent as it
+        is and as changed run on those that hold up, and the rule's word on them. Returns
+        what they showed (for the kept step), `shortcut` set when the change was turned
+        down; a challenge that could say nothing (no task to vary, no variant held up, the
+        challenger errored, every run errored) lets the change go on, and says why."""
+        assert self.challenge is not None
+        varied = newly_passed(self.train.tasks, archived.tallies, current.tallies, self.challenge.tasks)
+        if not varied:
+            return self._unchallenged(label, "it newly passes no task to vary", [])
+        self._go()
+        shown = Shown(self.profile, self.train.operator, label, self.train.tasks, self.seal.real_tasks, self.seal.canary_in)
+
+        def how(task: Task) -> str:
+            was, now = current.tallies[task.name], archived.tallies[task.name]
+            return f"the agent passed it in {was.passed} of {was.runs} runs; with the change, in {now.passed} of {now.runs}"
+
+        try:
+            variants = await write_variants(self.challenge, shown, varied, how, self.left)
+        except SealReached as exc:
+            raise Stop(str(exc)) from None
+        self.used = self.used + variants.usage
+        wrote = {"written": variants.written, "left_out": dict(variants.left_out), "calls": variants.calls}
+        if variants.failed:
+            why = f"the challenger errored through every retry ({variants.errors[0]}), so it is not judged on variants"
+            return self._unchallenged(label, why, variants.of, **wrote)
+        if not variants.tasks:
+            why = f"no variant the challenger wrote of the {len(varied)} tasks it newly passes held up"
+            return self._unchallenged(label, why, variants.of, **wrote)
+        now = await self._trial(self.current, variants.tasks, self.runs)
+        mine = await self._trial(change, variants.tasks, self.runs)
+        said, extra = await self._decided(Rule.challenge(self.runs), change, variants.tasks, _tallies(mine), _tallies(now))
+        errored = now.errored + mine.errored + extra
+        if said.outcome is Outcome.NOT_JUDGED:
+            why = f"{errored} runs on its variants errored, leaving some without a judged run, so it is not judged on them"
+            return self._unchallenged(label, why, variants.of, **wrote)
+        c = said.comparison
+        assert c is not None
+        record = {"challenger": self.challenge.model.name, "of": variants.of, "variants": len(variants.tasks),
+                  **comparison_json(c), "errored": errored, **wrote}  # fmt: skip
+        on = f"on {len(variants.tasks)} variants the challenger wrote of the tasks it newly passes, {c.describe()}{_contests(said)}"
+        if said.outcome is Outcome.GOES_ON:
+            self._emit("challenged", f"challenged {label}: {on}{_left_out(errored)}: it goes on to the sealed tasks", **record)
+            return record
+        lost = f"; it loses variants {', '.join(said.lost)}, which the agent passes" if said.lost else ""
+        self._decide(said, f"tried {label}: {screen.describe()} on the tasks to choose on, but a shortcut: {on}{lost}"
+                     f"{_left_out(errored)}; no confirmation spent",
+                     label, change, parent, choose=comparison_json(screen), challenge=record, lost=list(said.lost),
+                     contested=list(said.contested))  # fmt: skip
+        return {**record, "shortcut": True}
+
+    def _unchallenged(self, label: str, why: str, of: list[str], **wrote: Any) -> dict[str, Any]:
+        assert self.challenge is not None
+        record = {"challenger": self.challenge.model.name, "of": of, "variants": 0, "unchallenged": why, **wrote}
+        self._emit("unchallenged", f"unchallenged {label}: {why}; it goes on to the sealed tasks", **record)
+        return record
 
     async def _decided(
         self, rule: Rule, change: Variant, tasks: Sequence[Task], mine: dict[str, Tally], current: dict[str, Tally]
@@ -379,6 +447,7 @@ class Loop:
             "test": sealed.test,
             "errored": errored,
             **({"practice": self.practice.digest} if self.practice else {}),
+            **({"challenge": self.challenged} if self.challenged else {}),
         }
         claim, pulse = self.publish(KIND, body) if self.publish else (None, None)
         kept = self._archived(change)
@@ -549,6 +618,8 @@ _LINEAGE: dict[tuple[Outcome, str], str] = {
     (Outcome.NOT_JUDGED, CHOOSE): "not judged",
     (Outcome.NOT_JUDGED, SEALED): "not judged",
     (Outcome.NOT_BETTER, CHOOSE): "tried",
+    (Outcome.NOT_BETTER, CHALLENGE): "shortcut",
+    (Outcome.LOSES_TASKS, CHALLENGE): "shortcut",
     (Outcome.LOSES_TASKS, CHOOSE): "tried",
     (Outcome.NOT_BETTER, SEALED): "not confirmed",
     (Outcome.LOSES_TASKS, SEALED): "not confirmed",
@@ -571,6 +642,8 @@ def _went(decision: str, data: dict[str, Any]) -> str:
         return "turned down before it was tried" if "holdout_gain" not in data else "better on the tasks to choose on, but not confirmed"
     if decision == "not confirmed":
         return f"better on the tasks to choose on{counts}, but not confirmed"
+    if decision == "shortcut":
+        return f"better on the tasks to choose on{counts}, but a shortcut: not better on variants of the tasks it newly passes"
     if decision == "dropped":
         return f"clearly worse after one run of each task{counts}"
     if decision == "not judged":
