@@ -140,6 +140,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "ATTESTATION_PREDICATE": ("intoto", "ATTESTATION_PREDICATE"),
     "RELEASE_PREDICATE": ("intoto", "RELEASE_PREDICATE"),
     "BadStatement": ("intoto", "BadStatement"),
+    "VerifiedStatement": ("intoto", "Verified"),
     "statement_about": ("intoto", "statement"),
     "statement_envelope": ("intoto", "envelope"),
     "verify_statement": ("intoto", "verify"),
@@ -206,6 +207,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
     from improver.intoto import ATTESTATION_PREDICATE, RELEASE_PREDICATE, BadStatement
+    from improver.intoto import Verified as VerifiedStatement
     from improver.intoto import envelope as statement_envelope
     from improver.intoto import statement as statement_about
     from improver.intoto import verify as verify_statement
