@@ -21,6 +21,7 @@ from typing import Any, Callable
 from agentd import __version__
 from agentd.app import killswitch
 from agentd.app.agent import model_factory
+from agentd.app.bonds import post_bond
 from agentd.app.ledger import open_ledger
 from agentd.app.runners import sandbox_runner
 from agentd.errors import AgentdError, WrongValue
@@ -42,7 +43,7 @@ from improver import (
     statement_about,
     statement_envelope,
 )
-from ledger import BOND_POST, Bond, Entry, Ledger, Wallet, bonds_in
+from ledger import Bond, Entry, Ledger, Wallet, bonds_in
 
 RUNS = 4
 EXPIRES_DAYS = 90
@@ -93,11 +94,11 @@ def attest(home: Home, request: AttestRequest, progress: Callable[[str], None] =
     if not finding.holds and not request.publish_failure:
         return Attested(finding, None, None, None, None, None)
     expires = _utc(datetime.now(timezone.utc) + timedelta(days=request.expires_days))
+    if adjudicator and bond is None and request.bond_cents is not None:
+        posted = post_bond(home, request.wallet, request.bond_cents, adjudicator).entry
+        bond = posted.claim_id
+        progress(f"posted bond {bond} under adjudicator {adjudicator}: Pulse {posted.pulse}")
     with open_ledger(home) as ledger:
-        if adjudicator and bond is None:
-            posted = ledger.append(signer, BOND_POST, {"cents": request.bond_cents, "adjudicator": adjudicator})
-            bond = posted.claim_id
-            progress(f"posted bond {bond} under adjudicator {adjudicator}: Pulse {posted.pulse}")
         body = finding.body(RUNNER, expires, bond, adjudicator)
         made = ledger.append(signer, ATTESTATION, body)
     if request.out:
@@ -169,9 +170,10 @@ def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: s
     state = ledger.state()
     if request.bond_cents is not None:
         held = state.balance(signer.id)
-        if request.bond_cents > held:
+        if request.bond_cents > held:  # said before the rebuild; post_bond checks it again
             raise AgentdError(
-                f"wallet {request.wallet} holds {held} cents, less than the bond of {request.bond_cents}: fund it first"
+                f"{request.wallet} holds {held / 100:.2f} USD and cannot post a bond of {request.bond_cents / 100:.2f} USD; "
+                f"fund it first (agentd wallet fund {request.wallet} USD)"
             )
         return None
     standing: list[Bond] = [

@@ -241,7 +241,7 @@ def test_bonded_attestations_need_the_attesters_open_bond_under_the_adjudicator(
     before = size(home)
     for refused in (on_bond(), on_bond("--bond", "100")):  # a bond under another, one withdrawn; too much to post
         assert refused.code == 1 and len(refused.err.strip().splitlines()) == 1 and "Traceback" not in refused.err
-    assert "holds 4500 cents, less than the bond of 10000" in refused.err and size(home) == before
+    assert "attester holds 45.00 USD and cannot post a bond of 100.00 USD" in refused.err and size(home) == before
     raw = {**attestation_body(home, rid), "bond": withdrawn.claim_id, "adjudicator": judge}
     with open_ledger(home) as ledger, pytest.raises(RuleViolation, match="was withdrawn"):
         ledger.append(attester, ATTESTATION, raw)
