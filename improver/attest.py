@@ -26,6 +26,7 @@ from improver.code import Workshop
 from improver.decision import SEALED, Outcome, Rule
 from improver.errors import ImproverError
 from improver.harness import ModelFactory
+from improver.locks import holding
 from improver.loop import _tallies, decided
 from improver.protocol import EpisodeLimits
 from improver.release import Commands, patch_digest, release_id
@@ -186,15 +187,16 @@ async def attest(
     if runs < 1:
         raise ImproverError("--runs must be at least 1")
     check_handed(release, patch, tasks)
-    workshop = Workshop(
-        source, setup.root, release.commands, setup.runner, setup.readable, setup.env, at=release.commit
-    )
-    try:
-        return await _rebuilt(release, workshop, patch, tasks, setup, runs)
-    except Halted as exc:
-        raise ImproverError(str(exc)) from None
-    finally:
-        workshop.close()
+    with holding(setup.root, timeout=0):  # one rebuild of a release at a time in its folder
+        workshop = Workshop(
+            source, setup.root, release.commands, setup.runner, setup.readable, setup.env, at=release.commit
+        )
+        try:
+            return await _rebuilt(release, workshop, patch, tasks, setup, runs)
+        except Halted as exc:
+            raise ImproverError(str(exc)) from None
+        finally:
+            workshop.close()
 
 
 async def _rebuilt(
