@@ -163,6 +163,8 @@ def _check(request: AttestRequest) -> None:
         raise WrongValue("--runs and --expires-in must be at least 1")
     if request.bond_cents is not None and not request.adjudicator:
         raise WrongValue("--bond posts a bond under an adjudicator: give --adjudicator WALLET too")
+    if request.out and not request.out.parent.is_dir():
+        raise WrongValue(f"--out {request.out}: its folder {request.out.parent} does not exist")
 
 
 def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: str) -> str | None:

@@ -162,7 +162,9 @@ def test_what_is_handed_over_is_held_to_the_ledger_before_anything_is_built(agen
     assert missing.code == 1 and "no claim 0123456789abcdef on the log" in missing.err
     unbonded = attest(**{"--bond": "10"})
     assert unbonded.code == 2 and "give --adjudicator WALLET too" in unbonded.err
-    for refused in (other_patch, other_tasks, other_commit, missing, unbonded):
+    nowhere = attest(**{"--out": str(tmp_path / "no-such-folder" / "attestation.json")})
+    assert nowhere.code == 2 and "no-such-folder does not exist" in nowhere.err
+    for refused in (other_patch, other_tasks, other_commit, missing, unbonded, nowhere):
         assert len(refused.err.strip().splitlines()) == 1 and refused.out == "" and "Traceback" not in refused.err
     assert size(home) == before and not home.routes.attest_work(rid).exists()
 
