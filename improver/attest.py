@@ -143,9 +143,6 @@ class Finding:
     tested: bool
     sandbox: str
 
-    def figures(self) -> str:
-        return f"{self.after[0]}/{self.after[1]} against {self.before[0]}/{self.before[1]}"
-
     def body(
         self, runner: str, expires: str, bond: str | None = None, adjudicator: str | None = None
     ) -> dict[str, Any]:
