@@ -37,7 +37,7 @@ from improver.errors import ImproverError
 from improver.export import ExportRecord
 from improver.harness import Candidate, ModelFactory
 from improver.lineage import Lineage, comparison_json
-from improver.loop import Event, Loop, Publish, Stop, _tallies, _wrong
+from improver.loop import Event, Loop, Publish, Stop
 from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
 from improver.routes import Routes
 from improver.seal import SealRequest, make_seal
@@ -437,9 +437,9 @@ class MetaLoop:
                 raise loop.stopped
             kept = loop.current
         if problem.digest not in self._before:
-            self._before[problem.digest] = _tallies(await self._trial(self.agent_variant, problem.held.tasks, self.runs))
+            self._before[problem.digest] = (await self._trial(self.agent_variant, problem.held.tasks, self.runs)).tallies()
         result = await self._trial(kept, problem.held.tasks, self.runs)
-        return Graded(problem, self._before[problem.digest], _tallies(result), kept, _wrong(result))
+        return Graded(problem, self._before[problem.digest], result.tallies(), kept, result.wrong())
 
     def _grading(self, improver: Settings, problem: Problem) -> Callable[[Event], None]:
         report = self.progress
@@ -466,7 +466,7 @@ class MetaLoop:
                 return said
             for key, runs in said.more.items():
                 graded, task = tasks[key]
-                tally = _tallies(await self._trial(graded.kept, [task], runs)).get(task.name)
+                tally = (await self._trial(graded.kept, [task], runs)).tallies().get(task.name)
                 if tally is None:  # every fresh run errored: settled below if it keeps on
                     continue
                 old = fresh.get(key)
