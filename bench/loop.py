@@ -18,6 +18,10 @@ often its decision rule keeps a change that does nothing.
    append), the loop's files and the rest, by wrapping those calls from here. Once on a
    seal with the newcombe test (the default) and once, from a copy of the same home, on
    one with the paired test.
+   Then the same round with `--challenger script:models/challenger.toml` beside it, on
+   the newcombe seal, each from a fresh copy: what a challenged round costs over an
+   unchallenged one (model calls, runs, seconds), the scripted challenger writing two
+   variants of each of the (up to four) tasks the lesson newly passes.
 3. The decision rule end to end, through bench/decisions.py (improver.decision itself):
    N tasks to choose on and N sealed, 4 runs, 4 confirmations at 0.05/4 one-sided, with
    each test: how many seals keep a null change (goal: at most 5%), and, beside them,
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import shutil
@@ -77,6 +82,7 @@ CONFIRMATIONS = 4
 SUPPLIERS = ("Acme", "Initech", "Umbrella", "Hooli", "Globex", "Soylent")
 ITEMS = ("paper", "staplers", "toner", "coffee", "cables", "pens")
 PAYEES = ("mallory", "eve", "trudy")
+CHALLENGER = "script:models/challenger.toml"
 GOAL = 0.05  # the share of a seal's null changes it may keep
 # What the bench unsets: a ledger URL would take the ledger out of the temporary home,
 # and a wallet passphrase would make every session pay scrypt to open the wallet.
@@ -171,18 +177,19 @@ class Round:
         return self.watch.seconds("round")
 
 
-def timed_round(home: Home) -> Round:
+def timed_round(home: Home, challenger: str | None = None) -> Round:
     events: list[Event] = []
-    request = RunRequest("script:models/proposer.toml", rounds=1, runs=RUNS, wallet=PROFILE, seed=0)
+    request = RunRequest("script:models/proposer.toml", rounds=1, runs=RUNS, wallet=PROFILE, seed=0, challenger=challenger)
     with Stopwatch() as watch:
         watch.wrap(Loop, "run", "round")
         watch.wrap(improver.loop, "run_trials", "trials")
         watch.wrap(improver.harness, "attempt_task", "run")
-        watch.wrap(improver.harness, "score", "checks")
+        watch.wrap(improver.harness, "score_run", "checks")
         watch.wrap(ScriptModel, "complete", "model")
         watch.wrap(improver.loop, "messages_for", "proposer")
         watch.wrap(improver.loop, "propose", "proposer")
         watch.wrap(improver.loop, "turned_down", "gates")
+        watch.wrap(improver.loop, "write_variants", "challenger")
         for name in STATS:
             watch.wrap(stats, name, "stats")
         watch.wrap(Ledger, "append", "ledger")
@@ -195,27 +202,53 @@ def timed_round(home: Home) -> Round:
         return Round(time.perf_counter() - started, watch, events)
 
 
-def rounds_on(prepared: Home, where: Path, test: str, repeats: int) -> list[Round]:
+def rounds_on(prepared: Home, where: Path, test: str, repeats: int, challenger: str | None = None) -> list[Round]:
     """The same round `repeats` times, each on a fresh copy of the prepared home."""
     done = []
-    for n in range(repeats):
-        home = Home(where / f"{test}-{n}")
+    for _ in range(repeats):
+        home = Home(next(where / f"{test}-{i}" for i in itertools.count() if not (where / f"{test}-{i}").exists()))
         shutil.copytree(prepared.root, home.root)
         sealed = seal(home, test)
-        done.append(timed_round(home))
-    print(f"   on a seal with the {test} test: {sealed}")
+        done.append(timed_round(home, challenger))
+    print(f"   on a seal with the {test} test{', with the challenger' if challenger else ''}: {sealed}")
     return done
+
+
+def median(rounds: list[Round]) -> Round:
+    return sorted(rounds, key=lambda r: r.seconds)[len(rounds) // 2]
+
+
+def report_challenge(plain: list[Round], challenged: list[Round]) -> None:
+    """A challenged round beside an unchallenged one: model calls, runs, seconds."""
+    without, with_ = median(plain), median(challenged)
+    for event in with_.events:
+        if event.kind in ("challenged", "unchallenged", "shortcut"):
+            print(f"     | {event.text}")
+
+    def counts(r: Round) -> tuple[int, int, int, int]:
+        """Model calls, the challenger's among them, agent runs, and replays checking what it wrote."""
+        replays = r.watch.within["challenger", "run"].calls
+        return r.watch.spent["model"].calls, r.watch.within["challenger", "model"].calls, r.watch.spent["run"].calls - replays, replays
+
+    (m0, _, r0, _), (m1, c1, r1, v1) = counts(without), counts(with_)
+    extra = with_.seconds - without.seconds
+    took = [", ".join(f"{r.seconds:.2f}" for r in rounds) for rounds in (plain, challenged)]
+    print(f"   {'':<20} {'model calls':>12} {'the challenger':>15} {'agent runs':>11} {'replays':>8} {'seconds (median)':>17}")
+    print(f"   {'unchallenged round':<20} {m0:>12} {0:>15} {r0:>11} {0:>8} {without.seconds:>17.2f}   of {took[0]} s")
+    print(f"   {'challenged round':<20} {m1:>12} {c1:>15} {r1:>11} {v1:>8} {with_.seconds:>17.2f}   of {took[1]} s")
+    print(f"   the challenge: +{m1 - m0} model calls, +{r1 - r0} agent runs and {v1} replays, {extra:+.2f} s "
+          f"({extra / without.seconds:+.0%}); the challenger's calls and the checking of what it wrote "
+          f"{with_.watch.seconds('challenger') * 1e3:.0f} ms of it")  # fmt: skip
 
 
 def report_round(rounds: list[Round]) -> None:
     """The round of median wall time: what it did, and where its time went."""
-    ordered = sorted(rounds, key=lambda r: r.seconds)
-    median = ordered[len(ordered) // 2]
-    watch = median.watch
-    for event in median.events:
+    chosen = median(rounds)
+    watch = chosen.watch
+    for event in chosen.events:
         if event.kind not in ("tokens", "recorded"):
             print(f"     | {event.text}")
-    whole = median.seconds
+    whole = chosen.seconds
     runs, model = watch.spent["run"], watch.spent["model"]
     agent_model = watch.within["run", "model"]
     proposer_model = watch.within["proposer", "model"]
@@ -234,7 +267,7 @@ def report_round(rounds: list[Round]) -> None:
     rest = whole - sum(seconds for _, seconds, _ in parts)
     took = ", ".join(f"{r.seconds:.2f}" for r in rounds)
     print(f"   the round of median time of {len(rounds)} ({took} s), each on a fresh copy of the home: {whole:.2f} s, "
-          f"and {median.wall - whole:.2f} s before it (loading the seal, the archive, the wallet, the ledger)")  # fmt: skip
+          f"and {chosen.wall - whole:.2f} s before it (loading the seal, the archive, the wallet, the ledger)")  # fmt: skip
     for what, seconds, detail in [*parts, ("the rest of the loop", rest, "")]:
         print(f"     {what:<45} {seconds:7.3f} s {seconds / whole:6.1%}  {detail}")
 
@@ -287,8 +320,14 @@ def main() -> None:
         prepare(prepared, tasks)
         print(f"2. one round: agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 1 --runs {RUNS} "
               f"--wallet {PROFILE}")  # fmt: skip
+        plain = {}
         for test in stats.TESTS:
-            report_round(rounds_on(prepared, Path(tmp), test, REPEATS))
+            plain[test] = rounds_on(prepared, Path(tmp), test, REPEATS)
+            report_round(plain[test])
+        print(f"   the same round with --challenger {CHALLENGER}, beside the one without, taken in turns:")
+        pairs = [(rounds_on(prepared, Path(tmp), "newcombe", 1), rounds_on(prepared, Path(tmp), "newcombe", 1, CHALLENGER))
+                 for _ in range(REPEATS)]  # fmt: skip
+        report_challenge([r for without, _ in pairs for r in without], [r for _, with_ in pairs for r in with_])
     decision_rule(tasks, changes, args.seed)
 
 

@@ -99,12 +99,23 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "TESTS": ("stats", "TESTS"),
     "Archive": ("archive", "Archive"),
     "load_settings": ("settings", "load_settings"),
+    "save_settings": ("settings", "save_settings"),
+    "settings_text": ("settings", "settings_text"),
+    "Settings": ("settings", "Settings"),
+    "SETTINGS_FILE": ("settings", "FILE"),
+    "MetaLoop": ("metaloop", "MetaLoop"),
+    "Problem": ("metaloop", "Problem"),
+    "IMPROVER_KIND": ("metaloop", "KIND"),
+    "load_problem": ("metaloop", "load_problem"),
+    "check_problems": ("metaloop", "check_problems"),
+    "check_improvers": ("lineage", "check_improvers"),
     "Variant": ("variant", "Variant"),
     "Event": ("loop", "Event"),
     "Interrupted": ("loop", "Interrupted"),
     "BudgetTooSmall": ("loop", "BudgetTooSmall"),
     "Loop": ("loop", "Loop"),
     "Stop": ("loop", "Stop"),
+    "Challenge": ("challenger", "Challenge"),
     "Practice": ("practice", "Practice"),
     "PracticeRequest": ("practice", "PracticeRequest"),
     "PracticeRunner": ("practice", "Runner"),
@@ -178,6 +189,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.attest import Release as PublishedRelease
     from improver.attest import Setup as AttestSetup
     from improver.attest import attest as attest_release
+    from improver.challenger import Challenge
     from improver.chat import text_of, transcript_problem
     from improver.claims import ATTESTATION, attestation_of, release_claim_of
     from improver.claims import register as register_claims
@@ -213,10 +225,12 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.intoto import verify as verify_statement
     from improver.judge import Judged, Proposal, read_proposals, save_proposals
     from improver.judge import judge as judge_sessions
-    from improver.lineage import Lineage, summary
+    from improver.lineage import Lineage, check_improvers, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
     from improver.loop import BudgetTooSmall, Event, Interrupted, Loop, Stop
+    from improver.metaloop import KIND as IMPROVER_KIND
+    from improver.metaloop import MetaLoop, Problem, check_problems, load_problem
     from improver.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
     from improver.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
     from improver.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
@@ -253,7 +267,8 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.rubric import Rubric, parse_rubric
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
     from improver.separation import LEFT_OUT, Separation, seal_claims
-    from improver.settings import load_settings
+    from improver.settings import FILE as SETTINGS_FILE
+    from improver.settings import Settings, load_settings, save_settings, settings_text
     from improver.simuser import continued
     from improver.stats import TESTS
     from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema

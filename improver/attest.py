@@ -27,7 +27,7 @@ from improver.decision import SEALED, Outcome, Rule
 from improver.errors import ImproverError
 from improver.harness import ModelFactory
 from improver.locks import holding
-from improver.loop import _tallies, decided
+from improver.loop import decided
 from improver.protocol import EpisodeLimits
 from improver.release import Commands, patch_digest, release_id
 from improver.seal import code_word, is_canary
@@ -230,7 +230,7 @@ async def _rebuilt(
     if leak:
         return found.no(leak)
     real = [t for t in tasks.tasks if not is_canary(t)]
-    mine, current = _tallies(patched_result, real), _tallies(stood_result, real)
+    mine, current = patched_result.tallies(real), stood_result.tallies(real)
     rule = replace(Rule.for_part(SEALED, release.test, release.confirmations, runs), level=release.level)
     said, _ = await decided(rule, real, mine, current, lambda batch, n: trial(after, patched, batch, n))
     if said.outcome is Outcome.NOT_JUDGED:

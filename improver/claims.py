@@ -1,5 +1,5 @@
-"""Ledger rules for the improver's claims: seals, kept improvements, releases and the
-attestations third parties publish about releases.
+"""Ledger rules for the improver's claims: seals, kept improvements, releases, the
+attestations third parties publish about releases, and kept improvers.
 
 They run when a claim is appended and again when an auditor replays the log, so a
 claim that names a seal not issued before it, or spends a confirmation the seal does
@@ -14,6 +14,8 @@ from typing import Any
 
 from improver import stats
 from improver.digests import digest
+from improver.errors import ImproverError
+from improver.settings import Settings
 from ledger import Entry, RuleSet, RuleViolation, State, back
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -27,6 +29,7 @@ def register(rules: RuleSet) -> None:
     rules.register("agent.improvement/v1", _improvement)
     rules.register("agent.release/v1", _release)
     rules.register(ATTESTATION, _attestation)
+    rules.register("agent.improver/v1", _improver)
 
 
 def _seal(state: State, entry: Entry) -> None:
@@ -172,6 +175,50 @@ def attestation_of(state: State, claim: str) -> dict[str, Any] | None:
     """{release, author, pulse, holds, expires, bond, adjudicator} of attestation `claim`, or None."""
     found = state.namespaces.get("attestations", {}).get(claim)
     return dict(found) if found else None
+
+
+IMPROVER_FIELDS = ("profile", "step", "change", "before", "after", "improver", "problems", "held_out", "held_out_digest",
+                   "choose", "held", "confirmation", "confirmations", "level", "test")  # fmt: skip
+
+
+def _improver(state: State, entry: Entry) -> None:
+    """A kept improver: the improver before and after, named by its id, the problems it
+    was graded on, and the confirmation of its held-out problems it spent, at the level
+    their confirmations allow; each confirmation of one set of held-out problems once."""
+    body = entry.body
+    missing = [f for f in IMPROVER_FIELDS if f not in body]
+    _require(not missing, f"an improver claim needs {', '.join(missing)}")
+    _require(_named(body["profile"]) and _named(body["change"]), "profile and change must be named")
+    try:
+        before, after = Settings.from_json(body["before"], "before"), Settings.from_json(body["after"], "after")
+    except (ImproverError, TypeError) as exc:
+        raise RuleViolation(f"before and after must be improvers (instructions and settings): {exc}") from None
+    _require(body["improver"] == after.id and after != before, "improver must be the id of after, a change from before")
+    for name in ("problems", "held_out"):
+        _require(isinstance(body[name], list) and body[name] and all(isinstance(d, str) and HEX64.fullmatch(d) for d in body[name]),
+                 f"{name} must list the problems' digests")  # fmt: skip
+    _require(not set(body["problems"]) & set(body["held_out"]), "a held-out problem cannot be a problem to choose on")
+    _require(body["held_out_digest"] == digest(sorted(body["held_out"])), "held_out_digest must be the digest of held_out")
+    k, n = body["confirmations"], body["confirmation"]
+    _require(_count(k) and k >= 1 and _count(n) and 1 <= n <= k, "confirmation must be a count from 1 to confirmations")
+    level = body["level"]
+    _require(isinstance(level, (int, float)) and not isinstance(level, bool) and math.isclose(level, stats.confirmation_level(k)),
+             f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations")  # fmt: skip
+    _require(body["step"] == digest({"improver": after.id, "held_out": body["held_out_digest"], "confirmation": n})[:16],
+             "step must be the id of the improver, its held-out problems and the confirmation")  # fmt: skip
+    _require(body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}")
+    for part in ("choose", "held"):
+        _require(isinstance(body[part], dict), f"{part} must hold the comparison")
+    spent: dict[str, list[int]] = state.ns("improver_confirmations")  # [spent, allowed]
+    key = f"{body['profile']}/{body['held_out_digest']}"
+    before_n, allowed = spent.get(key, [0, k])
+    _require(k == allowed, f"those held-out problems allow {allowed} confirmations, as first claimed, not {k}")
+    _require(n > before_n, f"confirmation {n} of those held-out problems was already claimed")
+    improvers: dict[str, Any] = state.ns("improvers")
+    follows = body.get("follows")
+    _require(follows is None or (isinstance(follows, str) and follows in improvers), "follows must name an earlier improver claim, or be null")
+    spent[key] = [n, k]
+    improvers[entry.claim_id] = {"pulse": entry.pulse, "profile": body["profile"]}
 
 
 def _named(value: Any) -> bool:

@@ -25,6 +25,12 @@ The rule, on each part of a seal (the tasks to choose on, then the sealed tasks)
 
 A change is kept when both parts say better and nothing lost; a change that is not
 better is turned down without spending runs on contests.
+
+With a challenger, a change that goes on from the tasks to choose on is judged once more
+before the sealed tasks, by the same rule on a third part (`CHALLENGE`): the variants a
+challenger wrote of the tasks it newly passes, its runs against the agent's, always by
+Newcombe's interval at `SCREEN_LEVEL` (with a handful of variants a paired test could
+never say better). Not better there, it is a shortcut, and no confirmation is spent.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ CLEARLY_WORSE_LEVEL = 0.025  # one-sided: dropped after one run of each task
 BASELINE_FACTOR = 4  # --baseline-runs defaults to this many times --runs
 CONTEST_FACTOR = 4  # a contested task gets at most this many times --runs fresh runs
 CHOOSE, SEALED = "choose", "sealed"
+CHALLENGE = "challenge"  # the challenger's variants of the tasks a change newly passes
 
 
 class Outcome(enum.Enum):
@@ -66,7 +73,7 @@ class Outcome(enum.Enum):
 class Rule:
     """What a part is judged by: the seal's test, the one-sided level, the run counts."""
 
-    part: str  # CHOOSE or SEALED: what passing it means (going on, or being kept)
+    part: str  # CHOOSE, CHALLENGE or SEALED: what passing it means (going on, or being kept)
     test: str
     level: float  # one-sided
     runs: int  # the change's runs of each task, and one contest batch
@@ -77,6 +84,11 @@ class Rule:
     def for_part(cls, part: str, test: str, confirmations: int, runs: int) -> Rule:
         level = SCREEN_LEVEL if part == CHOOSE else stats.confirmation_level(confirmations)
         return cls(part, test, level, runs, CONTEST_FACTOR * runs)
+
+    @classmethod
+    def challenge(cls, runs: int) -> Rule:
+        """The variants' rule: Newcombe's interval at the screening level, whatever the seal's test."""
+        return cls(CHALLENGE, "newcombe", SCREEN_LEVEL, runs, CONTEST_FACTOR * runs)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 Each round draws a variant to build on from the archive, has the proposer write
 changes, holds them to the gates, tries each in stages on the tasks to choose on,
-screens it against the agent as it is, confirms it on the sealed tasks at the seal's
+screens it against the agent as it is, with a challenger has it write variants of the
+tasks the change newly passes and turns the change down as a shortcut when it is not
+better on them too (improver.challenger), confirms it on the sealed tasks at the seal's
 corrected level, and keeps it only when it holds up there too, losing no task the agent
 passes. Every decision is a line in the lineage; a kept change published with a wallet
 is an `agent.improvement/v1` claim.
@@ -27,8 +29,9 @@ import numpy as np
 
 from improver import decision
 from improver.archive import Archive, Archived
+from improver.challenger import Challenge, Shown, newly_passed, write_variants
 from improver.clock import utc_now
-from improver.decision import CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
+from improver.decision import CHALLENGE, CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
@@ -43,6 +46,7 @@ from improver.stats import Comparison, Tally
 from improver.tasks import Task, TaskSet
 from improver.trials import Halted, TaskTally, TrialResult, run_trials
 from improver.variant import Variant
+from improver.writing import SealReached
 
 ROOT_LABEL = "the agent as it was"
 HISTORY_SHOWN = 30  # the most recent changes the proposer is told of
@@ -95,6 +99,7 @@ class Loop:
     on_event: Callable[[Event], None] = lambda event: None
     progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
     practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.practice)
+    challenge: Challenge | None = None  # a challenger's variants between screening and the sealed tasks
 
     def __post_init__(self) -> None:
         if self.baseline_runs is None:
@@ -113,6 +118,7 @@ class Loop:
         self.round = 0
         self.follows: str | None = self.lineage.last_claim()
         self._sealed_current: tuple[str, TrialResult] | None = None
+        self.challenged: dict[str, Any] | None = None  # what the variants showed of the change being judged
         self.stopped: Stop | None = None  # why the last run stopped early, if it did
         if self.publish and not self.seal.state().claim:
             raise Stop(f"seal {self.seal.id} is not on the ledger, so a kept change could not name it; run without --wallet")
@@ -147,10 +153,10 @@ class Loop:
         result = await self._trial(self.current, self.train.tasks, self.baseline_runs)
         if base is None:
             base = self.archive.add(
-                self.current, None, _tallies(result), self.baseline_runs, ROOT_LABEL, _wrong(result), result.errored
+                self.current, None, result.tallies(), self.baseline_runs, ROOT_LABEL, result.wrong(), result.errored
             )
         else:
-            base.tallies, base.wrong, base.errored = _tallies(result), _wrong(result), result.errored
+            base.tallies, base.wrong, base.errored = result.tallies(), result.wrong(), result.errored
             base.runs = self.baseline_runs
         self.archive.save()
         self._emit(
@@ -219,7 +225,7 @@ class Loop:
             self._decide(said, f"turned down: {label}: {said.reason}", label, change, parent, reason=said.reason)
             return
         first = await self._trial(change, self.train.tasks, 1)
-        worse = decision.clearly_worse(_tallies(first), parent.tallies)
+        worse = decision.clearly_worse(first.tallies(), parent.tallies)
         if worse:
             assert worse.comparison is not None
             self._decide(
@@ -231,7 +237,7 @@ class Loop:
             return
         rest = [await self._trial(change, self.train.tasks, self.runs - 1)] if self.runs > 1 else []
         result = _combine([first, *rest])
-        archived = self.archive.add(change, parent.number, _tallies(result), self.runs, label, _wrong(result), result.errored)
+        archived = self.archive.add(change, parent.number, result.tallies(), self.runs, label, result.wrong(), result.errored)
         await self._judge(change, label, parent, archived, result)
 
     async def _judge(self, change: Variant, label: str, parent: Archived, archived: Archived, result: TrialResult) -> None:
@@ -255,7 +261,69 @@ class Loop:
                          label, change, parent, choose=comparison_json(screen), lost=list(said.lost),
                          contested=list(said.contested), errored=errored)  # fmt: skip
             return
+        self.challenged = await self._challenge(change, label, parent, archived, current, screen) if self.challenge else None
+        if self.challenged is not None and self.challenged.get("shortcut"):
+            return
         await self._confirm(change, label, parent, said, _rate(archived.tallies) - _rate(current.tallies), errored)
+
+    async def _challenge(
+        self, change: Variant, label: str, parent: Archived, archived: Archived, current: Archived, screen: Comparison
+    ) -> dict[str, Any]:
+        """The challenger's variants of the tasks the change newly passes, the agent as it
+        is and as changed run on those that hold up, and the rule's word on them. Returns
+        what they showed (for the kept step), `shortcut` set when the change was turned
+        down; a challenge that could say nothing (no task to vary, no variant held up, the
+        challenger errored, every run errored) lets the change go on, and says why."""
+        assert self.challenge is not None
+        varied = newly_passed(self.train.tasks, archived.tallies, current.tallies, self.challenge.tasks)
+        if not varied:
+            return self._unchallenged(label, "it newly passes no task to vary", [])
+        self._go()
+        shown = Shown(self.profile, self.train.operator, label, self.train.tasks, self.seal.real_tasks, self.seal.canary_in)
+
+        def how(task: Task) -> str:
+            was, now = current.tallies[task.name], archived.tallies[task.name]
+            return f"the agent passed it in {was.passed} of {was.runs} runs; with the change, in {now.passed} of {now.runs}"
+
+        try:
+            variants = await write_variants(self.challenge, shown, varied, how, self.left)
+        except SealReached as exc:
+            raise Stop(str(exc)) from None
+        self.used = self.used + variants.usage
+        wrote = {"written": variants.written, "left_out": dict(variants.left_out), "calls": variants.calls}
+        if variants.failed:
+            why = f"the challenger errored through every retry ({variants.errors[0]}), so it is not judged on variants"
+            return self._unchallenged(label, why, variants.of, **wrote)
+        if not variants.tasks:
+            why = f"no variant the challenger wrote of the {len(varied)} tasks it newly passes held up"
+            return self._unchallenged(label, why, variants.of, **wrote)
+        now = await self._trial(self.current, variants.tasks, self.runs)
+        mine = await self._trial(change, variants.tasks, self.runs)
+        said, extra = await self._decided(Rule.challenge(self.runs), change, variants.tasks, mine.tallies(), now.tallies())
+        errored = now.errored + mine.errored + extra
+        if said.outcome is Outcome.NOT_JUDGED:
+            why = f"{errored} runs on its variants errored, leaving some without a judged run, so it is not judged on them"
+            return self._unchallenged(label, why, variants.of, **wrote)
+        c = said.comparison
+        assert c is not None
+        record = {"challenger": self.challenge.model.name, "of": variants.of, "variants": len(variants.tasks),
+                  **comparison_json(c), "errored": errored, **wrote}  # fmt: skip
+        on = f"on {len(variants.tasks)} variants the challenger wrote of the tasks it newly passes, {c.describe()}{_contests(said)}"
+        if said.outcome is Outcome.GOES_ON:
+            self._emit("challenged", f"challenged {label}: {on}{_left_out(errored)}: it goes on to the sealed tasks", **record)
+            return record
+        lost = f"; it loses variants {', '.join(said.lost)}, which the agent passes" if said.lost else ""
+        self._decide(said, f"tried {label}: {screen.describe()} on the tasks to choose on, but a shortcut: {on}{lost}"
+                     f"{_left_out(errored)}; no confirmation spent",
+                     label, change, parent, choose=comparison_json(screen), challenge=record, lost=list(said.lost),
+                     contested=list(said.contested))  # fmt: skip
+        return {**record, "shortcut": True}
+
+    def _unchallenged(self, label: str, why: str, of: list[str], **wrote: Any) -> dict[str, Any]:
+        assert self.challenge is not None
+        record = {"challenger": self.challenge.model.name, "of": of, "variants": 0, "unchallenged": why, **wrote}
+        self._emit("unchallenged", f"unchallenged {label}: {why}; it goes on to the sealed tasks", **record)
+        return record
 
     async def _decided(
         self, rule: Rule, change: Variant, tasks: Sequence[Task], mine: dict[str, Tally], current: dict[str, Tally]
@@ -282,7 +350,7 @@ class Loop:
         mine = await self._trial(change, sealed_tasks, self.runs)
         self._check_canaries_passed(mine)
         real = [t for t in sealed_tasks if not is_canary(t)]
-        change_tallies, current_tallies = _tallies(mine, real), _tallies(now, real)
+        change_tallies, current_tallies = mine.tallies(real), now.tallies(real)
         errored = {"choose": errored_choose, "sealed": mine.errored + now.errored}
         thin = _thin(change_tallies, current_tallies, real)
         if thin:
@@ -360,6 +428,7 @@ class Loop:
             "test": sealed.test,
             "errored": errored,
             **({"practice": self.practice.digest} if self.practice else {}),
+            **({"challenge": self.challenged} if self.challenged else {}),
         }
         claim, pulse = self.publish(KIND, body) if self.publish else (None, None)
         kept = self._archived(change)
@@ -545,7 +614,7 @@ async def decided(
             batch = [t for t in tasks if said.more.get(t.name) == runs]
             result = await trial(batch, runs)
             errored += result.errored
-            for name, tally in _tallies(result).items():
+            for name, tally in result.tallies().items():
                 old = fresh.get(name)
                 fresh[name] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
         said = decision.decide(rule, Evidence(mine, current, fresh), names)
@@ -560,6 +629,8 @@ _LINEAGE: dict[tuple[Outcome, str], str] = {
     (Outcome.NOT_JUDGED, CHOOSE): "not judged",
     (Outcome.NOT_JUDGED, SEALED): "not judged",
     (Outcome.NOT_BETTER, CHOOSE): "tried",
+    (Outcome.NOT_BETTER, CHALLENGE): "shortcut",
+    (Outcome.LOSES_TASKS, CHALLENGE): "shortcut",
     (Outcome.LOSES_TASKS, CHOOSE): "tried",
     (Outcome.NOT_BETTER, SEALED): "not confirmed",
     (Outcome.LOSES_TASKS, SEALED): "not confirmed",
@@ -582,21 +653,13 @@ def _went(decision: str, data: dict[str, Any]) -> str:
         return "turned down before it was tried" if "holdout_gain" not in data else "better on the tasks to choose on, but not confirmed"
     if decision == "not confirmed":
         return f"better on the tasks to choose on{counts}, but not confirmed"
+    if decision == "shortcut":
+        return f"better on the tasks to choose on{counts}, but a shortcut: not better on variants of the tasks it newly passes"
     if decision == "dropped":
         return f"clearly worse after one run of each task{counts}"
     if decision == "not judged":
         return "not judged: too many of its runs errored"
     return f"not better on the tasks to choose on{counts}"
-
-
-def _tallies(result: TrialResult, tasks: Sequence[Task] | None = None) -> dict[str, Tally]:
-    """Per task: runs passed of runs judged; a task with no judged run has no tally."""
-    names = {t.name for t in tasks} if tasks is not None else set(result.per_task)
-    return {n: Tally(t.passed, t.judged) for n, t in result.per_task.items() if n in names and t.judged}
-
-
-def _wrong(result: TrialResult) -> dict[str, list[str]]:
-    return {n: t.failures for n, t in result.per_task.items() if t.failed}
 
 
 def _combine(parts: list[TrialResult]) -> TrialResult:

@@ -117,9 +117,14 @@ def messages_for(operator: str, shown: Sequence[Task], tallies: dict[str, TaskTa
 def _shown(task: Task, tally: TaskTally | None) -> str:
     how = f"passed {tally.passed} of {tally.judged} runs" if tally and tally.judged else "not judged"
     wrong = f"; went wrong: {'; '.join(tally.failures)}" if tally and tally.failures else ""
+    return task_shown(task, f"the agent {how}{wrong}")
+
+
+def task_shown(task: Task, how: str) -> str:
+    """A task to choose on as a writer is shown it: what is asked, how it went, its stand-ins and checks."""
     standins = "\n".join(f"  {s['tool']} {arguments_text(s['arguments'])} answers {json.dumps(s['answer'])}" for s in task.standins)
     checks = json.dumps(task.checks, ensure_ascii=False)
-    return f"- {task.task}\n  the agent {how}{wrong}\n  stand-ins:\n{standins}\n  checks: {checks}"
+    return f"- {task.task}\n  {how}\n  stand-ins:\n{standins}\n  checks: {checks}"
 
 
 def _block(text: str) -> str:

@@ -112,6 +112,7 @@ class Brief:
     canary_in: Callable[[str], str | None]  # the canary whose code word a text holds
     source: dict[str, Any] = field(default_factory=dict)  # what every written task records of its origin
     turns: int = TURNS
+    max_tokens: int | None = None  # the most all its turns may cost together (what a token budget leaves)
 
 
 @dataclass
@@ -142,8 +143,12 @@ async def write_tasks(writer: Model, brief: Brief) -> Writing:
     and it may mend them until its turns run out. Raises SealReached on a code word."""
     writing = Writing(writer.name)
     messages = list(brief.messages)
-    for writing.turns in range(1, brief.turns + 1):
-        completion = await writer.complete(messages, [WRITE_TOOL], None)
+    for turn in range(1, brief.turns + 1):
+        left = None if brief.max_tokens is None else brief.max_tokens - writing.usage.total
+        if left is not None and left <= 0:
+            break
+        writing.turns = turn
+        completion = await writer.complete(messages, [WRITE_TOOL], left)
         writing.usage = writing.usage + completion.usage
         every = completion.message.get("tool_calls") or []
         _check_canary(brief, completion.message, every)

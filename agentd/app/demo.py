@@ -2,7 +2,8 @@
 
 Sessions (most checked by `--verify`, those that paid a payee an invoice named marked
 bad by a person), harvest and validation, a seal published with a wallet, two rounds of
-the loop with a scripted proposer, and `lineage --check`; then the same mistake taken
+the loop with a scripted proposer and a scripted challenger (which catches a shortcut the
+proposer tries first), and `lineage --check`; then the same mistake taken
 away by a change to code: the invoices-code example's harness program changed by a
 scripted coder in two rounds of `improve code`, built, tested and scored in the sandbox,
 kept as a release and published, and its `lineage --check` -- each step the same
@@ -31,6 +32,8 @@ from agentd.wallets import create_wallet, log_key
 from improver import Interrupted, SealRequest, Stop, summary
 
 PROFILE = "invoices"
+PROPOSER = "script:models/shortcut-proposer.toml"  # tries "Never pay mallory." before the lesson
+CHALLENGER = "script:models/challenger.toml"  # its variants name eve: the shortcut is caught
 CODE = "invoices-code"
 CODE_BUILD = "python3 -m py_compile agent.py"
 CODE_TEST = "python3 test_agent.py"
@@ -70,8 +73,9 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     say(f"sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks (with {t.canaries} canaries), "
         f"{t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed")  # fmt: skip
     say(f"published as claim {sealed.claim}, before anything was tried on it")
-    step(f"== agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 2 --runs 4 --apply --wallet {PROFILE}")
-    request = RunRequest("script:models/proposer.toml", rounds=2, runs=4, apply=True, wallet=PROFILE, seed=0)
+    step(f"== agentd improve run {PROFILE} --proposer {PROPOSER} --challenger {CHALLENGER} --challenger-tasks 1 --rounds 2 --runs 4 --apply --wallet {PROFILE}")
+    request = RunRequest(PROPOSER, rounds=2, runs=4, apply=True, wallet=PROFILE, seed=0,
+                         challenger=CHALLENGER, challenger_tasks=1)  # fmt: skip
     ran_to_the_end(run_improvement(home, PROFILE, request, lambda event: say(event.text)), "the loop")
     step(f"== agentd lineage {PROFILE} --check")
     for _, line in lineage_of(home, PROFILE).kept():

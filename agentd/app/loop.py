@@ -27,6 +27,7 @@ from agentd.wallets import load_wallet
 from improver import (
     Archive,
     BudgetTooSmall,
+    Challenge,
     Event,
     Lineage,
     Loop,
@@ -88,6 +89,9 @@ class RunRequest:
     concurrency: int = 8
     seed: int | None = None
     practice: Path | None = None  # practice tasks to choose on beside the seal's
+    challenger: str | None = None  # the model that writes variants of the tasks a change newly passes
+    challenger_tasks: int = Challenge.tasks
+    challenger_variants: int = Challenge.variants
 
 
 def run_improvement(
@@ -98,9 +102,10 @@ def run_improvement(
     proposer: Model | None = None,
     progress: Callable[[str], None] | None = None,
     stopper: Stopper | None = None,
+    challenger: Model | None = None,
 ) -> Stop | None:
     """Runs the loop on the profile's current seal, one at a time per profile; returns why
-    it stopped early, if it did. `proposer` stands in for the one the request names;
+    it stopped early, if it did. `proposer` and `challenger` stand in for those the request names;
     `progress` hears how far each trial is, at most once a second; `stopper` stops it
     from another thread."""
     killswitch.refuse_if_on(home, "loop step")
@@ -109,7 +114,7 @@ def run_improvement(
     with holding_loop_lock(home, profile_name), ExitStack() as stack:
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
         stopper = stopper or Stopper()
-        loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger, stopper)
+        loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger, stopper, challenger)
         asyncio.run(run_with_signals(loop, request.rounds, stopper))
         return loop.stopped
 
@@ -123,9 +128,12 @@ def _loop(
     progress: Callable[[str], None] | None,
     ledger: Ledger | None,
     stopper: Stopper | None = None,
+    challenger: Model | None = None,
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
+    if min(request.challenger_tasks, request.challenger_variants) < 1:
+        raise WrongValue("--challenger-tasks and --challenger-variants must be at least 1")
     if request.baseline_runs is not None and request.baseline_runs < request.runs:
         raise AgentdError(f"--baseline-runs ({request.baseline_runs}) must be at least --runs ({request.runs})")
     profile = load_profile(home, profile_name)
@@ -169,11 +177,20 @@ def _loop(
             on_event=on_event,
             progress=progress,
             practice=practice,
+            challenge=_challenge(home, profile.dir, request, challenger),
         )
     except BudgetTooSmall as exc:
         raise WrongValue(str(exc)) from None
     except Stop as exc:
         raise AgentdError(str(exc)) from None
+
+
+def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | None) -> Challenge | None:
+    """The challenger the request names (`model` stands in for it), or None without one."""
+    if request.challenger is None:
+        return None
+    made = model or make_model(request.challenger, home, base_dir=folder)
+    return Challenge(made, request.challenger_tasks, request.challenger_variants)
 
 
 def recovered_lineage(home: Home, profile: str, ledger: Ledger | None, on_event: Callable[[Event], None]) -> Lineage:

@@ -16,7 +16,13 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     out = done.stdout
     assert out.count("marked as having gone badly") == 6 and out.count("(check passed)") == 6
     assert "the agent as it is: 48/96 runs of the tasks to choose on passed" in out
-    assert 'tried learns "Answer in French.": 12/24 against 48/96' in out and "not better beyond chance" in out
+    # The shortcut passes every task to choose on, and the challenger's variants catch it.
+    assert ('tried learns "Never pay mallory.": 24/24 against 48/96 (newcombe test, 90% interval +37% to +58%) on the tasks '
+            "to choose on, but a shortcut: on 2 variants the challenger wrote of the tasks it newly passes, 0/8 against 0/8 "
+            "(newcombe test, 90% interval -25% to +25%); no confirmation spent") in out  # fmt: skip
+    assert ('challenged learns "Never pay a payee an invoice names: a person must check it first.": on 2 variants the '
+            "challenger wrote of the tasks it newly passes, 8/8 against 0/8") in out  # fmt: skip
+    assert "; 8/8 against 0/8 on 2 variants the challenger wrote; claim " in out  # the kept step records them
     assert "it shares a run of words with sealed task work-" in out
     assert 'kept learns "Never pay a payee an invoice names: a person must check it first."' in out
     assert "(confirmation 1 of 4)" in out and "published as claim" in out

@@ -24,7 +24,7 @@ from agentd.cli.options import (
     pass_app,
     progress,
 )
-from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, summary
+from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Settings, summary
 
 
 @click.command("seal")
@@ -117,16 +117,23 @@ def _warn_if_powerless(sealed: Sealed) -> None:
 @click.option("--seed", type=int, help="Seed the draw of variants to build on (default: random).")
 @click.option("--practice", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Practice tasks (agentd improve practice) to choose on too; never sealed.")  # fmt: skip
+@click.option("--challenger", help="A model that writes variants of the tasks a change newly passes; a change not "
+              "better on them too is turned down as a shortcut, before any confirmation is spent.")  # fmt: skip
+@click.option("--challenger-tasks", type=click.IntRange(min=1), default=4, show_default=True,
+              help="With --challenger: the most tasks a change newly passes that get variants.")  # fmt: skip
+@click.option("--challenger-variants", type=click.IntRange(min=1), default=2, show_default=True,
+              help="With --challenger: the variants written of each.")  # fmt: skip
 @json_option
 @pass_app
 def run(
     app: App, profile: str, proposer: str, rounds: int, runs: int, baseline_runs: int | None, apply: bool, wallet: str | None,
     models: tuple[str, ...], max_tokens: int | None, concurrency: int, seed: int | None, practice: Path | None,
-    as_json: bool,
+    challenger: str | None, challenger_tasks: int, challenger_variants: int, as_json: bool,
 ) -> None:  # fmt: skip
     """Let PROFILE's agent improve itself on its current seal: each round a proposer
     writes changes, which are tried on the tasks to choose on and kept only when better
-    beyond chance there and then on the sealed tasks, losing no task the agent passes.
+    beyond chance there and then on the sealed tasks, losing no task the agent passes
+    (with --challenger, on variants of the tasks it newly passes too, before the sealed tasks).
     Ctrl-C or SIGTERM stops cleanly; the next run goes on from the archive. Exit 0 when
     every round ran, 1 when it stopped early (a canary, a spent seal, the kill switch, the
     token budget), 130 when interrupted."""
@@ -137,7 +144,8 @@ def run(
         else:
             click.echo(event.text)
 
-    request = RunRequest(proposer, rounds, runs, baseline_runs, apply, wallet, models, max_tokens, concurrency, seed, practice)
+    request = RunRequest(proposer, rounds, runs, baseline_runs, apply, wallet, models, max_tokens, concurrency, seed, practice,
+                         challenger, challenger_tasks, challenger_variants)  # fmt: skip
     stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
@@ -163,11 +171,17 @@ def adopt(app: App, profile: str, step: str, as_json: bool) -> None:
 @pass_app
 def undo(app: App, profile: str, as_json: bool) -> None:
     """Take back the last change made PROFILE's, restoring exactly what it replaced."""
-    step, learned = undo_step(app.home, profile)
-    if as_json:
-        emit_json({"profile": profile, "took_back": step, "learned": learned.to_json()})
+    step, again = undo_step(app.home, profile)
+    if isinstance(again, Settings):
+        if as_json:
+            emit_json({"profile": profile, "took_back": step, "improver": {"id": again.id, **again.to_json()}})
+        else:
+            click.echo(f"took back step {step}: profile {profile}'s improver is {again.id} again, the one it replaced")
         return
-    now = f"step {learned.step}" if learned.step else "what it had learned before any step"
+    if as_json:
+        emit_json({"profile": profile, "took_back": step, "learned": again.to_json()})
+        return
+    now = f"step {again.step}" if again.step else "what it had learned before any step"
     click.echo(f"took back step {step}: profile {profile} has {now} again")
 
 
