@@ -19,9 +19,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from ledger import (
+    WALLET_ID,
     KeyFile,
     KeyFileExists,
     LedgerError,
@@ -84,6 +85,18 @@ def load_wallet(home: Home, name: str) -> Wallet:
 def wallet_info(home: Home, name: str) -> KeyFile:
     """What wallet NAME's file says in the clear (no passphrase needed)."""
     return _read(_existing(home, name), name)
+
+
+def wallet_id_of(home: Home, who: str) -> str:
+    """The wallet id `who` names: a wallet id as it is, "log" for the log's key, or the
+    name of a wallet in this home."""
+    if WALLET_ID.fullmatch(who):
+        return who
+    if who == "log" and log_key_id(home):
+        return str(log_key_id(home))
+    if NAME.fullmatch(who):
+        return wallet_info(home, who).id
+    raise WrongValue(f"{who!r} is neither a wallet name nor a wallet id (32 hex digits)")
 
 
 def list_wallets(home: Home, skip: Callable[[AgentdError], None] | None = None) -> list[KeyFile]:

@@ -99,6 +99,16 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "TESTS": ("stats", "TESTS"),
     "Archive": ("archive", "Archive"),
     "load_settings": ("settings", "load_settings"),
+    "save_settings": ("settings", "save_settings"),
+    "settings_text": ("settings", "settings_text"),
+    "Settings": ("settings", "Settings"),
+    "SETTINGS_FILE": ("settings", "FILE"),
+    "MetaLoop": ("metaloop", "MetaLoop"),
+    "Problem": ("metaloop", "Problem"),
+    "IMPROVER_KIND": ("metaloop", "KIND"),
+    "load_problem": ("metaloop", "load_problem"),
+    "check_problems": ("metaloop", "check_problems"),
+    "check_improvers": ("lineage", "check_improvers"),
     "Variant": ("variant", "Variant"),
     "Event": ("loop", "Event"),
     "Interrupted": ("loop", "Interrupted"),
@@ -128,6 +138,9 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "check_lineage": ("lineage", "check"),
     "summary": ("lineage", "summary"),
     "register_claims": ("claims", "register"),
+    "ATTESTATION": ("claims", "ATTESTATION"),
+    "attestation_of": ("claims", "attestation_of"),
+    "release_claim_of": ("claims", "release_claim_of"),
     # what every layer above shares
     "ImproverError": ("errors", "ImproverError"),
     "text_of": ("chat", "text_of"),
@@ -160,6 +173,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.archive import Archive
     from improver.challenger import Challenger
     from improver.chat import text_of, transcript_problem
+    from improver.claims import ATTESTATION, attestation_of, release_claim_of
     from improver.claims import register as register_claims
     from improver.clock import utc_now
     from improver.code import CodeLoop, Workshop
@@ -188,10 +202,12 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.harvest import harvest as harvest_sessions
     from improver.judge import Judged, Proposal, read_proposals, save_proposals
     from improver.judge import judge as judge_sessions
-    from improver.lineage import Lineage, summary
+    from improver.lineage import Lineage, check_improvers, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
     from improver.loop import BudgetTooSmall, Event, Interrupted, Loop, Stop
+    from improver.metaloop import KIND as IMPROVER_KIND
+    from improver.metaloop import MetaLoop, Problem, check_problems, load_problem
     from improver.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
     from improver.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
     from improver.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
@@ -228,7 +244,8 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.rubric import Rubric, parse_rubric
     from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
     from improver.separation import LEFT_OUT, Separation, seal_claims
-    from improver.settings import load_settings
+    from improver.settings import FILE as SETTINGS_FILE
+    from improver.settings import Settings, load_settings, save_settings, settings_text
     from improver.simuser import continued
     from improver.stats import TESTS
     from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema

@@ -4,10 +4,11 @@
 judged or kept, and for a loop that stopped. A kept change published with a wallet is
 also an `agent.improvement/v1` claim holding the change, the agent before and after,
 the counts on both sets, the intervals and the level (and with a challenger, what its
-variants showed), naming its seal and the kept change it follows; a kept change to code is an `agent.release/v1` claim holding the
-same and its release (improver/release.py). `check` holds each kept line to its claim,
+variants showed), naming its seal and the kept change it follows; a kept change to code
+is an `agent.release/v1` claim holding the same and its release (improver/release.py). `check` holds each kept line to its claim,
 each release to its patch and record, and each claim to a seal issued before it whose
-tasks here still hash to what it published.
+tasks here still hash to what it published. `check_improvers` does the same for the
+improvers kept (improver.metaloop), each held to its `agent.improver/v1` claim.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from improver.variant import Variant
 from ledger import Entry, Ledger, LedgerError
 
 KIND = "agent.improvement/v1"
+IMPROVER_KIND = "agent.improver/v1"
 KINDS = (KIND, RELEASE_KIND)  # a kept line's claim: a kept lesson, or a release
 # The fields of a kept line that its claim must hold, exactly.
 CLAIMED = (
@@ -133,10 +135,14 @@ def _challenged(challenge: Any) -> str:
     return f"; {change[0]}/{change[1]} against {current[0]}/{current[1]} on {challenge['variants']} variants the challenger wrote"
 
 
+UNVERIFIED = "the ledger does not verify"
+
+
 @dataclass
 class Report:
     lines: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    verified: bool = True  # False when the ledger itself did not verify, and nothing was held to it
 
 
 def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal], routes: Routes | None = None) -> Report:
@@ -154,7 +160,8 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
     audit = ledger.verify()
     if not audit.ok:
         assert audit.problem is not None
-        report.problems.append(f"the ledger does not verify: Pulse {audit.problem.pulse}: {audit.problem.reason}")
+        report.problems.append(f"{UNVERIFIED}: Pulse {audit.problem.pulse}: {audit.problem.reason}")
+        report.verified = False
         return report
     claimed: set[str] = set()
     used: dict[str, Entry] = {}
@@ -231,4 +238,57 @@ def _check_seal_files(seal: Seal | None, published: Entry) -> str | None:
         seal.train()
     except ImproverError as exc:
         return str(exc)
+    return None
+
+
+# The fields of a kept improver's line that its claim must hold, exactly.
+IMPROVER_CLAIMED = (
+    "profile", "step", "follows", "change", "before", "after", "improver", "problems", "held_out", "held_out_digest",
+    "choose", "held", "confirmation", "confirmations", "level", "test",
+)  # fmt: skip
+
+
+def check_improvers(lineage: Lineage, profile: str, ledger: Ledger) -> Report:
+    """Holds every improver kept (the profile's improver lineage) to its claim, and every
+    such claim of the profile to a line; the ledger is verified by `check` first."""
+    report = Report()
+    try:
+        kept = [(n, line) for n, line in lineage.lines() if line["decision"] == "kept"]
+    except ImproverError as exc:
+        report.problems.append(str(exc))
+        return report
+    claimed: set[str] = set()
+    for number, line in kept:
+        claim = line.get("claim")
+        if not isinstance(claim, str):
+            report.lines.append(f"improver {line.get('improver')}, kept as step {line.get('step')}: kept without a wallet, so not on the ledger")
+            continue
+        claimed.add(claim)
+        problem = _check_improver(line, ledger)
+        where = f"{lineage.path}: line {number}: step {line.get('step')}"
+        if problem:
+            report.problems.append(f"{where}: {problem}")
+        else:
+            report.lines.append(
+                f"improver {line['improver']}, kept as step {line['step']}: on the ledger as claim {claim[:16]} (Pulse {line['pulse']}), "
+                f"confirmation {line['confirmation']} of {line['confirmations']} of its held-out problems"
+            )
+    for entry in ledger.entries(kind=IMPROVER_KIND):
+        if entry.body.get("profile") == profile and entry.claim_id not in claimed:
+            report.problems.append(f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps an improver of {profile} that {lineage.path} does not hold")
+    return report
+
+
+def _check_improver(line: dict[str, Any], ledger: Ledger) -> str | None:
+    try:
+        entry = ledger.find(line["claim"])
+    except LedgerError:
+        return f"its claim {line['claim'][:16]} is not on the ledger"
+    if entry.kind != IMPROVER_KIND:
+        return f"its claim {line['claim'][:16]} is a {entry.kind}, not a {IMPROVER_KIND}"
+    if entry.pulse != line.get("pulse"):
+        return f"its claim is at Pulse {entry.pulse}, not {line.get('pulse')} as the line says"
+    differ = [f for f in IMPROVER_CLAIMED if entry.body.get(f) != line.get(f)]
+    if differ:
+        return f"the line does not match its claim ({', '.join(differ)} differ)"
     return None

@@ -5,6 +5,7 @@ and record of exports are kept. Every path under it is named here, and nowhere e
     PROFILE-train-SEAL.json      the seal's tasks to choose changes on
     PROFILE-archive-TRAIN.json   every variant tried on those tasks (improver.archive)
     PROFILE-lineage.jsonl        every decision the loop made (improver.lineage)
+    PROFILE-improvers.jsonl      every decision on the improver itself (improver.metaloop)
     PROFILE-exported.json        what was exported for training (improver.export)
     PROFILE-practice-SET.json    practice tasks a model wrote (improver.practice)
     PROFILE-judged.json          marks a judge proposed, not yet accepted (improver.judge)
@@ -46,6 +47,9 @@ class Routes:
 
     def lineage(self, profile: str) -> Path:
         return self.root / f"{profile}-lineage.jsonl"
+
+    def improvers(self, profile: str) -> Path:
+        return self.root / f"{profile}-improvers.jsonl"
 
     def practice(self, profile: str, set_digest: str) -> Path:
         return self.root / f"{profile}-practice-{set_digest[:ARCHIVE_DIGEST]}.json"

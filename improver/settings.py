@@ -11,21 +11,25 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from improver.digests import digest
 from improver.errors import ImproverError
 from improver.files import write_atomic
 
+FILE = "improver.json"  # beside a profile's profile.toml
 INSTRUCTIONS = """\
-You improve a system from evidence of how it did. You are shown what its operator \
-tells it (which you cannot change), what it has learned so far, the models it may run \
-on, the tasks it failed with what went wrong, and what was tried before and how that \
-went.
+You improve a system from evidence of how it did. You are shown what the system is \
+now, the part of it you may not change, what you may change, the tasks it failed with \
+what went wrong, and what was tried before and how that went.
 
-Propose changes with the propose_change tool. Each change gives the full new text of \
-what the system has learned (replacing the old text, not adding to it), the models it \
-runs on, or both. Prefer one general rule that explains several failures over a rule \
+Propose changes with the tool you are given. Each change gives the full new text of \
+what it changes (replacing the old text, not adding to it); what a change leaves out \
+stays as it is. Prefer one general rule that explains several failures over a rule \
 that names the particulars of one task: a change is kept only when it is better beyond \
-chance on tasks you are never shown. Do not repeat a change already tried. Keep what it \
-has learned short."""
+chance on tasks you are never shown. Do not repeat a change already tried. Keep what \
+you write short."""
+# What an improver may change of itself besides its instructions (max_lessons is the
+# operator's limit on the agent, not the improver's to move), as operator lines name them.
+TUNABLE = {"changes_per_round": "changes a round", "failed_shown": "failed tasks shown", "show_history": "sees what was tried before"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,15 @@ class Settings:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def id(self) -> str:
+        """What names this improver: a digest of its instructions and settings."""
+        return digest(self.to_json())[:16]
+
+    def describe(self) -> str:
+        """Its three settings, as operator lines put them."""
+        return ", ".join(f"{label} {_shown(getattr(self, name))}" for name, label in TUNABLE.items())
 
     @classmethod
     def from_json(cls, data: Any, where: str = "improver.json") -> Settings:
@@ -70,5 +83,30 @@ def load_settings(path: Path) -> Settings:
     return Settings.from_json(data, str(path))
 
 
+def settings_text(settings: Settings) -> str:
+    """The settings as their file holds them."""
+    return json.dumps(settings.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
 def save_settings(path: Path, settings: Settings) -> None:
-    write_atomic(path, json.dumps(settings.to_json(), indent=2, ensure_ascii=False) + "\n")
+    write_atomic(path, settings_text(settings))
+
+
+def describe_change(after: Settings, before: Settings, width: int = 100) -> str:
+    """How operator lines name a change to an improver: `its instructions, adding "..."`,
+    `its instructions, rewritten as "..."`, `changes a round 3 -> 1`, or several of these."""
+    parts = []
+    if after.instructions != before.instructions:
+        added = after.instructions.removeprefix(before.instructions) if after.instructions.startswith(before.instructions) else ""
+        text, how = (added, "adding") if added.strip() else (after.instructions, "rewritten as")
+        text = " ".join(text.split())
+        parts.append(f'its instructions, {how} "{text if len(text) <= width else text[: width - 1] + "…"}"')
+    for name, label in TUNABLE.items():
+        old, new = getattr(before, name), getattr(after, name)
+        if old != new:
+            parts.append(f"{label} {_shown(old)} → {_shown(new)}")
+    return " and ".join(parts) or "changes nothing"
+
+
+def _shown(value: object) -> str:
+    return ("yes" if value else "no") if isinstance(value, bool) else str(value)

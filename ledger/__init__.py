@@ -5,6 +5,18 @@ Imports nothing of the rest of the project.
 """
 
 from ledger.audit import Problem, VerifyReport, Witnessing
+from ledger.bonds import (
+    BOND_CHALLENGE,
+    BOND_POST,
+    BOND_RULING,
+    BOND_WITHDRAW,
+    Bond,
+    Bonds,
+    Challenge,
+    back,
+    bonds_in,
+    register_bonds,
+)
 from ledger.checkpoint import Checkpoint, CheckpointError, parse_vkey, vkey
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.checkpoint import verify as verify_checkpoint
@@ -36,11 +48,18 @@ from ledger.stores import open_store
 from ledger.witness import Forked, Seen, Witness, WitnessError
 
 __all__ = [
+    "BOND_CHALLENGE",
+    "BOND_POST",
+    "BOND_RULING",
+    "BOND_WITHDRAW",
     "GENESIS",
     "MAX_CENTS",
     "MINT",
     "TRANSFER",
     "WALLET_ID",
+    "Bond",
+    "Bonds",
+    "Challenge",
     "Checkpoint",
     "CheckpointError",
     "CheckpointPolicy",
@@ -78,6 +97,8 @@ __all__ = [
     "Witness",
     "WitnessError",
     "Witnessing",
+    "back",
+    "bonds_in",
     "claimed_cosignatures",
     "export_line",
     "open_key_file",
@@ -87,6 +108,7 @@ __all__ = [
     "parse_witness_vkey",
     "read_copy",
     "read_key_file",
+    "register_bonds",
     "register_funds",
     "seal_key_file",
     "verify_checkpoint",

@@ -143,22 +143,18 @@ def _mint(state: State, entry: Entry) -> None:
     to, cents = _payment(entry)
     if entry.author != state.authority:
         raise RuleViolation(f"{MINT} may be signed only by the log's key ({state.authority})")
-    state.balances[to] = _credited(state, to, cents, entry.kind)
+    state.balances[to] = credited(state, to, cents, entry.kind)
 
 
 def _transfer(state: State, entry: Entry) -> None:
     to, cents = _payment(entry)
     if to == entry.author:
         raise RuleViolation("a transfer to the sending wallet itself moves nothing")
-    held = state.balance(entry.author)
-    if cents > held:
-        raise RuleViolation(f"overdraft: wallet {entry.author} holds {held} cents and cannot send {cents}")
-    credited = _credited(state, to, cents, entry.kind)
-    state.balances[entry.author] = held - cents
-    state.balances[to] = credited
+    debit(state, entry.author, cents, "send")
+    state.balances[to] = credited(state, to, cents, entry.kind)  # a copy is folded: a refusal here undoes the debit
 
 
-def _credited(state: State, to: str, cents: int, kind: str) -> int:
+def credited(state: State, to: str, cents: int, kind: str) -> int:
     """`to`'s balance with `cents` more, which must stay a safe integer: balances are
     JSON numbers in the snapshot and in what readers of the log compute."""
     balance = state.balances.get(to, 0) + cents
@@ -175,7 +171,7 @@ def _payment(entry: Entry) -> tuple[str, int]:
     to, cents, memo = body.get("to"), body.get("cents"), body.get("memo", "")
     if not body.keys() <= _PAYMENT_KEYS or "to" not in body or "cents" not in body:
         raise RuleViolation(f'{entry.kind} body is {{"to": <wallet id>, "cents": <int>, "memo"?: <text>}}')
-    if not isinstance(to, str) or not _wallet_id_shaped(to):
+    if not isinstance(to, str) or not wallet_id_shaped(to):
         raise RuleViolation(f"{entry.kind}: to must be a wallet id (32 lowercase hex digits)")
     if type(cents) is not int or not 0 < cents <= MAX_CENTS:
         raise RuleViolation(f"{entry.kind}: cents must be a whole number of cents above 0")
@@ -184,7 +180,15 @@ def _payment(entry: Entry) -> tuple[str, int]:
     return to, cents
 
 
+def debit(state: State, wallet: str, cents: int, what: str) -> None:
+    """Takes `cents` from `wallet`, which must hold them ("cannot <what> <cents>" if not)."""
+    held = state.balance(wallet)
+    if cents > held:
+        raise RuleViolation(f"overdraft: wallet {wallet} holds {held} cents and cannot {what} {cents}")
+    state.balances[wallet] = held - cents
+
+
 @lru_cache(maxsize=4096)
-def _wallet_id_shaped(text: str) -> bool:
+def wallet_id_shaped(text: str) -> bool:
     # Remembered: a log's payments go to a few wallets many times over, and replay checks each.
     return WALLET_ID.fullmatch(text) is not None

@@ -11,12 +11,13 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.wallets import existing_log_key, log_key, log_key_id
 from improver import register_claims
-from ledger import CheckpointPolicy, Ledger, RuleSet, open_store, parse_checkpoint, register_funds
+from ledger import CheckpointPolicy, Ledger, RuleSet, open_store, parse_checkpoint, register_bonds, register_funds
 
 
 def rule_set() -> RuleSet:
     rules = RuleSet()
     register_funds(rules)
+    register_bonds(rules)
     agent_claims.register(rules)
     register_claims(rules)
     return rules

@@ -1,5 +1,6 @@
 """A profile's lineage as this home holds it, and its proof against the ledger: what
-`agentd lineage` shows and `--check` proves, reading alone."""
+`agentd lineage` shows and `--check` proves, reading alone; the improvers it kept
+(`improve improver`) are held to their claims too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import check_name, profile_dir
-from improver import ImproverError, Lineage, LineageReport, open_seal
+from improver import ImproverError, Lineage, LineageReport, check_improvers, open_seal
 from improver import check_lineage as check_kept
 
 
@@ -42,5 +43,9 @@ def check_lineage(home: Home, profile: str, remote: str | None = None) -> Lineag
         seals[seal.id] = seal
     with open_remote(remote) if remote else open_ledger(home, check=False, read_only=True) as ledger:
         report = check_kept(lineage, profile, ledger, seals)
+        if report.verified:
+            improvers = check_improvers(Lineage(home.routes.improvers(profile)), profile, ledger)
+            report.lines += improvers.lines
+            report.problems += improvers.problems
     report.problems[:0] = broken
     return report

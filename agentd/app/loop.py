@@ -9,7 +9,7 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -47,10 +47,10 @@ class Stopper:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._target: tuple[asyncio.AbstractEventLoop, Loop] | None = None
+        self._target: tuple[asyncio.AbstractEventLoop, Stoppable] | None = None
         self.requested = False
 
-    def attach(self, running: asyncio.AbstractEventLoop, loop: Loop) -> None:
+    def attach(self, running: asyncio.AbstractEventLoop, loop: Stoppable) -> None:
         with self._lock:
             self._target = (running, loop)
             if self.requested:
@@ -205,7 +205,15 @@ def recovered_lineage(home: Home, profile: str, ledger: Ledger | None, on_event:
     return lineage
 
 
-async def run_with_signals(loop: Loop, rounds: int, stopper: Stopper | None = None) -> None:
+class Stoppable(Protocol):
+    """A run of rounds that a stop request ends at its next step: the loop, the improver loop."""
+
+    def request_stop(self) -> None: ...
+
+    async def run(self, rounds: int) -> None: ...
+
+
+async def run_with_signals(loop: Stoppable, rounds: int, stopper: Stopper | None = None) -> None:
     """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop (on the main thread:
     elsewhere the process's own handler stops it through `stopper`)."""
     stopper = stopper or Stopper()

@@ -18,9 +18,8 @@ from agentd.app.remote import open_remote, post_remote, prove_remote
 from agentd.cli.options import App, CheckFailed, emit_json, emit_table, json_option, pass_app, progress, users_umask
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
-from agentd.wallets import NAME, list_wallets, load_wallet, log_key_id, wallet_info
+from agentd.wallets import list_wallets, load_wallet, log_key_id, wallet_id_of
 from ledger import (
-    WALLET_ID,
     CheckpointError,
     DamagedStore,
     Entry,
@@ -66,7 +65,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, as_json: boo
     kinds = rule_set().kinds
     if kind is not None and kind not in kinds:
         raise WrongValue(f"--kind {kind!r} is not a kind of entry; the kinds are: {', '.join(sorted(kinds))}")
-    author_id = _wallet_id(app.home, author) if author else None
+    author_id = wallet_id_of(app.home, author) if author else None
     names = _names(app.home)
     with open_ledger(app.home, read_only=True) as ledger:
         entries = list(ledger.entries(kind=kind, start=start, author=author_id))
@@ -411,16 +410,6 @@ def _resolve(ledger: Ledger, ref: str) -> Entry:
         except LedgerError:
             return ledger.get(int(ref))
     return ledger.find(ref)
-
-
-def _wallet_id(home: Home, who: str) -> str:
-    if WALLET_ID.fullmatch(who):
-        return who
-    if who == "log" and log_key_id(home):
-        return str(log_key_id(home))
-    if NAME.fullmatch(who):
-        return wallet_info(home, who).id
-    raise WrongValue(f"{who!r} is neither a wallet name nor a wallet id (32 hex digits)")
 
 
 def _names(home: Home) -> dict[str, str]:

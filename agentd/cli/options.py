@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
+from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
@@ -16,8 +17,8 @@ from agentd.home import Home
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Stable exit codes, documented in the README.
-EXIT_ERROR = 1        # bad input or a failure the message explains
-EXIT_USAGE = 2        # a wrong option or value
+EXIT_ERROR = 1  # bad input or a failure the message explains
+EXIT_USAGE = 2  # a wrong option or value
 EXIT_CHECK_FAILED = 3  # a check ran and found something wrong (verify, lineage --check)
 EXIT_INTERRUPTED = 130
 
@@ -112,3 +113,46 @@ class CheckFailed(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"agentd: check failed: {self.message}", err=True)
+
+
+# A negative amount ("-5") is a wrong amount, not an unknown option: it reaches USD's check.
+NUMBERS = {"ignore_unknown_options": True}
+
+
+class Usd(click.ParamType):
+    """An amount of USD, like 12.50, as integer cents; anything else is a wrong value (exit 2)."""
+
+    name = "usd"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_usd(str(value))
+        except AgentdError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def parse_usd(text: str) -> int:
+    """'12.50' -> 1250 cents: a positive amount with at most two decimals."""
+    from ledger import MAX_CENTS  # here, so that `agentd --help` never loads the ledger
+
+    try:
+        amount = Decimal(text.strip())
+    except InvalidOperation:
+        raise AgentdError(f"{text!r} is not an amount: give USD like 12.50") from None
+    if not amount.is_finite():
+        raise AgentdError(f"{text!r} is not an amount: give USD like 12.50")
+    cents = amount * 100
+    if cents != cents.to_integral_value():
+        raise AgentdError(f"{text!r} is not a whole number of cents: give at most two decimals")
+    if cents <= 0:
+        raise AgentdError(f"{text!r} is out of range: give an amount above 0")
+    if cents > MAX_CENTS:
+        raise AgentdError(f"{text!r} is out of range: give at most {format_usd(MAX_CENTS)}")
+    return int(cents)
+
+
+def format_usd(cents: int) -> str:
+    whole, part = divmod(abs(cents), 100)
+    return f"{'-' if cents < 0 else ''}{whole}.{part:02d} USD"

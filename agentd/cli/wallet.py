@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import base64
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import click
 
 from agentd.app.ledger import open_ledger
-from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app
+from agentd.cli.options import NUMBERS, App, Usd, emit_json, emit_table, format_usd, json_option, pass_app
 from agentd.errors import AgentdError
-from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, seal_log_key, wallet_info
-from ledger import MAX_CENTS, MINT, TRANSFER, WALLET_ID, Entry, KeyFile
+from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, seal_log_key, wallet_id_of, wallet_info
+from ledger import MINT, TRANSFER, Entry, KeyFile
 
 
 @click.group("wallet", short_help="Wallets: keys that sign entries and hold funds.")
@@ -88,24 +87,6 @@ def show(app: App, name: str, as_json: bool) -> None:
     )
 
 
-# A negative amount ("-5") is a wrong amount, not an unknown option: it reaches USD's check.
-NUMBERS = {"ignore_unknown_options": True}
-
-
-class Usd(click.ParamType):
-    """An amount of USD, like 12.50, as integer cents; anything else is a wrong value (exit 2)."""
-
-    name = "usd"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_usd(str(value))
-        except AgentdError as exc:
-            self.fail(str(exc), param, ctx)
-
-
 @command.command("fund", short_help="Mint USD to wallet NAME (signed by the log's key).", context_settings=NUMBERS)
 @click.argument("name")
 @click.argument("cents", metavar="USD", type=Usd())
@@ -122,7 +103,16 @@ def fund(app: App, name: str, cents: int, as_json: bool) -> None:
         entry = ledger.append(log_key(app.home), MINT, {"to": info.id, "cents": cents})
         balance = ledger.state().balance(info.id)
     if as_json:
-        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "wallet": info.id, "cents": cents, "balance": balance, **_receipt(entry)})
+        emit_json(
+            {
+                "pulse": entry.pulse,
+                "claim": entry.claim_id,
+                "wallet": info.id,
+                "cents": cents,
+                "balance": balance,
+                **_receipt(entry),
+            }
+        )
         return
     click.echo(f"minted {format_usd(cents)} to {name}: Pulse {entry.pulse}, claim {entry.claim_id[:16]}")
     click.echo(f"balance of {name}: {format_usd(balance)}")
@@ -138,7 +128,7 @@ def fund(app: App, name: str, cents: int, as_json: bool) -> None:
 def transfer(app: App, sender: str, to: str, cents: int, memo: str, as_json: bool) -> None:
     """Send USD from wallet FROM to TO (a wallet name in this home, or a wallet id),
     signed by FROM's key. The ledger refuses an overdraft."""
-    to_id = to if WALLET_ID.fullmatch(to) else wallet_info(app.home, to).id
+    to_id = wallet_id_of(app.home, to)
     signer = load_wallet(app.home, sender)
     body: dict[str, Any] = {"to": to_id, "cents": cents, **({"memo": memo} if memo else {})}
     with open_ledger(app.home) as ledger:
@@ -152,7 +142,17 @@ def transfer(app: App, sender: str, to: str, cents: int, memo: str, as_json: boo
         entry = ledger.append(signer, TRANSFER, body)
         balance = ledger.state().balance(signer.id)
     if as_json:
-        emit_json({"pulse": entry.pulse, "claim": entry.claim_id, "from": signer.id, "to": to_id, "cents": cents, "balance": balance, **_receipt(entry)})
+        emit_json(
+            {
+                "pulse": entry.pulse,
+                "claim": entry.claim_id,
+                "from": signer.id,
+                "to": to_id,
+                "cents": cents,
+                "balance": balance,
+                **_receipt(entry),
+            }
+        )
         return
     click.echo(f"sent {format_usd(cents)} from {sender} to {to}: Pulse {entry.pulse}, claim {entry.claim_id[:16]}")
     click.echo(f"balance of {sender}: {format_usd(balance)}")
@@ -173,29 +173,6 @@ def seal_log_key_(app: App, as_json: bool) -> None:
 
 def _receipt(entry: Entry) -> dict[str, Any]:
     return {"receipt": entry.receipt.to_json()} if entry.receipt else {}
-
-
-def parse_usd(text: str) -> int:
-    """'12.50' -> 1250 cents: a positive amount with at most two decimals."""
-    try:
-        amount = Decimal(text.strip())
-    except InvalidOperation:
-        raise AgentdError(f"{text!r} is not an amount: give USD like 12.50") from None
-    if not amount.is_finite():
-        raise AgentdError(f"{text!r} is not an amount: give USD like 12.50")
-    cents = amount * 100
-    if cents != cents.to_integral_value():
-        raise AgentdError(f"{text!r} is not a whole number of cents: give at most two decimals")
-    if cents <= 0:
-        raise AgentdError(f"{text!r} is out of range: give an amount above 0")
-    if cents > MAX_CENTS:
-        raise AgentdError(f"{text!r} is out of range: give at most {format_usd(MAX_CENTS)}")
-    return int(cents)
-
-
-def format_usd(cents: int) -> str:
-    whole, part = divmod(abs(cents), 100)
-    return f"{'-' if cents < 0 else ''}{whole}.{part:02d} USD"
 
 
 def _sealed(info: KeyFile) -> str:

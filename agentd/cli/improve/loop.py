@@ -24,7 +24,7 @@ from agentd.cli.options import (
     pass_app,
     progress,
 )
-from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, summary
+from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Settings, summary
 
 
 @click.command("seal")
@@ -171,11 +171,17 @@ def adopt(app: App, profile: str, step: str, as_json: bool) -> None:
 @pass_app
 def undo(app: App, profile: str, as_json: bool) -> None:
     """Take back the last change made PROFILE's, restoring exactly what it replaced."""
-    step, learned = undo_step(app.home, profile)
-    if as_json:
-        emit_json({"profile": profile, "took_back": step, "learned": learned.to_json()})
+    step, again = undo_step(app.home, profile)
+    if isinstance(again, Settings):
+        if as_json:
+            emit_json({"profile": profile, "took_back": step, "improver": {"id": again.id, **again.to_json()}})
+        else:
+            click.echo(f"took back step {step}: profile {profile}'s improver is {again.id} again, the one it replaced")
         return
-    now = f"step {learned.step}" if learned.step else "what it had learned before any step"
+    if as_json:
+        emit_json({"profile": profile, "took_back": step, "learned": again.to_json()})
+        return
+    now = f"step {again.step}" if again.step else "what it had learned before any step"
     click.echo(f"took back step {step}: profile {profile} has {now} again")
 
 

@@ -1,0 +1,176 @@
+"""`agentd bond`, `agentd challenge` and `agentd rule`: funds an attester locks behind
+its attestations, the challenges that dispute them, and the adjudicator's rulings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agentd.app import bonds as app
+from agentd.cli.options import NUMBERS, App, Usd, emit_json, emit_table, format_usd, json_option, pass_app, progress
+from agentd.errors import WrongValue
+from ledger import Bond, Challenge
+
+
+@click.group("bond", short_help="Bonds: funds locked behind attestations, slashed when one is shown false.")
+def command() -> None:
+    """Bonds: funds a wallet locks behind the attestations it issues on them.
+
+    A bond names the adjudicator who rules on challenges to what it backs. An upheld
+    challenge shows the attestation false and slashes the bond: the challenger gets its
+    deposit back and the bond's funds, and the bond stands behind nothing from then on,
+    even for attestations issued on it later. A dismissed challenge's deposit goes to the
+    bond's owner. A bond is withdrawn (its funds returned) only while no challenge on it
+    is open. All of it is on the ledger, checked on append and by `agentd ledger verify`.
+    """
+
+
+@command.command("post", short_help="Lock USD of wallet W in a bond under an adjudicator.", context_settings=NUMBERS)
+@click.argument("wallet", metavar="W")
+@click.argument("cents", metavar="USD", type=Usd())
+@click.option("--adjudicator", required=True, metavar="WALLET", help="Who rules on challenges (a wallet name or id).")
+@click.option("--memo", default="", help="A note recorded with the bond (up to 500 characters).")
+@json_option
+@pass_app
+def post(app_: App, wallet: str, cents: int, adjudicator: str, memo: str, as_json: bool) -> None:
+    """Post a bond (bond.post/v1): USD of wallet W locked, under ADJUDICATOR."""
+    written = app.post_bond(app_.home, wallet, cents, adjudicator, memo)
+    _written(written, as_json, f"posted bond {written.entry.claim_id[:16]}: {format_usd(cents)} of {wallet} locked")
+
+
+@command.command("withdraw", short_help="Withdraw wallet W's bond, its funds returned.")
+@click.argument("wallet", metavar="W")
+@click.argument("bond", metavar="BOND")
+@json_option
+@pass_app
+def withdraw(app_: App, wallet: str, bond: str, as_json: bool) -> None:
+    """Withdraw BOND (bond.withdraw/v1; a claim id or a prefix of 4+ hex digits): its
+    funds go back to W, and it stands behind nothing from then on. Refused while a
+    challenge on it is open."""
+    written = app.withdraw_bond(app_.home, wallet, bond)
+    _written(written, as_json, f"withdrew bond {written.bond.id[:16]}: {format_usd(written.bond.cents)} back to {wallet}")
+
+
+@command.command("list", short_help="List bonds, their funds and state.")
+@click.option("--owner", metavar="WALLET", help="Only this wallet's bonds.")
+@json_option
+@pass_app
+def list_(app_: App, owner: str | None, as_json: bool) -> None:
+    """List the log's bonds: id, owner, funds, adjudicator, state, claims on it and
+    challenges still open."""
+    found = app.bonds(app_.home, owner)
+    if as_json:
+        emit_json([_bond_json(b) for b in found])
+        return
+    if not found:
+        progress("no bonds yet: post one with `agentd bond post W USD --adjudicator WALLET`")
+        return
+    rows: list[tuple[Any, ...]] = [("BOND", "OWNER", "FUNDS", "ADJUDICATOR", "STATE", "CLAIMS", "OPEN CHALLENGES")]
+    rows += [
+        (b.id[:16], b.owner, format_usd(b.cents), b.adjudicator, b.status, len(b.claims), len(b.open_challenges)) for b in found
+    ]
+    emit_table(rows)
+
+
+@command.command("show", short_help="Show one bond with its claims and challenges.")
+@click.argument("bond", metavar="BOND")
+@json_option
+@pass_app
+def show(app_: App, bond: str, as_json: bool) -> None:
+    """Show BOND: its funds, adjudicator and state, the claims issued on it, and every
+    challenge to them with its ruling."""
+    found, challenges = app.bond_with_challenges(app_.home, bond)
+    if as_json:
+        emit_json({**_bond_json(found), "challenges": [_challenge_json(c) for c in challenges]})
+        return
+    emit_table(
+        [
+            ("bond", found.id), ("owner", found.owner), ("funds", format_usd(found.cents)),
+            ("adjudicator", found.adjudicator), ("state", _state(found)), ("posted at", f"Pulse {found.pulse}"),
+        ]
+    )  # fmt: skip
+    for claim in found.claims:
+        click.echo(f"backs claim {claim}")
+    for c in challenges:
+        ruled = f", ruling {c.ruling[:16]}" if c.ruling else ""
+        click.echo(f"challenge {c.id[:16]} of claim {c.claim[:16]} by {c.challenger}: {format_usd(c.cents)} deposit, {c.status}{ruled}")
+
+
+@click.command("challenge", short_help="Challenge an attestation on its bond, with a deposit.", context_settings=NUMBERS)
+@click.argument("wallet", metavar="W")
+@click.argument("claim", metavar="CLAIM")
+@click.argument("bond", metavar="BOND")
+@click.option("--deposit", "cents", type=Usd(), required=True, help="USD of W locked until the ruling.")
+@click.option("--evidence", default="", help="What you found on rebuilding the release.")
+@click.option(
+    "--evidence-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read the evidence from this file."
+)
+@click.option(
+    "--recipe", is_flag=True, help="Carry the rebuild recipe (release, commit, patch, sealed tasks, commands) for `rule --rerun`."
+)
+@json_option
+@pass_app
+def challenge(
+    app_: App, wallet: str, claim: str, bond: str, cents: int, evidence: str, evidence_file: Path | None, recipe: bool, as_json: bool
+) -> None:
+    """Challenge attestation CLAIM on BOND (bond.challenge/v1), signed by W, with a
+    deposit. The bond's adjudicator rules on it: upheld, W gets the deposit back and the
+    bond's funds; dismissed, the deposit goes to the bond's owner."""
+    if evidence_file is not None:
+        if evidence:
+            raise WrongValue("give the evidence once: --evidence or --evidence-file, not both")
+        evidence = evidence_file.read_text(errors="replace")
+    written = app.challenge(app_.home, wallet, claim, bond, cents, evidence, recipe)
+    _written(
+        written, as_json,
+        f"challenged claim {written.entry.body['claim'][:16]} on bond {written.bond.id[:16]} as {written.entry.claim_id[:16]}: "
+        f"{format_usd(cents)} of {wallet} deposited until the adjudicator rules",
+    )  # fmt: skip
+
+
+@click.command("rule", short_help="Rule on a challenge, as the bond's adjudicator.")
+@click.argument("wallet", metavar="W")
+@click.argument("challenge_ref", metavar="CHALLENGE")
+@click.option("--uphold/--dismiss", default=None, help="Uphold the challenge (the claim is false) or dismiss it.")
+@click.option("--note", default="", help="Why (recorded with the ruling, up to 500 characters).")
+@json_option
+@pass_app
+def rule(app_: App, wallet: str, challenge_ref: str, uphold: bool | None, note: str, as_json: bool) -> None:
+    """Rule on CHALLENGE (bond.ruling/v1) as W, the adjudicator its bond names; once.
+    Upheld: the attestation is shown false and the bond slashed, its funds and the
+    deposit to the challenger. Dismissed: the deposit to the bond's owner."""
+    if uphold is None:
+        raise WrongValue("say how you rule: --uphold or --dismiss")
+    written = app.rule(app_.home, wallet, challenge_ref, uphold, note)
+    if uphold:
+        said = f"upheld challenge {written.entry.body['challenge'][:16]}: the attestation is shown false, bond {written.bond.id[:16]} slashed"
+    else:
+        said = f"dismissed challenge {written.entry.body['challenge'][:16]}: its deposit goes to the bond's owner"
+    _written(written, as_json, said)
+
+
+def _written(written: app.Written, as_json: bool, said: str) -> None:
+    if as_json:
+        emit_json({"pulse": written.entry.pulse, "claim": written.entry.claim_id, "bond": _bond_json(written.bond)})
+        return
+    click.echo(f"{said} (Pulse {written.entry.pulse}, claim {written.entry.claim_id[:16]})")
+
+
+def _state(bond: Bond) -> str:
+    return bond.status if bond.ended is None else f"{bond.status} at Pulse {bond.ended}"
+
+
+def _bond_json(bond: Bond) -> dict[str, Any]:
+    return {
+        "bond": bond.id, "owner": bond.owner, "cents": bond.cents, "adjudicator": bond.adjudicator, "pulse": bond.pulse,
+        "status": bond.status, "ended": bond.ended, "claims": list(bond.claims), "open_challenges": list(bond.open_challenges),
+    }  # fmt: skip
+
+
+def _challenge_json(c: Challenge) -> dict[str, Any]:
+    return {
+        "challenge": c.id, "bond": c.bond, "claim": c.claim, "challenger": c.challenger, "cents": c.cents, "pulse": c.pulse,
+        "status": c.status, "ruling": c.ruling, "evidence": c.evidence, "recipe": c.recipe,
+    }  # fmt: skip

@@ -1,0 +1,146 @@
+"""The improver loop's bookkeeping, with each improver graded by a stand-in: what it keeps,
+what it says when a kept improver proposes the next change kept, and confirmations
+spent on the held-out problems across runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from improver.lineage import Lineage
+from improver.metaloop import TOOL_NAME, Graded, MetaLoop, Problem
+from improver.protocol import Completion, TokenUsage
+from improver.settings import Settings
+from improver.stats import Tally
+from improver.tasks import TaskSet
+from improver.trials import TaskTally, TrialResult
+from improver.variant import Variant
+from tests.improver.taskkit import paid_task
+
+RULE = " Rule."
+
+
+class AddsARule:
+    """A proposer that adds one sentence to the instructions it is given, every time."""
+
+    name = "test:adds-a-rule"
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        arguments = json.dumps({"instructions": messages[0]["content"] + RULE})
+        call = {"id": "c1", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
+        return Completion({"role": "assistant", "content": None, "tool_calls": [call]}, TokenUsage(1, 1), self.name)
+
+
+class GradedByRules(MetaLoop):
+    """The agent passes four more held tasks (in every run) for each rule the improver's
+    instructions hold, on the problems named in `helps`, and none on the others."""
+
+    helps: tuple[str, ...] = ("p0", "p1", "p2")
+
+    async def _grade(self, improver: Settings, problem: Problem) -> Graded:
+        rules = improver.instructions.count(RULE) if problem.name in self.helps else 0
+        tasks = problem.held.tasks
+        after = {t.name: Tally(4 if i < 4 * rules else 0, 4) for i, t in enumerate(tasks)}
+        return Graded(problem, {t.name: Tally(0, 4) for t in tasks}, after, Variant("op", "", ("m",)), {})
+
+
+def problem(name: str) -> Problem:
+    def tasks(part: str, n: int) -> TaskSet:
+        return TaskSet("invoices", "op", tuple(paid_task(f"{name}-{part}-{i}") for i in range(n)), validated=True)
+
+    return Problem(name, tasks("train", 2), tasks("held", 16))
+
+
+def metaloop(lineage: Path, events: list[str], helps: tuple[str, ...] = ("p0", "p1", "p2")) -> GradedByRules:
+    loop = GradedByRules(
+        profile="invoices", improver=Settings(), agent_variant=Variant("op", "", ("m",)), allowed_models=["m"],
+        agent=None, models=None, proposer=AddsARule(), problems=[problem("p0"), problem("p1")],  # type: ignore[arg-type]
+        held_out=[problem("p2")], lineage=Lineage(lineage), on_event=lambda e: events.append(e.text),
+    )  # fmt: skip
+    loop.helps = helps
+    return loop
+
+
+def test_a_kept_improver_that_proposes_the_next_change_kept_is_named(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    asyncio.run(loop.run(2))
+    kept = [e for e in events if e.startswith("kept ")]
+    assert len(kept) == 2 and loop.stopped is None
+    first, second = (k.rsplit(" ", 1)[1] for k in kept)
+    assert f"the improver step {first} kept went on to propose the change step {second} kept" in events
+    assert loop.improver.instructions == Settings().instructions + RULE + RULE
+    lines = [json.loads(line) for line in (tmp_path / "improvers.jsonl").read_text().splitlines()]
+    assert [line["confirmation"] for line in lines if line["decision"] == "kept"] == [1, 2]
+    assert lines[-1]["proposed_by_step"] == first
+
+
+def test_a_change_better_only_on_the_problems_given_spends_a_confirmation_and_is_not_kept(tmp_path: Path) -> None:
+    events: list[str] = []
+    asyncio.run(metaloop(tmp_path / "improvers.jsonl", events, helps=("p0", "p1")).run(1))
+    assert any(e.startswith("tried its instructions, adding") and "(confirmation 1 of 4 spent)" in e for e in events)
+    assert not any(e.startswith("kept ") for e in events)
+    again: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", again, helps=("p0", "p1"))
+    asyncio.run(loop.run(1))
+    assert "turned down: its instructions, adding \"Rule.\": tried already" in again
+
+
+def test_spent_confirmations_stop_the_run(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    loop.confirmations = 1
+    asyncio.run(loop.run(2))
+    assert loop.stopped is not None and "spent their 1 confirmations" in str(loop.stopped)
+
+
+class ProposesWhatIsNotItsToChange:
+    name = "test:overreaches"
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        calls = [
+            {"id": f"c{i}", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
+            for i, arguments in enumerate(['{"max_lessons": 9000}', '{"failed_shown": 0}', "not json"], 1)
+        ]
+        return Completion({"role": "assistant", "content": None, "tool_calls": calls}, TokenUsage(1, 1), self.name)
+
+
+def test_a_proposal_that_makes_no_improver_is_turned_down_saying_why(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    loop.proposer = ProposesWhatIsNotItsToChange()
+    asyncio.run(loop.run(1))
+    assert "round 1: the improver {} proposed 3 changes to itself".format(Settings().id) in events
+    assert any(e.startswith("turned down: a proposal: 'max_lessons' is not the improver's to change") for e in events)
+    assert "turned down: a proposal: failed_shown must be a whole number of at least 1" in events
+    assert "turned down: a proposal: its arguments are not valid JSON" in events
+
+
+class Contested(GradedByRules):
+    """The improver as it is leaves the agent passing the last held task; a changed one
+    leaves it failing that task in its first runs, which fresh runs then pass."""
+
+    asked: list[tuple[str, int]]
+
+    async def _grade(self, improver: Settings, problem: Problem) -> Graded:
+        graded = await super()._grade(improver, problem)
+        last = problem.held.tasks[-1].name
+        graded.after[last] = Tally(0 if improver.instructions.count(RULE) else 4, 4)
+        return graded
+
+    async def _trial(self, variant: Variant, tasks: Any, runs: int) -> TrialResult:
+        self.asked += [(t.name, runs) for t in tasks]
+        return TrialResult(variant, runs, [], {t.name: TaskTally(passed=runs) for t in tasks})
+
+
+def test_a_task_the_change_seems_to_lose_gets_fresh_runs_before_it_is_judged(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    contested = Contested(**{f.name: getattr(loop, f.name) for f in fields(MetaLoop)})
+    contested.asked = []
+    asyncio.run(contested.run(1))
+    assert ("p0-held-15", 4) in contested.asked and ("p1-held-15", 4) in contested.asked and ("p2-held-15", 4) in contested.asked
+    assert any(e.startswith("kept ") for e in events)
