@@ -115,7 +115,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "BudgetTooSmall": ("loop", "BudgetTooSmall"),
     "Loop": ("loop", "Loop"),
     "Stop": ("loop", "Stop"),
-    "Challenge": ("challenger", "Challenge"),
+    "Challenger": ("challenger", "Challenger"),
     "Practice": ("practice", "Practice"),
     "PracticeRequest": ("practice", "PracticeRequest"),
     "PracticeRunner": ("practice", "Runner"),
@@ -171,7 +171,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
     from improver.archive import Archive
-    from improver.challenger import Challenge
+    from improver.challenger import Challenger
     from improver.chat import text_of, transcript_problem
     from improver.claims import ATTESTATION, attestation_of, release_claim_of
     from improver.claims import register as register_claims

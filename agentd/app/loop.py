@@ -27,7 +27,7 @@ from agentd.wallets import load_wallet
 from improver import (
     Archive,
     BudgetTooSmall,
-    Challenge,
+    Challenger,
     Event,
     Lineage,
     Loop,
@@ -90,8 +90,8 @@ class RunRequest:
     seed: int | None = None
     practice: Path | None = None  # practice tasks to choose on beside the seal's
     challenger: str | None = None  # the model that writes variants of the tasks a change newly passes
-    challenger_tasks: int = Challenge.tasks
-    challenger_variants: int = Challenge.variants
+    challenger_tasks: int = Challenger.tasks
+    challenger_variants: int = Challenger.variants
 
 
 def run_improvement(
@@ -185,12 +185,12 @@ def _loop(
         raise AgentdError(str(exc)) from None
 
 
-def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | None) -> Challenge | None:
+def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | None) -> Challenger | None:
     """The challenger the request names (`model` stands in for it), or None without one."""
     if request.challenger is None:
         return None
     made = model or make_model(request.challenger, home, base_dir=folder)
-    return Challenge(made, request.challenger_tasks, request.challenger_variants)
+    return Challenger(made, request.challenger_tasks, request.challenger_variants)
 
 
 def recovered_lineage(home: Home, profile: str, ledger: Ledger | None, on_event: Callable[[Event], None]) -> Lineage:
