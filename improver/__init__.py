@@ -115,7 +115,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "BudgetTooSmall": ("loop", "BudgetTooSmall"),
     "Loop": ("loop", "Loop"),
     "Stop": ("loop", "Stop"),
-    "Challenge": ("challenger", "Challenge"),
+    "Challenger": ("challenger", "Challenger"),
     "Practice": ("practice", "Practice"),
     "PracticeRequest": ("practice", "PracticeRequest"),
     "PracticeRunner": ("practice", "Runner"),
@@ -189,7 +189,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.attest import Release as PublishedRelease
     from improver.attest import Setup as AttestSetup
     from improver.attest import attest as attest_release
-    from improver.challenger import Challenge
+    from improver.challenger import Challenger
     from improver.chat import text_of, transcript_problem
     from improver.claims import ATTESTATION, attestation_of, release_claim_of
     from improver.claims import register as register_claims

@@ -29,7 +29,7 @@ import numpy as np
 
 from improver import decision
 from improver.archive import Archive, Archived
-from improver.challenger import Challenge, Shown, newly_passed, write_variants
+from improver.challenger import Challenger, Shown, newly_passed, write_variants
 from improver.clock import utc_now
 from improver.decision import CHALLENGE, CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
 from improver.digests import digest
@@ -99,7 +99,7 @@ class Loop:
     on_event: Callable[[Event], None] = lambda event: None
     progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
     practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.practice)
-    challenge: Challenge | None = None  # a challenger's variants between screening and the sealed tasks
+    challenge: Challenger | None = None  # a challenger's variants between screening and the sealed tasks
 
     def __post_init__(self) -> None:
         if self.baseline_runs is None:
