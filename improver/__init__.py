@@ -141,6 +141,20 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "ATTESTATION": ("claims", "ATTESTATION"),
     "attestation_of": ("claims", "attestation_of"),
     "release_claim_of": ("claims", "release_claim_of"),
+    # attesting a release, and releases and attestations as in-toto statements
+    "AttestSetup": ("attest", "Setup"),
+    "Finding": ("attest", "Finding"),
+    "PublishedRelease": ("attest", "Release"),
+    "attest_release": ("attest", "attest"),
+    "load_sealed": ("attest", "load_sealed"),
+    "recipe_for": ("attest", "recipe_for"),
+    "ATTESTATION_PREDICATE": ("intoto", "ATTESTATION_PREDICATE"),
+    "RELEASE_PREDICATE": ("intoto", "RELEASE_PREDICATE"),
+    "BadStatement": ("intoto", "BadStatement"),
+    "VerifiedStatement": ("intoto", "Verified"),
+    "statement_about": ("intoto", "statement"),
+    "statement_envelope": ("intoto", "envelope"),
+    "verify_statement": ("intoto", "verify"),
     # what every layer above shares
     "ImproverError": ("errors", "ImproverError"),
     "text_of": ("chat", "text_of"),
@@ -171,6 +185,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
     from improver.archive import Archive
+    from improver.attest import Finding, load_sealed, recipe_for
+    from improver.attest import Release as PublishedRelease
+    from improver.attest import Setup as AttestSetup
+    from improver.attest import attest as attest_release
     from improver.challenger import Challenger
     from improver.chat import text_of, transcript_problem
     from improver.claims import ATTESTATION, attestation_of, release_claim_of
@@ -200,6 +218,11 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.harness import ModelFactory, RunResult
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
+    from improver.intoto import ATTESTATION_PREDICATE, RELEASE_PREDICATE, BadStatement
+    from improver.intoto import Verified as VerifiedStatement
+    from improver.intoto import envelope as statement_envelope
+    from improver.intoto import statement as statement_about
+    from improver.intoto import verify as verify_statement
     from improver.judge import Judged, Proposal, read_proposals, save_proposals
     from improver.judge import judge as judge_sessions
     from improver.lineage import Lineage, check_improvers, summary

@@ -23,7 +23,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field, replace
 from itertools import takewhile
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -328,26 +328,7 @@ class Loop:
     async def _decided(
         self, rule: Rule, change: Variant, tasks: Sequence[Task], mine: dict[str, Tally], current: dict[str, Tally]
     ) -> tuple[Decision, int]:
-        """The decision on one part, with the fresh runs of the change it asks for on
-        contested tasks, batch by batch, until it no longer asks; and the runs that errored
-        on the way. A contest whose runs keep erroring is settled as nothing lost after
-        as many rounds as the most fresh runs allow."""
-        names = tuple(t.name for t in tasks)
-        fresh: dict[str, Tally] = {}
-        errored = 0
-        said = decision.decide(rule, Evidence(mine, current, fresh), names)
-        for _ in range(-(-rule.contest_runs // rule.runs)):
-            if said.outcome is not Outcome.MORE_RUNS:
-                return said, errored
-            for runs in sorted(set(said.more.values())):
-                batch = [t for t in tasks if said.more.get(t.name) == runs]
-                result = await self._trial(change, batch, runs)
-                errored += result.errored
-                for name, tally in result.tallies().items():
-                    old = fresh.get(name)
-                    fresh[name] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
-            said = decision.decide(rule, Evidence(mine, current, fresh), names)
-        return decision.settle(said), errored
+        return await decided(rule, tasks, mine, current, lambda batch, runs: self._trial(change, batch, runs))
 
     def _seal_has_room(self) -> None:
         """Before the sealed tasks are asked anything: a spent seal is noticed here, not after."""
@@ -608,6 +589,36 @@ class Loop:
 
     def _emit(self, kind: str, text: str, **data: Any) -> None:
         self.on_event(Event(kind, text, data))
+
+
+async def decided(
+    rule: Rule,
+    tasks: Sequence[Task],
+    mine: dict[str, Tally],
+    current: dict[str, Tally],
+    trial: Callable[[Sequence[Task], int], Awaitable[TrialResult]],
+) -> tuple[Decision, int]:
+    """The decision on one part, with the fresh runs of the change it asks for on
+    contested tasks (`trial` runs them), batch by batch, until it no longer asks; and the
+    runs that errored on the way. A contest whose runs keep erroring is settled as
+    nothing lost after as many rounds as the most fresh runs allow. The loop and an
+    attester (improver.attest) decide by this one function."""
+    names = tuple(t.name for t in tasks)
+    fresh: dict[str, Tally] = {}
+    errored = 0
+    said = decision.decide(rule, Evidence(mine, current, fresh), names)
+    for _ in range(-(-rule.contest_runs // rule.runs)):
+        if said.outcome is not Outcome.MORE_RUNS:
+            return said, errored
+        for runs in sorted(set(said.more.values())):
+            batch = [t for t in tasks if said.more.get(t.name) == runs]
+            result = await trial(batch, runs)
+            errored += result.errored
+            for name, tally in result.tallies().items():
+                old = fresh.get(name)
+                fresh[name] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
+        said = decision.decide(rule, Evidence(mine, current, fresh), names)
+    return decision.settle(said), errored
 
 
 # A decision's outcome and part, as the lineage has always named it.

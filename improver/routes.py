@@ -13,6 +13,7 @@ and record of exports are kept. Every path under it is named here, and nowhere e
     PROFILE-code-archive-TRAIN.json  every code change tried on those tasks (improver.code)
     PROFILE-code-work/           a code run's clones and built trees, removed when it ends
     releases/ID.patch, ID.json   a kept code change's patch and its record (improver.release)
+    attest-work-ID/              an attester's clones and built trees of release ID, removed when it ends
 """
 
 from __future__ import annotations
@@ -77,3 +78,6 @@ class Routes:
 
     def release_record(self, release: str) -> Path:
         return self.releases() / f"{release}.json"
+
+    def attest_work(self, release: str) -> Path:
+        return self.root / f"attest-work-{release}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from agentd.cli.improve import code, evaluate, improver, judge, loop, practice, tasks
+from agentd.cli.improve import attest, code, evaluate, improver, judge, loop, practice, tasks
 
 
 @click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
@@ -22,5 +22,6 @@ for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage, practice
 command.add_command(evaluate.eval_command)
 command.add_command(judge.judge)
 command.add_command(improver.improver)
+command.add_command(attest.attest_command)
 
 lineage = loop.lineage  # also `agentd lineage`
