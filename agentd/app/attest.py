@@ -21,7 +21,7 @@ from typing import Any, Callable
 from agentd import __version__
 from agentd.app import killswitch
 from agentd.app.agent import model_factory
-from agentd.app.bonds import post_bond
+from agentd.app.bonds import challenge_of, post_bond
 from agentd.app.ledger import open_ledger
 from agentd.app.runners import sandbox_runner
 from agentd.errors import AgentdError, WrongValue
@@ -43,7 +43,7 @@ from improver import (
     statement_about,
     statement_envelope,
 )
-from ledger import Bond, Entry, Ledger, Wallet, bonds_in
+from ledger import Bond, Challenge, Entry, Ledger, Wallet, bonds_in
 
 RUNS = 4
 EXPIRES_DAYS = 90
@@ -131,6 +131,32 @@ def rerun(
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
     return _rebuild(home, release, source, _read(patch), tasks, runs, progress, digest=recipe.get("tasks"))
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A challenge's recipe rerun: what the attestation it disputes claimed, and what the
+    rerun found."""
+
+    challenge: Challenge
+    claimed: dict[str, Any]  # the attestation's body
+    found: Finding
+
+
+def rerun_challenge(
+    home: Home, challenge_ref: str, source: Path, patch: Path, tasks: Path, progress: Callable[[str], None] = lambda line: None
+) -> Rerun:
+    """Reruns the rebuild recipe challenge `challenge_ref` carries, for its adjudicator to
+    weigh beside the attestation's claim before ruling. Publishes nothing."""
+    with open_ledger(home, read_only=True) as ledger:
+        challenge = challenge_of(ledger, challenge_ref)
+        claimed = ledger.find(challenge.claim).body
+    if challenge.recipe is None:
+        raise AgentdError(
+            f"challenge {challenge.id[:16]} carries no rebuild recipe (its challenger did not give --recipe): "
+            "rule on its evidence, or rebuild it with `agentd improve attest`"
+        )
+    return Rerun(challenge, claimed, rerun(home, challenge.recipe, source, patch, tasks, progress))
 
 
 def published(ledger: Ledger, ref: str) -> tuple[Entry, PublishedRelease]:

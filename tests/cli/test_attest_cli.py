@@ -344,3 +344,27 @@ def test_a_challenges_recipe_is_rerun_in_the_callers_own_sandbox_and_publishes_n
                         ({**recipe, "tasks": "0" * 64}, "is not the recipe's tasks")):  # fmt: skip
         with pytest.raises(AgentdError, match=said):
             rerun(home, wrong, source(home), patch, seal.path)
+
+
+def test_an_adjudicator_reruns_a_challenges_recipe_before_ruling(agentd, home: Home) -> None:
+    rid = release_of(home)
+    for name in ("attester", "judge", "carol"):
+        assert agentd("wallet", "new", name).code == 0
+    for name in ("attester", "carol"):
+        assert agentd("wallet", "fund", name, "50").code == 0
+    r = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", "--adjudicator", "judge", "--bond", "20", "--runs", "2")
+    assert r.code == 0, r.err
+    claim, bond = r.out.split()[5], r.out.split()[8].rstrip(":")
+    r = agentd("challenge", "carol", claim, bond, "--deposit", "5", "--evidence", "I doubt it", "--recipe", "--json")
+    assert r.code == 0, r.err
+    challenge = json.loads(r.out)["claim"]
+    before = size(home)
+    r = agentd("rule", "judge", challenge, "--rerun", *handed(home, rid))
+    assert r.code == 0, r.err
+    claimed, found = r.out.strip().splitlines()
+    assert claimed.startswith("the attestation claimed the release holds up: ")
+    assert found.startswith("rebuilt here, it holds up: ") and "against" in found
+    assert size(home) == before  # rerunning rules on nothing
+    r = agentd("rule", "judge", challenge, "--dismiss", "--note", "rebuilt: it holds up")
+    assert r.code == 0 and "deposit goes to the bond's owner" in r.out
+    assert agentd("ledger", "verify").code == 0
