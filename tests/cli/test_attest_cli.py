@@ -322,6 +322,8 @@ def test_a_release_as_an_in_toto_statement_verified_by_agentd_and_by_securesyste
     assert (
         other_type.code == 3 and "payloadType is 'application/json', not application/vnd.in-toto+json" in other_type.err
     )
+    plain = agentd("improve", "releases", "show", rid, "--wallet", CODE)
+    assert plain.code == 2 and "--wallet signs the in-toto statement: give --intoto too" in plain.err and plain.out == ""
     unsigned = agentd("improve", "releases", "show", rid, "--intoto", "--wallet", "nobody")
     assert unsigned.code == 1 and "nobody" in unsigned.err and unsigned.out == ""
 

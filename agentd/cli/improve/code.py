@@ -21,6 +21,7 @@ from agentd.cli.options import (
     pass_app,
     progress,
 )
+from agentd.errors import WrongValue
 from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 
 
@@ -120,6 +121,8 @@ def releases_show(app: App, release: str, intoto: bool, wallet: str | None, out:
     """Show RELEASE (its id, or its claim id) as its agent.release/v1 claim publishes it;
     with --intoto, as an in-toto Statement v1 (predicate type
     https://agentd.dev/release/v1) in a DSSE envelope signed by --wallet."""
+    if wallet and not intoto:
+        raise WrongValue("--wallet signs the in-toto statement: give --intoto too")
     shown = release_envelope(app.home, release, wallet) if intoto else release_claim(app.home, release)
     if out:
         write_envelope(out, shown)
