@@ -115,7 +115,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "BudgetTooSmall": ("loop", "BudgetTooSmall"),
     "Loop": ("loop", "Loop"),
     "Stop": ("loop", "Stop"),
-    "Challenge": ("challenger", "Challenge"),
+    "Challenger": ("challenger", "Challenger"),
     "Practice": ("practice", "Practice"),
     "PracticeRequest": ("practice", "PracticeRequest"),
     "PracticeRunner": ("practice", "Runner"),
@@ -149,6 +149,20 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "ATTESTATION": ("claims", "ATTESTATION"),
     "attestation_of": ("claims", "attestation_of"),
     "release_claim_of": ("claims", "release_claim_of"),
+    # attesting a release, and releases and attestations as in-toto statements
+    "AttestSetup": ("attest", "Setup"),
+    "Finding": ("attest", "Finding"),
+    "PublishedRelease": ("attest", "Release"),
+    "attest_release": ("attest", "attest"),
+    "load_sealed": ("attest", "load_sealed"),
+    "recipe_for": ("attest", "recipe_for"),
+    "ATTESTATION_PREDICATE": ("intoto", "ATTESTATION_PREDICATE"),
+    "RELEASE_PREDICATE": ("intoto", "RELEASE_PREDICATE"),
+    "BadStatement": ("intoto", "BadStatement"),
+    "VerifiedStatement": ("intoto", "Verified"),
+    "statement_about": ("intoto", "statement"),
+    "statement_envelope": ("intoto", "envelope"),
+    "verify_statement": ("intoto", "verify"),
     # what every layer above shares
     "ImproverError": ("errors", "ImproverError"),
     "text_of": ("chat", "text_of"),
@@ -179,7 +193,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
     from improver.archive import Archive
-    from improver.challenger import Challenge
+    from improver.attest import Finding, load_sealed, recipe_for
+    from improver.attest import Release as PublishedRelease
+    from improver.attest import Setup as AttestSetup
+    from improver.attest import attest as attest_release
+    from improver.challenger import Challenger
     from improver.chat import text_of, transcript_problem
     from improver.claims import ATTESTATION, attestation_of, release_claim_of
     from improver.claims import register as register_claims
@@ -212,6 +230,11 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.install import Review as InstallReview
     from improver.install import installed as installed_release
     from improver.install import review as review_install
+    from improver.intoto import ATTESTATION_PREDICATE, RELEASE_PREDICATE, BadStatement
+    from improver.intoto import Verified as VerifiedStatement
+    from improver.intoto import envelope as statement_envelope
+    from improver.intoto import statement as statement_about
+    from improver.intoto import verify as verify_statement
     from improver.judge import Judged, Proposal, read_proposals, save_proposals
     from improver.judge import judge as judge_sessions
     from improver.lineage import Lineage, check_improvers, summary

@@ -43,7 +43,7 @@ INSTRUCTIONS = (
 
 
 @dataclass(frozen=True)
-class Challenge:
+class Challenger:
     """How a change is challenged: the model that writes variants, and how many."""
 
     model: Model
@@ -127,7 +127,7 @@ class Shown:
 
 
 async def write_variants(
-    challenge: Challenge,
+    challenge: Challenger,
     shown: Shown,
     varied: Sequence[Task],
     how: Callable[[Task], str],

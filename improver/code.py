@@ -27,7 +27,8 @@ from typing import Any, Awaitable, Callable, TypeVar
 from improver.archive import Archived
 from improver.coder import INSTRUCTIONS, Coded, code, messages_for
 from improver.decision import Decision
-from improver.git import clone_at, diff_of, files_of, mirror, refused, source_commit
+from improver.errors import ImproverError
+from improver.git import clone_at, diff_of, files_of, holds, mirror, refused, source_commit
 from improver.harness import Candidate, Command
 from improver.loop import Interrupted, Loop, Stop
 from improver.patchlimits import PatchLimits, parse, refusal, summary_of
@@ -56,14 +57,19 @@ class Workshop:
     runner: Runner
     readable: tuple[Path, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    at: str = ""  # the commit to build (an attester's: the release's); empty: the one the source stands at
 
     def __post_init__(self) -> None:
-        self.commit = source_commit(self.source)
+        head = source_commit(self.source)  # a checkout's top, its changes committed
+        self.commit = self.at or head
         if self.root.exists():
             shutil.rmtree(self.root)  # a run killed before it could clean up
         self.root.mkdir(parents=True)
         self.origin = mirror(self.source, self.root)
         self.made = 0
+        if not holds(self.origin, self.commit):
+            self.close()
+            raise ImproverError(f"{self.source} does not hold commit {self.commit}: give --source a checkout of the code it was made from")
 
     def fresh(self, name: str) -> Path:
         self.made += 1

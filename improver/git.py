@@ -61,6 +61,15 @@ def mirror(source: Path, into: Path) -> Path:
     return target
 
 
+def holds(repo: Path, commit: str) -> bool:
+    """Whether the repository holds `commit` (a full id) as a commit."""
+    try:
+        run_git(("cat-file", "-e", f"{commit}^{{commit}}"), repo)
+    except GitError:
+        return False
+    return True
+
+
 def clone_at(origin: Path, commit: str, target: Path, patch: bytes = b"") -> Path:
     """A fresh clone at `commit`, with `patch` applied (and staged) when there is one."""
     _run(("clone", "--quiet", "--no-checkout", "--no-hardlinks", str(origin), str(target)), target.parent)

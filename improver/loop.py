@@ -23,13 +23,13 @@ import contextlib
 import time
 from dataclasses import dataclass, field, replace
 from itertools import takewhile
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
 from improver import decision
 from improver.archive import Archive, Archived
-from improver.challenger import Challenge, Shown, newly_passed, write_variants
+from improver.challenger import Challenger, Shown, newly_passed, write_variants
 from improver.clock import utc_now
 from improver.decision import CHALLENGE, CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
 from improver.digests import digest
@@ -99,7 +99,7 @@ class Loop:
     on_event: Callable[[Event], None] = lambda event: None
     progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
     practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.practice)
-    challenge: Challenge | None = None  # a challenger's variants between screening and the sealed tasks
+    challenge: Challenger | None = None  # a challenger's variants between screening and the sealed tasks
 
     def __post_init__(self) -> None:
         if self.baseline_runs is None:
@@ -153,10 +153,10 @@ class Loop:
         result = await self._trial(self.current, self.train.tasks, self.baseline_runs)
         if base is None:
             base = self.archive.add(
-                self.current, None, _tallies(result), self.baseline_runs, ROOT_LABEL, _wrong(result), result.errored
+                self.current, None, result.tallies(), self.baseline_runs, ROOT_LABEL, result.wrong(), result.errored
             )
         else:
-            base.tallies, base.wrong, base.errored = _tallies(result), _wrong(result), result.errored
+            base.tallies, base.wrong, base.errored = result.tallies(), result.wrong(), result.errored
             base.runs = self.baseline_runs
         self.archive.save()
         self._emit(
@@ -225,7 +225,7 @@ class Loop:
             self._decide(said, f"turned down: {label}: {said.reason}", label, change, parent, reason=said.reason)
             return
         first = await self._trial(change, self.train.tasks, 1)
-        worse = decision.clearly_worse(_tallies(first), parent.tallies)
+        worse = decision.clearly_worse(first.tallies(), parent.tallies)
         if worse:
             assert worse.comparison is not None
             self._decide(
@@ -237,7 +237,7 @@ class Loop:
             return
         rest = [await self._trial(change, self.train.tasks, self.runs - 1)] if self.runs > 1 else []
         result = _combine([first, *rest])
-        archived = self.archive.add(change, parent.number, _tallies(result), self.runs, label, _wrong(result), result.errored)
+        archived = self.archive.add(change, parent.number, result.tallies(), self.runs, label, result.wrong(), result.errored)
         await self._judge(change, label, parent, archived, result)
 
     async def _judge(self, change: Variant, label: str, parent: Archived, archived: Archived, result: TrialResult) -> None:
@@ -299,7 +299,7 @@ class Loop:
             return self._unchallenged(label, why, variants.of, **wrote)
         now = await self._trial(self.current, variants.tasks, self.runs)
         mine = await self._trial(change, variants.tasks, self.runs)
-        said, extra = await self._decided(Rule.challenge(self.runs), change, variants.tasks, _tallies(mine), _tallies(now))
+        said, extra = await self._decided(Rule.challenge(self.runs), change, variants.tasks, mine.tallies(), now.tallies())
         errored = now.errored + mine.errored + extra
         if said.outcome is Outcome.NOT_JUDGED:
             why = f"{errored} runs on its variants errored, leaving some without a judged run, so it is not judged on them"
@@ -328,26 +328,7 @@ class Loop:
     async def _decided(
         self, rule: Rule, change: Variant, tasks: Sequence[Task], mine: dict[str, Tally], current: dict[str, Tally]
     ) -> tuple[Decision, int]:
-        """The decision on one part, with the fresh runs of the change it asks for on
-        contested tasks, batch by batch, until it no longer asks; and the runs that errored
-        on the way. A contest whose runs keep erroring is settled as nothing lost after
-        as many rounds as the most fresh runs allow."""
-        names = tuple(t.name for t in tasks)
-        fresh: dict[str, Tally] = {}
-        errored = 0
-        said = decision.decide(rule, Evidence(mine, current, fresh), names)
-        for _ in range(-(-rule.contest_runs // rule.runs)):
-            if said.outcome is not Outcome.MORE_RUNS:
-                return said, errored
-            for runs in sorted(set(said.more.values())):
-                batch = [t for t in tasks if said.more.get(t.name) == runs]
-                result = await self._trial(change, batch, runs)
-                errored += result.errored
-                for name, tally in _tallies(result).items():
-                    old = fresh.get(name)
-                    fresh[name] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
-            said = decision.decide(rule, Evidence(mine, current, fresh), names)
-        return decision.settle(said), errored
+        return await decided(rule, tasks, mine, current, lambda batch, runs: self._trial(change, batch, runs))
 
     def _seal_has_room(self) -> None:
         """Before the sealed tasks are asked anything: a spent seal is noticed here, not after."""
@@ -369,7 +350,7 @@ class Loop:
         mine = await self._trial(change, sealed_tasks, self.runs)
         self._check_canaries_passed(mine)
         real = [t for t in sealed_tasks if not is_canary(t)]
-        change_tallies, current_tallies = _tallies(mine, real), _tallies(now, real)
+        change_tallies, current_tallies = mine.tallies(real), now.tallies(real)
         errored = {"choose": errored_choose, "sealed": mine.errored + now.errored}
         thin = _thin(change_tallies, current_tallies, real)
         if thin:
@@ -610,6 +591,36 @@ class Loop:
         self.on_event(Event(kind, text, data))
 
 
+async def decided(
+    rule: Rule,
+    tasks: Sequence[Task],
+    mine: dict[str, Tally],
+    current: dict[str, Tally],
+    trial: Callable[[Sequence[Task], int], Awaitable[TrialResult]],
+) -> tuple[Decision, int]:
+    """The decision on one part, with the fresh runs of the change it asks for on
+    contested tasks (`trial` runs them), batch by batch, until it no longer asks; and the
+    runs that errored on the way. A contest whose runs keep erroring is settled as
+    nothing lost after as many rounds as the most fresh runs allow. The loop and an
+    attester (improver.attest) decide by this one function."""
+    names = tuple(t.name for t in tasks)
+    fresh: dict[str, Tally] = {}
+    errored = 0
+    said = decision.decide(rule, Evidence(mine, current, fresh), names)
+    for _ in range(-(-rule.contest_runs // rule.runs)):
+        if said.outcome is not Outcome.MORE_RUNS:
+            return said, errored
+        for runs in sorted(set(said.more.values())):
+            batch = [t for t in tasks if said.more.get(t.name) == runs]
+            result = await trial(batch, runs)
+            errored += result.errored
+            for name, tally in result.tallies().items():
+                old = fresh.get(name)
+                fresh[name] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
+        said = decision.decide(rule, Evidence(mine, current, fresh), names)
+    return decision.settle(said), errored
+
+
 # A decision's outcome and part, as the lineage has always named it.
 _LINEAGE: dict[tuple[Outcome, str], str] = {
     (Outcome.TURNED_DOWN, CHOOSE): "turned down",
@@ -649,16 +660,6 @@ def _went(decision: str, data: dict[str, Any]) -> str:
     if decision == "not judged":
         return "not judged: too many of its runs errored"
     return f"not better on the tasks to choose on{counts}"
-
-
-def _tallies(result: TrialResult, tasks: Sequence[Task] | None = None) -> dict[str, Tally]:
-    """Per task: runs passed of runs judged; a task with no judged run has no tally."""
-    names = {t.name for t in tasks} if tasks is not None else set(result.per_task)
-    return {n: Tally(t.passed, t.judged) for n, t in result.per_task.items() if n in names and t.judged}
-
-
-def _wrong(result: TrialResult) -> dict[str, list[str]]:
-    return {n: t.failures for n, t in result.per_task.items() if t.failed}
 
 
 def _combine(parts: list[TrialResult]) -> TrialResult:

@@ -19,6 +19,7 @@ profile's improver lineage; a kept improver published with a wallet is an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import textwrap
@@ -37,7 +38,7 @@ from improver.errors import ImproverError
 from improver.export import ExportRecord
 from improver.harness import Candidate, ModelFactory
 from improver.lineage import Lineage, comparison_json
-from improver.loop import Event, Loop, Publish, Stop, _tallies, _wrong
+from improver.loop import Event, Interrupted, Loop, Publish, Stop
 from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
 from improver.routes import Routes
 from improver.seal import SealRequest, make_seal
@@ -242,6 +243,8 @@ class MetaLoop:
         self.used = TokenUsage()
         self.round = 0
         self.stopped: Stop | None = None
+        self.stopping = asyncio.Event()
+        self._grading_loop: Loop | None = None  # the loop grading an improver now, told of a stop request
         self.rng = np.random.default_rng(self.seed)
         self._before: dict[str, dict[str, Tally]] = {}  # per problem: the agent as it is on its held tasks
         self._graded: dict[tuple[str, str], Graded] = {}  # (improver, problem) -> graded, for the improver as it is
@@ -256,6 +259,13 @@ class MetaLoop:
                 "by it, so give the same, or fresh held-out problems"
             )
         self.follows = next((line["claim"] for line in reversed(lines) if line["decision"] == "kept" and line.get("claim")), None)
+
+    def request_stop(self) -> None:
+        """Called from a signal handler: the run stops at the next step it can, the
+        loop grading an improver at its own next step."""
+        self.stopping.set()
+        if self._grading_loop is not None:
+            self._grading_loop.request_stop()
 
     async def run(self, rounds: int) -> None:
         try:
@@ -431,15 +441,19 @@ class MetaLoop:
                 lineage=Lineage(routes.lineage(self.profile)), runs=self.runs, limits=self.limits,
                 concurrency=self.concurrency, halted=self.halted, rng=self.rng, on_event=self._grading(improver, problem),
             )  # fmt: skip
-            await loop.run(self.loop_rounds)
+            self._grading_loop = loop
+            try:
+                await loop.run(self.loop_rounds)
+            finally:
+                self._grading_loop = None
             self.used = self.used + loop.used
             if loop.stopped is not None:
                 raise loop.stopped
             kept = loop.current
         if problem.digest not in self._before:
-            self._before[problem.digest] = _tallies(await self._trial(self.agent_variant, problem.held.tasks, self.runs))
+            self._before[problem.digest] = (await self._trial(self.agent_variant, problem.held.tasks, self.runs)).tallies()
         result = await self._trial(kept, problem.held.tasks, self.runs)
-        return Graded(problem, self._before[problem.digest], _tallies(result), kept, _wrong(result))
+        return Graded(problem, self._before[problem.digest], result.tallies(), kept, result.wrong())
 
     def _grading(self, improver: Settings, problem: Problem) -> Callable[[Event], None]:
         report = self.progress
@@ -466,7 +480,7 @@ class MetaLoop:
                 return said
             for key, runs in said.more.items():
                 graded, task = tasks[key]
-                tally = _tallies(await self._trial(graded.kept, [task], runs)).get(task.name)
+                tally = (await self._trial(graded.kept, [task], runs)).tallies().get(task.name)
                 if tally is None:  # every fresh run errored: settled below if it keeps on
                     continue
                 old = fresh.get(key)
@@ -496,6 +510,8 @@ class MetaLoop:
         )
 
     def _go(self) -> None:
+        if self.stopping.is_set():
+            raise Interrupted("interrupted; the improver lineage is as the last finished step left it")
         why = self.halted()
         if why:
             raise Stop(why)

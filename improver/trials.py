@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 from improver.harness import RETRIES, Candidate, ModelFactory, RunResult, run_task
 from improver.protocol import EpisodeLimits, Model, TokenUsage
+from improver.stats import Tally
 from improver.tasks import Task
 from improver.variant import Variant
 
@@ -59,6 +60,16 @@ class TrialResult:
     @property
     def passed(self) -> int:
         return sum(t.passed for t in self.per_task.values())
+
+    def tallies(self, tasks: Sequence[Task] | None = None) -> dict[str, Tally]:
+        """Per task (of `tasks`, else all): runs passed of runs judged; a task with no
+        judged run has no tally."""
+        names = {t.name for t in tasks} if tasks is not None else set(self.per_task)
+        return {n: Tally(t.passed, t.judged) for n, t in self.per_task.items() if n in names and t.judged}
+
+    def wrong(self) -> dict[str, list[str]]:
+        """Per task that failed a run: what its failed runs got wrong."""
+        return {n: t.failures for n, t in self.per_task.items() if t.failed}
 
     @property
     def failed(self) -> int:

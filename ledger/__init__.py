@@ -23,7 +23,7 @@ from ledger.checkpoint import verify as verify_checkpoint
 from ledger.cosignature import Cosignature
 from ledger.cosignature import claimed as claimed_cosignatures
 from ledger.cosignature import parse_vkey as parse_witness_vkey
-from ledger.entry import WALLET_ID, Entry, EntryError
+from ledger.entry import WALLET_ID, Entry, EntryError, pae
 from ledger.errors import DamagedStore, LedgerError, RuleViolation
 from ledger.export import export_line, read_copy, write_copy
 from ledger.forks import ForkProof
@@ -34,6 +34,7 @@ from ledger.keys import (
     open_key_file,
     read_key_file,
     seal_key_file,
+    signature_holds,
     wallet_id,
     write_key_file,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "export_line",
     "open_key_file",
     "open_store",
+    "pae",
     "parse_checkpoint",
     "parse_vkey",
     "parse_witness_vkey",
@@ -111,6 +113,7 @@ __all__ = [
     "register_bonds",
     "register_funds",
     "seal_key_file",
+    "signature_holds",
     "verify_checkpoint",
     "vkey",
     "wallet_id",

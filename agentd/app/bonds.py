@@ -15,7 +15,7 @@ from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.wallets import load_wallet, wallet_id_of
-from improver import ATTESTATION, RELEASE_KIND
+from improver import ATTESTATION, recipe_for
 from ledger import (
     BOND_CHALLENGE,
     BOND_POST,
@@ -94,7 +94,7 @@ def challenge(
         _affords(ledger, challenger.id, wallet, cents, "deposit")
         body: dict[str, Any] = {"bond": bond.id, "claim": claim.claim_id, "cents": cents, "evidence": evidence}
         if recipe:
-            body["recipe"] = rebuild_recipe(ledger, claim)
+            body["recipe"] = recipe_for(ledger.find(claim.body["release_claim"]).body, claim.body["tasks"], claim.body["runs"])
         entry = ledger.append(challenger, BOND_CHALLENGE, body)
         return Written(entry, _bond(ledger, bond.id))
 
@@ -121,24 +121,6 @@ def challenge_of(ledger: Ledger, ref: str) -> Challenge:
     if found is None:
         raise WrongValue(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a challenge ({BOND_CHALLENGE})")
     return found
-
-
-def rebuild_recipe(ledger: Ledger, attestation: Entry) -> dict[str, Any]:
-    """What rebuilding the attested release takes: the release, its commit and patch, the
-    sealed tasks' digest and the commands, from the release's claim and the attestation."""
-    body = attestation.body
-    release = ledger.find(body["release_claim"])
-    if release.kind != RELEASE_KIND:
-        raise AgentdError(f"attestation {attestation.claim_id[:16]} names claim {release.claim_id[:16]}, which is no release")
-    published = release.body["release"]
-    return {
-        "release": published["release"],
-        "commit": published["commit"],
-        "patch": published["patch"],
-        "tasks": body["tasks"],
-        "commands": published["commands"],
-        "runs": body.get("runs"),
-    }
 
 
 def _bond(ledger: Ledger, ref: str) -> Bond:

@@ -18,6 +18,7 @@ from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, record_change
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
+from agentd.app.loop import run_with_signals
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import Profile, check_name, list_profiles, load_profile
@@ -129,7 +130,7 @@ def improve_improver(
             on_event=on_event,
             progress=progress,
         )
-        asyncio.run(loop.run(request.rounds))
+        asyncio.run(run_with_signals(loop, request.rounds))
         return loop.stopped
 
 

@@ -9,7 +9,7 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from agentd.wallets import load_wallet
 from improver import (
     Archive,
     BudgetTooSmall,
-    Challenge,
+    Challenger,
     Event,
     Lineage,
     Loop,
@@ -47,10 +47,10 @@ class Stopper:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._target: tuple[asyncio.AbstractEventLoop, Loop] | None = None
+        self._target: tuple[asyncio.AbstractEventLoop, Stoppable] | None = None
         self.requested = False
 
-    def attach(self, running: asyncio.AbstractEventLoop, loop: Loop) -> None:
+    def attach(self, running: asyncio.AbstractEventLoop, loop: Stoppable) -> None:
         with self._lock:
             self._target = (running, loop)
             if self.requested:
@@ -90,8 +90,8 @@ class RunRequest:
     seed: int | None = None
     practice: Path | None = None  # practice tasks to choose on beside the seal's
     challenger: str | None = None  # the model that writes variants of the tasks a change newly passes
-    challenger_tasks: int = Challenge.tasks
-    challenger_variants: int = Challenge.variants
+    challenger_tasks: int = Challenger.tasks
+    challenger_variants: int = Challenger.variants
 
 
 def run_improvement(
@@ -185,12 +185,12 @@ def _loop(
         raise AgentdError(str(exc)) from None
 
 
-def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | None) -> Challenge | None:
+def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | None) -> Challenger | None:
     """The challenger the request names (`model` stands in for it), or None without one."""
     if request.challenger is None:
         return None
     made = model or make_model(request.challenger, home, base_dir=folder)
-    return Challenge(made, request.challenger_tasks, request.challenger_variants)
+    return Challenger(made, request.challenger_tasks, request.challenger_variants)
 
 
 def recovered_lineage(home: Home, profile: str, ledger: Ledger | None, on_event: Callable[[Event], None]) -> Lineage:
@@ -205,7 +205,15 @@ def recovered_lineage(home: Home, profile: str, ledger: Ledger | None, on_event:
     return lineage
 
 
-async def run_with_signals(loop: Loop, rounds: int, stopper: Stopper | None = None) -> None:
+class Stoppable(Protocol):
+    """A run of rounds that a stop request ends at its next step: the loop, the improver loop."""
+
+    def request_stop(self) -> None: ...
+
+    async def run(self, rounds: int) -> None: ...
+
+
+async def run_with_signals(loop: Stoppable, rounds: int, stopper: Stopper | None = None) -> None:
     """Runs the loop with SIGTERM and Ctrl-C turned into a clean stop (on the main thread:
     elsewhere the process's own handler stops it through `stopper`)."""
     stopper = stopper or Stopper()

@@ -49,6 +49,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "kill-switch": CommandEntry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
     "sandbox": CommandEntry("agentd.cli.sandbox", "The sandbox: check that nothing run in it gets out."),
     "case": CommandEntry("agentd.cli.case", "Run the agent runtime as a candidate over JSON lines."),
+    "verify-statement": CommandEntry("agentd.cli.statement", "Check an in-toto statement's DSSE envelope offline."),
 }
 
 

@@ -135,20 +135,59 @@ def challenge(
 @click.argument("challenge_ref", metavar="CHALLENGE")
 @click.option("--uphold/--dismiss", default=None, help="Uphold the challenge (the claim is false) or dismiss it.")
 @click.option("--note", default="", help="Why (recorded with the ruling, up to 500 characters).")
+@click.option("--rerun", is_flag=True, help="First rerun the challenge's rebuild recipe here and print what it finds.")
+@click.option("--source", type=click.Path(exists=True, file_okay=False, path_type=Path), help="With --rerun: the checkout.")
+@click.option("--patch", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="With --rerun: the release's patch.")
+@click.option("--tasks", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="With --rerun: the sealed tasks.")
 @json_option
 @pass_app
-def rule(app_: App, wallet: str, challenge_ref: str, uphold: bool | None, note: str, as_json: bool) -> None:
+def rule(
+    app_: App, wallet: str, challenge_ref: str, uphold: bool | None, note: str, rerun: bool,
+    source: Path | None, patch: Path | None, tasks: Path | None, as_json: bool,
+) -> None:  # fmt: skip
     """Rule on CHALLENGE (bond.ruling/v1) as W, the adjudicator its bond names; once.
     Upheld: the attestation is shown false and the bond slashed, its funds and the
-    deposit to the challenger. Dismissed: the deposit to the bond's owner."""
+    deposit to the challenger. Dismissed: the deposit to the bond's owner.
+
+    With --rerun (and --source, --patch, --tasks: the checkout, the release's patch and
+    the sealed tasks), the challenge's rebuild recipe is first rerun in this home's own
+    sandbox and what it found printed beside what the attestation claimed; without
+    --uphold or --dismiss nothing is ruled yet, so you can decide on it."""
+    if rerun:
+        _rerun(app_, challenge_ref, source, patch, tasks, as_json and uphold is None)
+        if uphold is None:
+            return
+    elif source or patch or tasks:
+        raise WrongValue("--source, --patch and --tasks are for --rerun")
     if uphold is None:
-        raise WrongValue("say how you rule: --uphold or --dismiss")
+        raise WrongValue("say how you rule: --uphold or --dismiss (or --rerun first, to see what a rebuild finds)")
     written = app.rule(app_.home, wallet, challenge_ref, uphold, note)
     if uphold:
         said = f"upheld challenge {written.entry.body['challenge'][:16]}: the attestation is shown false, bond {written.bond.id[:16]} slashed"
     else:
         said = f"dismissed challenge {written.entry.body['challenge'][:16]}: its deposit goes to the bond's owner"
     _written(written, as_json, said)
+
+
+def _rerun(app_: App, challenge_ref: str, source: Path | None, patch: Path | None, tasks: Path | None, as_json: bool) -> None:
+    from agentd.app.attest import rerun_challenge  # loads the harness and the sandbox only when asked
+
+    if source is None or patch is None or tasks is None:
+        raise WrongValue("--rerun needs --source CHECKOUT, --patch FILE and --tasks SEALED: what the recipe is rebuilt from")
+    done = rerun_challenge(app_.home, challenge_ref, source, patch, tasks, progress)
+    claimed, found = done.claimed, done.found
+    if as_json:
+        emit_json({"challenge": done.challenge.id, "claimed": claimed, "found": found.body("", claimed["expires"])})
+        return
+    said = "holds up" if claimed["holds"] else "does not hold up"
+    click.echo(
+        f"the attestation claimed the release {said}: {claimed['after']['passed']}/{claimed['after']['runs']} against "
+        f"{claimed['before']['passed']}/{claimed['before']['runs']} on the sealed tasks ({claimed['why']})"
+    )
+    click.echo(
+        f"rebuilt here, it {'holds up' if found.holds else 'does not hold up'}: {found.after[0]}/{found.after[1]} against "
+        f"{found.before[0]}/{found.before[1]} ({found.why})"
+    )
 
 
 def _written(written: app.Written, as_json: bool, said: str) -> None:

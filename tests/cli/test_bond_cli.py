@@ -150,6 +150,8 @@ def test_bad_bonds_challenges_and_rulings_are_one_line_and_write_nothing(bonded:
         (("challenge", "bob", claim, bond, "--deposit", "5", "--evidence", "x"), 1, "cannot challenge a claim on its own bond"),
         (("rule", "judge", bond, "--uphold"), 2, "not a challenge"),
         (("rule", "judge", claim), 2, "--uphold or --dismiss"),
+        (("rule", "judge", claim, "--rerun"), 2, "--rerun needs --source"),
+        (("rule", "judge", claim, "--uphold", "--source", str(tmp_path)), 2, "--source, --patch and --tasks are for --rerun"),
     ]
     for argv, code, expected in cases:
         line = one_error_line(agentd(*argv), code)
@@ -176,3 +178,12 @@ def test_the_ledger_refuses_a_bonded_claim_without_a_bond_under_its_adjudicator(
         bonded.attest("ab" * 32)
     with pytest.raises(RuleViolation, match="a publisher cannot attest its own release"):
         bonded.attest(None, name="alice")
+
+
+def test_rerunning_a_challenge_that_carries_no_recipe_says_so(bonded: Bonded, tmp_path) -> None:
+    bond = bonded.post()
+    r = bonded.agentd("challenge", "carol", bonded.attest(bond), bond, "--deposit", "1", "--evidence", "x", "--json")
+    given = tmp_path / "given"
+    given.write_text("{}")
+    r = bonded.agentd("rule", "judge", json.loads(r.out)["claim"], "--rerun", "--source", str(tmp_path), "--patch", str(given), "--tasks", str(given))
+    assert "carries no rebuild recipe" in one_error_line(r)

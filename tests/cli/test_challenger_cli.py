@@ -181,3 +181,10 @@ def test_challenger_counts_below_one_are_wrong_values(agentd, home: Home) -> Non
     assert r.code == 2 and "--challenger-variants" in r.err
     with pytest.raises(WrongValue, match="--challenger-tasks and --challenger-variants must be at least 1"):
         run_improvement(home, PROFILE, RunRequest(PROPOSER, challenger=CHALLENGER, challenger_tasks=0), lambda e: None)
+
+
+def test_challenger_counts_without_a_challenger_are_refused_with_nothing_run(agentd, home: Home) -> None:
+    sealed(home)
+    r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER, "--challenger-tasks", "2")
+    assert r.code == 2 and "--challenger-tasks say how the challenger works: give --challenger MODEL too" in r.err
+    assert not home.routes.lineage(PROFILE).exists()

@@ -39,9 +39,9 @@ def test_an_unknown_command_is_a_usage_error(agentd) -> None:
 
 
 # Commands whose output is not a report: the demo is a tour, `case` and `improve env`
-# speak their JSON-lines protocol, `ledger prove` prints JSON always, `ledger export`
-# writes the copy itself.
-NO_JSON = {"demo", "case", "improve env", "ledger prove", "ledger fork-proof", "ledger export", "serve"}
+# speak their JSON-lines protocol, `ledger prove` and `improve releases show` print JSON
+# always, `ledger export` writes the copy itself.
+NO_JSON = {"demo", "case", "improve env", "ledger prove", "ledger fork-proof", "ledger export", "serve", "improve releases show"}
 
 
 def _leaves(command, path: str = ""):

@@ -4,6 +4,11 @@ problems, made the profile's, shown, taken back and held to its claim; bad input
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +16,7 @@ import pytest
 from agentd.app.demo import PROFILE
 from agentd.home import Home
 from improver.settings import INSTRUCTIONS
+from tests.fakeservers import ModelServer
 
 PROPOSER = "script:models/improver.toml"
 SENTENCE = "Write one lesson per failure."
@@ -174,3 +180,21 @@ def test_held_out_problems_keep_the_confirmations_first_given(agentd, home: Home
     assert improve(agentd, given).code == 0
     r = improve(agentd, given, "--confirmations", "8")
     assert r.code != 0 and "were given with --confirmations 4 before" in r.err
+
+
+def test_sigterm_stops_the_run_cleanly_with_the_stop_recorded(home: Home, given) -> None:
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    # An agent model that takes half a second an answer, so SIGTERM lands while an improver is graded.
+    toml.write_text(toml.read_text().replace('models = ["script:models/agent.toml"]', 'models = ["openai:slow"]'))
+    argv = [sys.executable, "-m", "agentd", "--home", str(home.root), "improve", "improver", PROFILE, "--proposer", PROPOSER,
+            "--problem", given["p0"], "--held-out-problem", given["p2"], "--runs", "2"]  # fmt: skip
+    with ModelServer("openai", delay=0.5) as server:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OPENAI_BASE_URL": server.base_url})
+        while len(server.requests) < 2 and proc.poll() is None:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"stopped: interrupted" in out and b"Traceback" not in err
+    lines = [json.loads(line) for line in home.routes.improvers(PROFILE).read_text().splitlines()]
+    assert lines[-1]["decision"] == "stopped" and not improver_file(home).exists()

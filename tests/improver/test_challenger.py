@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from improver.challenger import Challenge, Shown, Variants, newly_passed, write_variants
+from improver.challenger import Challenger, Shown, Variants, newly_passed, write_variants
 from improver.decision import CHALLENGE, Evidence, Outcome, Rule, decide
 from improver.protocol import ProviderError
 from improver.stats import Tally
@@ -27,7 +27,7 @@ def shown() -> Shown:
 
 def challenge(model: Any, left: int | None = None, **kw: Any) -> Variants:
     return asyncio.run(
-        write_variants(Challenge(model, **kw), shown(), TASKS[:2], lambda t: "the agent failed it", lambda: left)
+        write_variants(Challenger(model, **kw), shown(), TASKS[:2], lambda t: "the agent failed it", lambda: left)
     )
 
 

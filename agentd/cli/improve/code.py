@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from agentd.app.attest import write_envelope
 from agentd.app.code import BUILD, CANDIDATE, TEST, CodeRequest, releases, run_code
+from agentd.app.statements import release_claim, release_envelope
 from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -19,6 +21,7 @@ from agentd.cli.options import (
     pass_app,
     progress,
 )
+from agentd.errors import WrongValue
 from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 
 
@@ -74,11 +77,26 @@ def code(
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
 
 
-@click.command("releases")
+class _Releases(click.Group):
+    """`releases PROFILE` lists a profile's releases (its `list` command); `releases show
+    ID` shows one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("releases", cls=_Releases)
+def releases_command() -> None:
+    """PROFILE's releases (`releases PROFILE`), or one release (`releases show ID`)."""
+
+
+@releases_command.command("list")
 @click.argument("profile")
 @json_option
 @pass_app
-def releases_command(app: App, profile: str, as_json: bool) -> None:
+def releases_list(app: App, profile: str, as_json: bool) -> None:
     """List PROFILE's releases: the code changes the loop kept, and where their patches are."""
     found = releases(app.home, profile)
     if as_json:
@@ -91,3 +109,23 @@ def releases_command(app: App, profile: str, as_json: bool) -> None:
         )
     if not found:
         click.echo(f"profile {profile} has no release yet")
+
+
+@releases_command.command("show")
+@click.argument("release")
+@click.option("--intoto", is_flag=True, help="Write the release as an in-toto statement in a DSSE envelope.")
+@click.option("--wallet", help="The wallet that signs the statement (default: this home's wallet that published it).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the statement here, not to stdout.")
+@pass_app
+def releases_show(app: App, release: str, intoto: bool, wallet: str | None, out: Path | None) -> None:
+    """Show RELEASE (its id, or its claim id) as its agent.release/v1 claim publishes it;
+    with --intoto, as an in-toto Statement v1 (predicate type
+    https://agentd.dev/release/v1) in a DSSE envelope signed by --wallet."""
+    if wallet and not intoto:
+        raise WrongValue("--wallet signs the in-toto statement: give --intoto too")
+    shown = release_envelope(app.home, release, wallet) if intoto else release_claim(app.home, release)
+    if out:
+        write_envelope(out, shown)
+        click.echo(f"wrote {out}", err=True)
+    else:
+        emit_json(shown)

@@ -24,6 +24,7 @@ from agentd.cli.options import (
     pass_app,
     progress,
 )
+from agentd.errors import WrongValue
 from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Settings, summary
 
 
@@ -144,6 +145,11 @@ def run(
         else:
             click.echo(event.text)
 
+    ctx = click.get_current_context()
+    given = [f"--{n.replace('_', '-')}" for n in ("challenger_tasks", "challenger_variants")
+             if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]  # fmt: skip
+    if given and challenger is None:
+        raise WrongValue(f"{' and '.join(given)} say how the challenger works: give --challenger MODEL too")
     request = RunRequest(proposer, rounds, runs, baseline_runs, apply, wallet, models, max_tokens, concurrency, seed, practice,
                          challenger, challenger_tasks, challenger_variants)  # fmt: skip
     stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)

@@ -1,0 +1,266 @@
+"""`agentd improve attest` on a home: a release found on the home's ledger, rebuilt and
+scored in this home's sandbox with its models, and what was found published as
+`agent.release-attestation/v1`, signed by the attester's wallet, on a bond when asked.
+`rerun` does the same for a challenge's rebuild recipe and publishes nothing.
+
+What does not need the rebuild is refused before it starts: a wallet attesting a release
+it published, a bond it does not have, a patch or sealed tasks that are not the ones the
+ledger names, a checkout without the release's commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from agentd import __version__
+from agentd.app import killswitch
+from agentd.app.agent import model_factory
+from agentd.app.bonds import challenge_of, post_bond
+from agentd.app.ledger import open_ledger
+from agentd.app.runners import sandbox_runner
+from agentd.errors import AgentdError, WrongValue
+from agentd.home import Home
+from agentd.profiles import list_profiles, load_profile
+from agentd.wallets import list_wallets, load_wallet, wallet_id_of
+from improver import (
+    ATTESTATION,
+    ATTESTATION_PREDICATE,
+    RELEASE_KIND,
+    AttestSetup,
+    EpisodeLimits,
+    Finding,
+    ImproverError,
+    PublishedRelease,
+    attest_release,
+    load_sealed,
+    release_claim_of,
+    statement_about,
+    statement_envelope,
+)
+from ledger import Bond, Challenge, Entry, Ledger, Wallet, bonds_in
+
+RUNS = 4
+EXPIRES_DAYS = 90
+RUNNER = f"agentd {__version__}"
+RELEASE_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True)
+class AttestRequest:
+    release: str  # a release id (16 hex digits) or its claim id, or a prefix of 4 digits or more
+    source: Path
+    patch: Path
+    tasks: Path
+    wallet: str
+    adjudicator: str | None = None  # a wallet name or id
+    bond_cents: int | None = None  # post a bond of this much first
+    runs: int = RUNS
+    publish_failure: bool = False
+    expires_days: int = EXPIRES_DAYS
+    out: Path | None = None  # where the attestation's in-toto envelope goes
+
+
+@dataclass(frozen=True)
+class Attested:
+    finding: Finding
+    claim: str | None  # the attestation's, when one was published
+    pulse: int | None
+    bond: str | None
+    adjudicator: str | None
+    out: Path | None
+
+
+def attest(home: Home, request: AttestRequest, progress: Callable[[str], None] = lambda line: None) -> Attested:
+    """Rebuilds and scores the release; publishes what was found when it holds up, or
+    (with `publish_failure`) when it does not."""
+    _check(request)
+    killswitch.refuse_if_on(home, "attest")
+    signer = load_wallet(home, request.wallet)
+    adjudicator = wallet_id_of(home, request.adjudicator) if request.adjudicator else None
+    with open_ledger(home, read_only=True) as ledger:
+        entry, release = published(ledger, request.release)
+        if entry.author == signer.id:
+            raise AgentdError(
+                f"wallet {request.wallet} published release {release.id}: a publisher cannot attest its own release"
+            )
+        bond = _bond(ledger, request, signer, adjudicator) if adjudicator else None
+    finding = _rebuild(home, release, request.source, _read(request.patch), request.tasks, request.runs, progress)
+    if not finding.holds and not request.publish_failure:
+        return Attested(finding, None, None, None, None, None)
+    expires = _utc(datetime.now(timezone.utc) + timedelta(days=request.expires_days))
+    if adjudicator and bond is None and request.bond_cents is not None:
+        posted = post_bond(home, request.wallet, request.bond_cents, adjudicator).entry
+        bond = posted.claim_id
+        progress(f"posted bond {bond} under adjudicator {adjudicator}: Pulse {posted.pulse}")
+    with open_ledger(home) as ledger:
+        body = finding.body(RUNNER, expires, bond, adjudicator)
+        made = ledger.append(signer, ATTESTATION, body)
+    if request.out:
+        write_envelope(
+            request.out, statement_envelope(statement_about(release.record, ATTESTATION_PREDICATE, body), signer)
+        )
+    return Attested(finding, made.claim_id, made.pulse, bond, adjudicator, request.out)
+
+
+def rerun(
+    home: Home,
+    recipe: dict[str, Any],
+    source: Path,
+    patch: Path,
+    tasks: Path,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Finding:
+    """Reruns a challenge's rebuild recipe in this home's own sandbox: the release it
+    names (on this home's ledger) rebuilt with the recipe's commands and scored `runs`
+    times on the sealed tasks, which must be the recipe's. Publishes nothing."""
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("release"), str):
+        raise AgentdError("the challenge carries no rebuild recipe naming a release")
+    runs = recipe.get("runs")
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise AgentdError("the recipe's runs must be a count of at least 1")
+    with open_ledger(home, read_only=True) as ledger:
+        _, release = published(ledger, recipe["release"])
+    try:
+        release = release.following(recipe)
+    except ImproverError as exc:
+        raise AgentdError(str(exc)) from None
+    return _rebuild(home, release, source, _read(patch), tasks, runs, progress, digest=recipe.get("tasks"))
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A challenge's recipe rerun: what the attestation it disputes claimed, and what the
+    rerun found."""
+
+    challenge: Challenge
+    claimed: dict[str, Any]  # the attestation's body
+    found: Finding
+
+
+def rerun_challenge(
+    home: Home, challenge_ref: str, source: Path, patch: Path, tasks: Path, progress: Callable[[str], None] = lambda line: None
+) -> Rerun:
+    """Reruns the rebuild recipe challenge `challenge_ref` carries, for its adjudicator to
+    weigh beside the attestation's claim before ruling. Publishes nothing."""
+    with open_ledger(home, read_only=True) as ledger:
+        challenge = challenge_of(ledger, challenge_ref)
+        claimed = ledger.find(challenge.claim).body
+    if challenge.recipe is None:
+        raise AgentdError(
+            f"challenge {challenge.id[:16]} carries no rebuild recipe (its challenger did not give --recipe): "
+            "rule on its evidence, or rebuild it with `agentd improve attest`"
+        )
+    return Rerun(challenge, claimed, rerun(home, challenge.recipe, source, patch, tasks, progress))
+
+
+def published(ledger: Ledger, ref: str) -> tuple[Entry, PublishedRelease]:
+    """The agent.release/v1 claim `ref` names (a release id, or a claim id or its prefix)
+    and the release as it and the seal claim it names say."""
+    ref = ref.strip().lower()
+    found = release_claim_of(ledger.state(), ref) if RELEASE_ID.fullmatch(ref) else None
+    entry = ledger.find(found["claim"] if found else ref)
+    if entry.kind != RELEASE_KIND:
+        raise AgentdError(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a release ({RELEASE_KIND})")
+    try:
+        seal = ledger.find(str(entry.body.get("seal_claim")))
+        return entry, PublishedRelease.of(entry.claim_id, entry.body, seal.body)
+    except ImproverError as exc:
+        raise AgentdError(str(exc)) from None
+
+
+def publisher_wallet(home: Home, author: str, name: str | None) -> Wallet:
+    """The wallet `name`, or without one this home's wallet of id `author`."""
+    if name:
+        return load_wallet(home, name)
+    mine = next((w for w in list_wallets(home) if w.id == author), None)
+    if mine is None:
+        raise AgentdError(f"no wallet of this home is {author}, which published it: give --wallet to sign with")
+    return load_wallet(home, mine.name)
+
+
+def _check(request: AttestRequest) -> None:
+    if request.runs < 1 or request.expires_days < 1:
+        raise WrongValue("--runs and --expires-in must be at least 1")
+    if request.bond_cents is not None and not request.adjudicator:
+        raise WrongValue("--bond posts a bond under an adjudicator: give --adjudicator WALLET too")
+    if request.out and not request.out.parent.is_dir():
+        raise WrongValue(f"--out {request.out}: its folder {request.out.parent} does not exist")
+
+
+def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: str) -> str | None:
+    """The open bond to attest on, or None when --bond posts one (checked to be affordable)."""
+    state = ledger.state()
+    if request.bond_cents is not None:
+        held = state.balance(signer.id)
+        if request.bond_cents > held:  # said before the rebuild; post_bond checks it again
+            raise AgentdError(
+                f"{request.wallet} holds {held / 100:.2f} USD and cannot post a bond of {request.bond_cents / 100:.2f} USD; "
+                f"fund it first (agentd wallet fund {request.wallet} USD)"
+            )
+        return None
+    standing: list[Bond] = [
+        b for b in bonds_in(state).of_owner(signer.id) if b.adjudicator == adjudicator and b.stands
+    ]  # fmt: skip
+    if not standing:
+        raise AgentdError(
+            f"wallet {request.wallet} has no open bond under adjudicator {adjudicator}: post one with --bond USD"
+        )
+    return standing[-1].id
+
+
+def _rebuild(
+    home: Home,
+    release: PublishedRelease,
+    source: Path,
+    patch: bytes,
+    tasks_file: Path,
+    runs: int,
+    progress: Callable[[str], None],
+    digest: Any = None,
+) -> Finding:
+    try:
+        tasks = load_sealed(tasks_file)
+        if digest is not None and tasks.digest != digest:
+            raise ImproverError(
+                f"{tasks_file}: its digest ({tasks.digest[:16]}) is not the recipe's tasks ({str(digest)[:16]})"
+            )
+        setup = _setup(home, release, progress)
+        return asyncio.run(attest_release(release, source.resolve(), patch, tasks, setup, runs))
+    except ImproverError as exc:
+        raise AgentdError(str(exc)) from None
+
+
+def _setup(home: Home, release: PublishedRelease, progress: Callable[[str], None]) -> AttestSetup:
+    """This home's sandbox, and the release's profile's models and limits when the home
+    holds that profile (its `script:` paths are read from its folder)."""
+    name = str(release.record.get("profile", ""))
+    profile = load_profile(home, name) if name in list_profiles(home) else None
+    return AttestSetup(
+        runner=sandbox_runner(home),
+        models=model_factory(home, profile.dir if profile else None),
+        root=home.routes.attest_work(release.id),
+        limits=profile.limits if profile else EpisodeLimits(),
+        progress=progress,
+        halted=lambda: killswitch.halted(home),
+    )
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise AgentdError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def write_envelope(path: Path, envelope: dict[str, Any]) -> None:
+    path.write_text(json.dumps(envelope, indent=2) + "\n")
+
+
+def _utc(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
