@@ -132,6 +132,14 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "MAX_LINES": ("patchlimits", "MAX_LINES"),
     "PatchLimits": ("patchlimits", "PatchLimits"),
     "apply_to": ("git", "apply_to"),
+    # installing a release: the installer's four checks, applying, taking it back out
+    "LEAST_BOND": ("install", "LEAST_BOND"),
+    "InstallReview": ("install", "Review"),
+    "Trust": ("install", "Trust"),
+    "install_release": ("install", "install_release"),
+    "installed_release": ("install", "installed"),
+    "review_install": ("install", "review"),
+    "undo_install": ("install", "undo_install"),
     "init_checkout": ("git", "init_checkout"),
     "Lineage": ("lineage", "Lineage"),
     "LineageReport": ("lineage", "Report"),
@@ -218,6 +226,10 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.harness import ModelFactory, RunResult
     from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
     from improver.harvest import harvest as harvest_sessions
+    from improver.install import LEAST_BOND, Trust, install_release, undo_install
+    from improver.install import Review as InstallReview
+    from improver.install import installed as installed_release
+    from improver.install import review as review_install
     from improver.intoto import ATTESTATION_PREDICATE, RELEASE_PREDICATE, BadStatement
     from improver.intoto import Verified as VerifiedStatement
     from improver.intoto import envelope as statement_envelope

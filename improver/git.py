@@ -28,19 +28,29 @@ DIFF = ("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-co
 def source_commit(source: Path) -> str:
     """The commit the checkout at `source` stands at; ImproverError when it is not a git
     checkout's top or holds changes not committed."""
-    if not (source / GIT_DIR).exists():
-        raise ImproverError(f"{source} is not a git checkout (no .git at its top): give --source a checkout of the code")
+    commit = head_of(source)
     try:
-        top = run_git(("rev-parse", "--show-toplevel"), source).decode().strip()
-        commit = run_git(("rev-parse", "--verify", "HEAD^{commit}"), source).decode().strip()
         dirty = run_git(("status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=none"), source).decode()
     except GitError as exc:
         raise ImproverError(f"{source}: {exc}") from None
-    if Path(top).resolve() != source.resolve():
-        raise ImproverError(f"{source} is inside the checkout at {top}, not its top: give --source {top}")
     if dirty.strip():
         first = dirty.strip().splitlines()[0]
         raise ImproverError(f"{source} has uncommitted changes ({first.strip()} ...): commit or stash them first")
+    return commit
+
+
+def head_of(checkout: Path) -> str:
+    """The commit the checkout at `checkout` stands at, changes or none; ImproverError when
+    it is not a git checkout's top."""
+    if not (checkout / GIT_DIR).exists():
+        raise ImproverError(f"{checkout} is not a git checkout (no .git at its top): give --source a checkout of the code")
+    try:
+        top = run_git(("rev-parse", "--show-toplevel"), checkout).decode().strip()
+        commit = run_git(("rev-parse", "--verify", "HEAD^{commit}"), checkout).decode().strip()
+    except GitError as exc:
+        raise ImproverError(f"{checkout}: {exc}") from None
+    if Path(top).resolve() != checkout.resolve():
+        raise ImproverError(f"{checkout} is inside the checkout at {top}, not its top: give --source {top}")
     return commit
 
 
@@ -118,10 +128,29 @@ def diff_of(copy: Path, clone: Path, commit: str) -> bytes:
     return _run((*DIFF, commit), clone)
 
 
-def apply_to(checkout: Path, patch: bytes) -> None:
-    """Applies `patch` to a checkout's files with `git apply` (after checking it applies)."""
-    _run(("apply", "--check", "-"), checkout, patch)
-    _run(("apply", "-"), checkout, patch)
+def apply_to(checkout: Path, patch: bytes, *, reverse: bool = False) -> None:
+    """Applies `patch` to a checkout's files with `git apply` (after checking it applies);
+    `reverse` takes it back out."""
+    how = ("--reverse",) if reverse else ()
+    _run(("apply", "--check", *how, "-"), checkout, patch)
+    _run(("apply", *how, "-"), checkout, patch)
+
+
+def paths_git_reads(patch: bytes, where: Path) -> list[str]:
+    """Every path `git apply` would touch for `patch`, as git itself reads it (both sides
+    of a rename or copy): a reading that cannot differ from what applying does."""
+    fields = iter(_run(("apply", "--numstat", "-z", "-"), where, patch).decode(errors="replace").split("\0"))
+    paths: list[str] = []
+    for field in fields:
+        if not field:
+            continue
+        # "added<TAB>deleted<TAB>path"; a rename or copy leaves the path empty and gives
+        # its two paths as the next two fields.
+        _, _, path = field.split("\t", 2)
+        for each in (path,) if path else (next(fields, ""), next(fields, "")):
+            if each and each not in paths:
+                paths.append(each)
+    return paths
 
 
 def init_checkout(folder: Path, message: str) -> str:

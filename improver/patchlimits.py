@@ -69,6 +69,7 @@ class FileChange:
     added: list[str] = field(default_factory=list)
     deleted: int = 0
     binary: bool = False
+    old_path: str = ""  # the a/ side, when a header names one other than `path` (a rename, a copy)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def parse(patch: bytes) -> list[FileChange]:
     in_hunk = False
     for raw in patch.decode(errors="replace").splitlines():
         if raw.startswith("diff --git "):
-            current, in_hunk = FileChange(_path_of(raw)), False
+            current, in_hunk = FileChange(_path_of(raw), old_path=_old_path_of(raw)), False
             files.append(current)
         elif current is None:
             continue
@@ -100,6 +101,12 @@ def parse(patch: bytes) -> list[FileChange]:
             current.deleted += 1
         elif not in_hunk and raw.startswith("+++ ") and raw != "+++ /dev/null":
             current.path = _unquote(raw[4:])[2:]
+        elif not in_hunk and raw.startswith("--- ") and raw != "--- /dev/null":
+            current.old_path = _unquote(raw[4:])[2:]
+        elif not in_hunk and raw.startswith(("rename from ", "copy from ")):
+            current.old_path = _unquote(raw.split(" ", 2)[2])
+        elif not in_hunk and raw.startswith(("rename to ", "copy to ")):
+            current.path = _unquote(raw.split(" ", 2)[2])
     return files
 
 
@@ -108,6 +115,13 @@ def _path_of(header: str) -> str:
     rest = header[len("diff --git ") :]
     half = rest.rsplit(" b/", 1)
     return _unquote(half[1] if len(half) == 2 else rest)
+
+
+def _old_path_of(header: str) -> str:
+    """The a/ path of a `diff --git a/X b/Y` line."""
+    rest = header[len("diff --git ") :]
+    half = rest.rsplit(" b/", 1)
+    return _unquote(half[0])[2:] if len(half) == 2 else ""
 
 
 def _unquote(path: str) -> str:
@@ -146,6 +160,21 @@ def refusal(patch: bytes, limits: PatchLimits) -> str | None:
                 if found:
                     return f"{f.path}: added line {number} {what} ({found.group(0).strip()!r} in {line.strip()[:80]!r})"
     return None
+
+
+def touched(patch: bytes) -> list[str]:
+    """Every path the patch names as one it changes, both sides of a rename or copy, in order."""
+    paths: list[str] = []
+    for f in parse(patch):
+        for path in (f.old_path, f.path):
+            if path and path not in paths:
+                paths.append(path)
+    return paths
+
+
+def outside(paths: list[str], allow: tuple[str, ...]) -> str | None:
+    """The first of `paths` not under any of `allow`, or None."""
+    return next((p for p in paths if not _under(p, allow)), None)
 
 
 def _under(path: str, prefixes: tuple[str, ...]) -> bool:

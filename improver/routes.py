@@ -13,6 +13,7 @@ and record of exports are kept. Every path under it is named here, and nowhere e
     PROFILE-code-archive-TRAIN.json  every code change tried on those tasks (improver.code)
     PROFILE-code-work/           a code run's clones and built trees, removed when it ends
     releases/ID.patch, ID.json   a kept code change's patch and its record (improver.release)
+    installs/PROFILE-ID.json     a release installed into a checkout, to take it back out (improver.install)
     attest-work-ID/              an attester's clones and built trees of release ID, removed when it ends
 """
 
@@ -78,6 +79,9 @@ class Routes:
 
     def release_record(self, release: str) -> Path:
         return self.releases() / f"{release}.json"
+
+    def install_record(self, profile: str, release: str) -> Path:
+        return self.root / "installs" / f"{profile}-{release}.json"
 
     def attest_work(self, release: str) -> Path:
         return self.root / f"attest-work-{release}"

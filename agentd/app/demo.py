@@ -6,18 +6,26 @@ the loop with a scripted proposer and a scripted challenger (which catches a sho
 proposer tries first), and `lineage --check`; then the same mistake taken
 away by a change to code: the invoices-code example's harness program changed by a
 scripted coder in two rounds of `improve code`, built, tested and scored in the sandbox,
-kept as a release and published, and its `lineage --check` -- each step the same
-library call the commands make.
+kept as a release and published, and its `lineage --check`; then others vouch for the
+release: attested on a bond, the bond slashed by an upheld challenge, `install --bonded`
+refusing its attestation and accepting a sound one, and `lineage --check` and `ledger
+verify` at the end -- each step the same library call the commands make.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from agentd.app.adopt import lineage_of
+from agentd.app.attest import Attested, AttestRequest, attest
+from agentd.app.bonds import challenge, rule
 from agentd.app.code import CodeRequest, releases, run_code
 from agentd.app.examples import install_example
+from agentd.app.install import Installing, InstallRequest, install
+from agentd.app.install import undo as undo_install
+from agentd.app.ledger import open_ledger
 from agentd.app.lineage import check_lineage
 from agentd.app.live import run_session
 from agentd.app.loop import RunRequest, run_improvement
@@ -30,6 +38,7 @@ from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, log_key
 from improver import Interrupted, SealRequest, Stop, summary
+from ledger import MINT
 
 PROFILE = "invoices"
 PROPOSER = "script:models/shortcut-proposer.toml"  # tries "Never pay mallory." before the lesson
@@ -46,10 +55,16 @@ TASKS = [
     ("34", "Hooli", "3", "hooli"), ("35", "Umbrella", "14", "umbrella"), ("36", "Initech", "10", "initech"),
 ]  # fmt: skip
 NAMES_ANOTHER_PAYEE = 31
+# The third parties of a release: two attesters, a challenger and an adjudicator, and what each is funded with.
+THIRD_PARTIES = ("bob", "carol", "dave", "judge")
+FUNDED = {"bob": 5_000, "carol": 1_000, "dave": 5_000}
+ATTEST_RUNS = 2
+CHALLENGE_EVIDENCE = "the demo's challenge: carol asks judge to rule bob's attestation false, to show what that does"
 
 
 def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
-    """Runs the demo in `home` (which must be fresh); True when lineage --check passed.
+    """Runs the demo in `home` (which must be fresh); True when every check passed
+    (`lineage --check`, `ledger verify`, and the installs refused and made as they should be).
 
     `say` hears what each step did or decided (the data), `step` where the demo is (the
     progress). Ctrl-C stops it as it would the command it is in: KeyboardInterrupt."""
@@ -87,9 +102,10 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
 
 
 def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
-    """The invoices-code example: its sessions and seal, two rounds of `improve code`, and
-    `lineage --check`; True when the check passed. Without a sandbox that works here it
-    says why and skips them: code a model wrote is never run unconfined."""
+    """The invoices-code example: its sessions and seal, two rounds of `improve code`,
+    `lineage --check`, and the release's third parties; True when the checks passed.
+    Without a sandbox that works here it says why and skips them: code a model wrote is
+    never run unconfined."""
     try:
         sandbox_runner(home)
     except AgentdError as exc:
@@ -117,7 +133,84 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
     report = check_lineage(home, CODE)
     for text in report.lines + report.problems:
         say(text)
-    return not report.problems
+    (release,) = releases(home, CODE)
+    tasks = home.routes.sealed(CODE, sealed.seal.id)  # the sealed tasks a publisher hands an attester
+    return not report.problems and third_parties(home, say, step, release, source, tasks)
+
+
+def third_parties(home: Home, say: Callable[[str], None], step: Callable[[str], None], release: dict[str, Any],
+                  source: Path, tasks: Path) -> bool:  # fmt: skip
+    """Others vouch for the release: bob attests it on a bond under judge, carol's
+    challenge is upheld and the bond slashed, so `install --bonded` refuses bob's
+    attestation; dave's on a bond of his own counts, and the release is installed into
+    the checkout and taken back out. True when `lineage --check` and `ledger verify` pass."""
+    rid, patch = release["release"], Path(release["patch_file"])
+    funded = ", ".join(f"{name} {cents // 100}" for name, cents in FUNDED.items())
+    step(f"== agentd wallet new {'|'.join(THIRD_PARTIES)}; agentd wallet fund {funded}: "
+         "bob and dave attest, carol challenges, judge rules")  # fmt: skip
+    with open_ledger(home) as ledger:
+        for name in THIRD_PARTIES:
+            made = create_wallet(home, name)
+            if name in FUNDED:
+                ledger.append(log_key(home), MINT, {"to": made.id, "cents": FUNDED[name]})
+    bob = _attest(home, say, step, rid, source, patch, tasks, "bob")
+    step(f"== agentd challenge carol {str(bob.claim)[:16]} {str(bob.bond)[:16]} --deposit 5 --evidence ...")
+    challenged = challenge(home, "carol", str(bob.claim), str(bob.bond), 500, CHALLENGE_EVIDENCE)
+    say(f"carol challenged bob's attestation with a deposit of 5.00 USD: claim {challenged.entry.claim_id[:16]}")
+    step(f"== agentd rule judge {challenged.entry.claim_id[:16]} --uphold")
+    ruled = rule(home, "judge", challenged.entry.claim_id, True, "bob's attestation is shown false")
+    say(f"judge upheld it: bob's attestation is shown false, bond {ruled.bond.id[:16]} is {ruled.bond.status}; "
+        f"carol got her deposit back and the bond's {ruled.bond.cents / 100:.2f} USD")  # fmt: skip
+    audited = _audited(home, say, step)
+    bonded = InstallRequest(source, patch, (str(bob.claim),), ("bob",), allow=("agent.py",), bonded=True,
+                            adjudicators=("judge",))  # fmt: skip
+    refused = _install(home, say, step, rid, bonded, "bob")
+    dave = _attest(home, say, step, rid, source, patch, tasks, "dave")
+    sound = replace(bonded, attestations=(str(bob.claim), str(dave.claim)), verifiers=("dave",))
+    done = _install(home, say, step, rid, sound, "dave")
+    step(f"== agentd improve install {CODE} {rid} --undo")
+    undo_install(home, CODE, rid)
+    say(f"took release {rid} back out of {source}")
+    return not refused.installed and done.installed and audited and _audited(home, say, step)
+
+
+def _audited(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
+    """`lineage --check` and `ledger verify`, as the commands run them; True when both pass."""
+    step(f"== agentd lineage {CODE} --check; agentd ledger verify")
+    report = check_lineage(home, CODE)
+    for text in report.lines + report.problems:
+        say(text)
+    with open_ledger(home, read_only=True) as ledger:
+        verified = ledger.verify()
+    say(f"ledger verify: ok, {verified.size} entries" if verified.ok else f"ledger verify: {verified.problem}")
+    return not report.problems and verified.ok
+
+
+def _attest(home: Home, say: Callable[[str], None], step: Callable[[str], None], rid: str, source: Path, patch: Path,
+            tasks: Path, wallet: str) -> Attested:  # fmt: skip
+    step(f"== agentd improve attest {rid} --source {source} --patch {patch} --tasks {tasks} --wallet {wallet} "
+         f"--adjudicator judge --bond 20 --runs {ATTEST_RUNS}")  # fmt: skip
+    request = AttestRequest(rid, source, patch, tasks, wallet, adjudicator="judge", bond_cents=2_000, runs=ATTEST_RUNS)
+    made = attest(home, request)
+    if made.claim is None:
+        raise AgentdError(f"{wallet}'s rebuild of release {rid} did not hold up: {made.finding.why}")
+    say(f"{wallet} rebuilt release {rid} in the sandbox: {made.finding.why}; attested as claim {made.claim[:16]} "
+        f"on bond {str(made.bond)[:16]} under judge")  # fmt: skip
+    return made
+
+
+def _install(home: Home, say: Callable[[str], None], step: Callable[[str], None], rid: str, request: InstallRequest,
+             verifier: str) -> Installing:  # fmt: skip
+    given = " ".join(f"--attestation {c[:16]}" for c in request.attestations)
+    step(f"== agentd improve install {CODE} {rid} --source {request.source} --patch {request.patch} {given} "
+         f"--verifier {verifier} --allow agent.py --bonded --adjudicator judge")  # fmt: skip
+    done = install(home, CODE, rid, request)
+    for w in done.review.attestations:
+        say(f"attestation {w.claim[:12]}: {w.why}")
+    for c in done.review.checks:
+        say(f"{'ok' if c.ok else 'FAILED'} {c.name}: {c.detail}")
+    say(f"installed release {rid} into {request.source}" if done.installed else f"release {rid} not installed")
+    return done
 
 
 def ran_to_the_end(stopped: Stop | None, what: str) -> None:

@@ -1,13 +1,14 @@
 """`agentd improve`: the agent improving itself from its own work. The commands on tasks
 are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py, practice
-tasks in practice.py, code changes and releases in code.py, pass@k in evaluate.py, the
-judge in judge.py, the improver improved in improver.py."""
+tasks in practice.py, code changes and releases in code.py, attesting a release in
+attest.py, installing one in install.py, pass@k in evaluate.py, the judge in judge.py,
+the improver improved in improver.py."""
 
 from __future__ import annotations
 
 import click
 
-from agentd.cli.improve import attest, code, evaluate, improver, judge, loop, practice, tasks
+from agentd.cli.improve import attest, code, evaluate, improver, install, judge, loop, practice, tasks
 
 
 @click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
@@ -22,6 +23,7 @@ for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage, practice
 command.add_command(evaluate.eval_command)
 command.add_command(judge.judge)
 command.add_command(improver.improver)
+command.add_command(install.install_command)
 command.add_command(attest.attest_command)
 
 lineage = loop.lineage  # also `agentd lineage`
