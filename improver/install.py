@@ -241,14 +241,14 @@ def _not_bonded(state: State, found: dict[str, Any], trust: Trust) -> list[str]:
     if not bond.stands:
         reasons.append(f"bond {bond.id[:SHORT]} was {bond.status} at Pulse {bond.ended} and stands behind nothing")
     if bond.cents < trust.least_bond:
-        reasons.append(f"bond {bond.id[:SHORT]} holds {bond.cents} cents, less than the {trust.least_bond} you ask for")
+        reasons.append(f"bond {bond.id[:SHORT]} holds {_usd(bond.cents)}, less than the {_usd(trust.least_bond)} you ask for")
     return reasons
 
 
 def _on_bond(state: State, found: dict[str, Any], trust: Trust) -> str:
     bond = bonds_in(state).bond(found["bond"])
     assert bond is not None  # _not_bonded counted it only with its bond
-    return f", on bond {bond.id[:SHORT]} of {bond.cents} cents under adjudicator {trust.wallet(bond.adjudicator)}"
+    return f", on bond {bond.id[:SHORT]} of {_usd(bond.cents)} under adjudicator {trust.wallet(bond.adjudicator)}"
 
 
 def check_attestations(weighed: tuple[Weighed, ...], trust: Trust) -> Check:
@@ -352,3 +352,7 @@ def _digests(checkout: Path, paths: list[str]) -> dict[str, str | None]:
         file = checkout / path
         found[path] = hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else None
     return found
+
+
+def _usd(cents: int) -> str:
+    return f"{cents // 100}.{cents % 100:02d} USD"

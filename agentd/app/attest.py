@@ -93,7 +93,7 @@ def attest(home: Home, request: AttestRequest, progress: Callable[[str], None] =
     finding = _rebuild(home, release, request.source, _read(request.patch), request.tasks, request.runs, progress)
     if not finding.holds and not request.publish_failure:
         return Attested(finding, None, None, None, None, None)
-    expires = _utc(datetime.now(timezone.utc) + timedelta(days=request.expires_days))
+    expires = expiry(request.expires_days)
     if adjudicator and bond is None and request.bond_cents is not None:
         posted = post_bond(home, request.wallet, request.bond_cents, adjudicator).entry
         bond = posted.claim_id
@@ -141,6 +141,16 @@ class Rerun:
     challenge: Challenge
     claimed: dict[str, Any]  # the attestation's body
     found: Finding
+
+    def lines(self) -> list[str]:
+        """What the attestation claimed, then what the rebuild here found, a line each."""
+        claimed, found = self.claimed, self.found
+        return [
+            f"the attestation claimed the release {'holds up' if claimed['holds'] else 'does not hold up'}: "
+            f"{claimed['after']['passed']}/{claimed['after']['runs']} against {claimed['before']['passed']}/"
+            f"{claimed['before']['runs']} on the sealed tasks ({claimed['why']})",
+            f"rebuilt here, it {'holds up' if found.holds else 'does not hold up'}: {found.why}",
+        ]
 
 
 def rerun_challenge(
@@ -256,6 +266,11 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise AgentdError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def expiry(days: int = EXPIRES_DAYS) -> str:
+    """When an attestation issued now expires, `days` from now."""
+    return _utc(datetime.now(timezone.utc) + timedelta(days=days))
 
 
 def write_envelope(path: Path, envelope: dict[str, Any]) -> None:

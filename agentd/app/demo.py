@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentd.app.adopt import lineage_of
-from agentd.app.attest import Attested, AttestRequest, attest
-from agentd.app.bonds import challenge, rule
+from agentd.app.attest import RUNNER, Attested, AttestRequest, attest, expiry, published, rerun_challenge
+from agentd.app.bonds import challenge, post_bond, rule
 from agentd.app.code import CodeRequest, releases, run_code
 from agentd.app.examples import install_example
 from agentd.app.install import Installing, InstallRequest, install
@@ -36,8 +36,8 @@ from agentd.app.tasks import harvest_profile
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
-from agentd.wallets import create_wallet, log_key
-from improver import Interrupted, SealRequest, Stop, summary
+from agentd.wallets import create_wallet, load_wallet, log_key
+from improver import ATTESTATION, Finding, Interrupted, SealRequest, Stop, summary
 from ledger import MINT
 
 PROFILE = "invoices"
@@ -59,7 +59,7 @@ NAMES_ANOTHER_PAYEE = 31
 THIRD_PARTIES = ("bob", "carol", "dave", "judge")
 FUNDED = {"bob": 5_000, "carol": 1_000, "dave": 5_000}
 ATTEST_RUNS = 2
-CHALLENGE_EVIDENCE = "the demo's challenge: carol asks judge to rule bob's attestation false, to show what that does"
+CHALLENGE_EVIDENCE = "rebuilt it: the code as it stood passes 4/8 runs of the sealed tasks, not 0/8"
 
 
 def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
@@ -140,10 +140,12 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
 
 def third_parties(home: Home, say: Callable[[str], None], step: Callable[[str], None], release: dict[str, Any],
                   source: Path, tasks: Path) -> bool:  # fmt: skip
-    """Others vouch for the release: bob attests it on a bond under judge, carol's
-    challenge is upheld and the bond slashed, so `install --bonded` refuses bob's
-    attestation; dave's on a bond of his own counts, and the release is installed into
-    the checkout and taken back out. True when `lineage --check` and `ledger verify` pass."""
+    """Others vouch for the release: bob attests it on a bond under judge without
+    rebuilding it; carol's challenge carries the rebuild recipe, judge reruns it, sees
+    bob's figures are not what a rebuild finds, upholds it and the bond is slashed, so
+    `install --bonded` refuses bob's attestation; dave rebuilds it and attests on a bond
+    of his own, which counts, and the release is installed into the checkout and taken
+    back out. True when `lineage --check` and `ledger verify` pass."""
     rid, patch = release["release"], Path(release["patch_file"])
     funded = ", ".join(f"{name} {cents // 100}" for name, cents in FUNDED.items())
     step(f"== agentd wallet new {'|'.join(THIRD_PARTIES)}; agentd wallet fund {funded}: "
@@ -153,25 +155,42 @@ def third_parties(home: Home, say: Callable[[str], None], step: Callable[[str], 
             made = create_wallet(home, name)
             if name in FUNDED:
                 ledger.append(log_key(home), MINT, {"to": made.id, "cents": FUNDED[name]})
-    bob = _attest(home, say, step, rid, source, patch, tasks, "bob")
-    step(f"== agentd challenge carol {str(bob.claim)[:16]} {str(bob.bond)[:16]} --deposit 5 --evidence ...")
-    challenged = challenge(home, "carol", str(bob.claim), str(bob.bond), 500, CHALLENGE_EVIDENCE)
+    bob, bond = _careless(home, say, step, rid)
+    step(f"== agentd challenge carol {bob[:16]} {bond[:16]} --deposit 5 --evidence ... --recipe")
+    challenged = challenge(home, "carol", bob, bond, 500, CHALLENGE_EVIDENCE, recipe=True)
     say(f"carol challenged bob's attestation with a deposit of 5.00 USD: claim {challenged.entry.claim_id[:16]}")
+    step(f"== agentd rule judge {challenged.entry.claim_id[:16]} --rerun --source {source} --patch {patch} --tasks {tasks}")
+    for line in rerun_challenge(home, challenged.entry.claim_id, source, patch, tasks).lines():
+        say(line)
     step(f"== agentd rule judge {challenged.entry.claim_id[:16]} --uphold")
-    ruled = rule(home, "judge", challenged.entry.claim_id, True, "bob's attestation is shown false")
+    ruled = rule(home, "judge", challenged.entry.claim_id, True, "rebuilt: the code as it stood passes half its runs")
     say(f"judge upheld it: bob's attestation is shown false, bond {ruled.bond.id[:16]} is {ruled.bond.status}; "
         f"carol got her deposit back and the bond's {ruled.bond.cents / 100:.2f} USD")  # fmt: skip
     audited = _audited(home, say, step)
-    bonded = InstallRequest(source, patch, (str(bob.claim),), ("bob",), allow=("agent.py",), bonded=True,
+    bonded = InstallRequest(source, patch, (bob,), ("bob",), allow=("agent.py",), bonded=True,
                             adjudicators=("judge",))  # fmt: skip
     refused = _install(home, say, step, rid, bonded, "bob")
     dave = _attest(home, say, step, rid, source, patch, tasks, "dave")
-    sound = replace(bonded, attestations=(str(bob.claim), str(dave.claim)), verifiers=("dave",))
+    sound = replace(bonded, attestations=(bob, str(dave.claim)), verifiers=("dave",))
     done = _install(home, say, step, rid, sound, "dave")
     step(f"== agentd improve install {CODE} {rid} --undo")
     undo_install(home, CODE, rid)
     say(f"took release {rid} back out of {source}")
     return not refused.installed and done.installed and audited and _audited(home, say, step)
+
+
+def _careless(home: Home, say: Callable[[str], None], step: Callable[[str], None], rid: str) -> tuple[str, str]:
+    """bob attests the release on a bond without rebuilding it: figures he never measured
+    (the code as it stood, he says, passed no run). His attestation's claim id and bond."""
+    step("== agentd bond post bob 20 --adjudicator judge; bob signs an attestation of figures he never measured")
+    posted = post_bond(home, "bob", 2_000, "judge")
+    with open_ledger(home) as ledger:
+        _, release = published(ledger, rid)
+        never = Finding(release, release.sealed_digest, ATTEST_RUNS, True, "not rebuilt", (0, 8), (8, 8), None, False, False, "none")
+        body = never.body(RUNNER, expiry(), posted.bond.id, posted.bond.adjudicator)
+        claim = ledger.append(load_wallet(home, "bob"), ATTESTATION, body).claim_id
+    say(f"bob attested release {rid} unbuilt, claiming 8/8 against 0/8, as claim {claim[:16]} on bond {posted.bond.id[:16]} under judge")
+    return claim, posted.bond.id
 
 
 def _audited(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:

@@ -175,19 +175,11 @@ def _rerun(app_: App, challenge_ref: str, source: Path | None, patch: Path | Non
     if source is None or patch is None or tasks is None:
         raise WrongValue("--rerun needs --source CHECKOUT, --patch FILE and --tasks SEALED: what the recipe is rebuilt from")
     done = rerun_challenge(app_.home, challenge_ref, source, patch, tasks, progress)
-    claimed, found = done.claimed, done.found
     if as_json:
-        emit_json({"challenge": done.challenge.id, "claimed": claimed, "found": found.body("", claimed["expires"])})
+        emit_json({"challenge": done.challenge.id, "claimed": done.claimed, "found": done.found.body("", done.claimed["expires"])})
         return
-    said = "holds up" if claimed["holds"] else "does not hold up"
-    click.echo(
-        f"the attestation claimed the release {said}: {claimed['after']['passed']}/{claimed['after']['runs']} against "
-        f"{claimed['before']['passed']}/{claimed['before']['runs']} on the sealed tasks ({claimed['why']})"
-    )
-    click.echo(
-        f"rebuilt here, it {'holds up' if found.holds else 'does not hold up'}: {found.after[0]}/{found.after[1]} against "
-        f"{found.before[0]}/{found.before[1]} ({found.why})"
-    )
+    for line in done.lines():
+        click.echo(line)
 
 
 def _written(written: app.Written, as_json: bool, said: str) -> None:

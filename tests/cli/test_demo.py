@@ -31,7 +31,10 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert "turned down: The test now says fine. (test_agent.py +1 -1): test_agent.py: outside what the patch may change" in out
     assert "kept The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1)" in out
     assert "kept as release " in out and "its patch as published, on the ledger as claim" in out
-    assert out.count("rebuilt release ") == 2 and "judge upheld it: bob's attestation is shown false, bond " in out
+    assert "bob attested release " in out and " unbuilt, claiming 8/8 against 0/8, as claim " in out
+    rerun = out.index("the attestation claimed the release holds up: 8/8 against 0/8 on the sealed tasks (not rebuilt)")
+    assert out.index("rebuilt here, it holds up: ") > rerun  # judge reran the challenge's recipe before ruling
+    assert "judge upheld it: bob's attestation is shown false, bond " in out and out.count("rebuilt release ") == 1
     assert "not counted: shown false by ruling " in out and "was slashed at Pulse " in out
     assert "FAILED attestations: no attestation that counts by verifier " in out
     assert "ok attestations: each verifier you named vouches: " in out

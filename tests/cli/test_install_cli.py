@@ -291,7 +291,7 @@ def test_an_attestation_on_a_bond_below_the_least_bond_does_not_count(agentd, wo
     before = w.files()
     bonded = ("--attestation", claim, "--verifier", "alice", "--bonded", "--adjudicator", "judge")
     r = agentd(*install_args(w, *bonded))
-    assert "holds 500 cents, less than the 1000 you ask for" in r.out.splitlines()[0]
+    assert "holds 5.00 USD, less than the 10.00 USD you ask for" in r.out.splitlines()[0]
     refused(r, w, before, "attestations", "no attestation that counts by verifier")
     assert agentd(*install_args(w, *bonded, "--least-bond", "5")).code == 0
 
