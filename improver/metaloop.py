@@ -129,6 +129,15 @@ def check_problems(problems: Sequence[Problem], held_out: Sequence[Problem]) -> 
     again = next((p for p in held_out if p.digest in given), None)
     if again:
         raise ImproverError(f"--held-out-problem {again.name} is also a --problem ({given[again.digest]}): held-out problems must be others")
+    # A task the improvers were chosen on would confirm nothing about them when held out.
+    seen = {t.content_key: p.name for p in problems for t in (*p.train.tasks, *p.held.tasks)}
+    for problem in held_out:
+        shared = next((t for t in (*problem.train.tasks, *problem.held.tasks) if t.content_key in seen), None)
+        if shared:
+            raise ImproverError(
+                f"--held-out-problem {problem.name}: task {shared.name} is also in --problem {seen[shared.content_key]}; "
+                "held-out problems must hold tasks the improvers were not chosen on"
+            )
 
 
 def held_digest(held_out: Sequence[Problem]) -> str:

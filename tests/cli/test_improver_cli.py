@@ -147,11 +147,17 @@ def bad_inputs(home: Home, given: dict[str, str]) -> dict[str, tuple[list[str], 
         "overlapping tasks": ([f"--problem={train},{copy}", *rest], "of HELD is also in TRAIN"),
         "held out is a problem": ([f"--problem={given['p0']}", f"--held-out-problem={given['p0']}"], "is also a --problem"),
         "no problem": ([f"--held-out-problem={given['p2']}"], "--problem is missing"),
+        "held out shares a task": (
+            [f"--problem={given['p0']}", f"--held-out-problem={given['p2'].split(',')[0]},{given['p0'].split(',')[1]}"],
+            "held-out problems must hold tasks the improvers were not chosen on",
+        ),
     }
 
 
 @pytest.mark.parametrize(
-    "case", ["not two files", "unreadable", "not task files", "one file twice", "overlapping tasks", "held out is a problem", "no problem"]
+    "case",
+    ["not two files", "unreadable", "not task files", "one file twice", "overlapping tasks", "held out is a problem", "no problem",
+     "held out shares a task"],  # fmt: skip
 )
 def test_bad_problems_are_refused_in_one_line_with_exit_2_and_nothing_written(agentd, home: Home, given, case: str) -> None:
     args, expected = bad_inputs(home, given)[case]
