@@ -145,6 +145,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "LineageReport": ("lineage", "Report"),
     "check_lineage": ("lineage", "check"),
     "summary": ("lineage", "summary"),
+    "improver_summary": ("lineage", "improver_summary"),
     "register_claims": ("claims", "register"),
     "ATTESTATION": ("claims", "ATTESTATION"),
     "attestation_of": ("claims", "attestation_of"),
@@ -237,7 +238,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.intoto import verify as verify_statement
     from improver.judge import Judged, Proposal, read_proposals, save_proposals
     from improver.judge import judge as judge_sessions
-    from improver.lineage import Lineage, check_improvers, summary
+    from improver.lineage import Lineage, check_improvers, improver_summary, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
     from improver.loop import BudgetTooSmall, Event, Interrupted, Loop, Stop

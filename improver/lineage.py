@@ -125,6 +125,24 @@ def summary(line: dict[str, Any]) -> str:
     )
 
 
+def improver_summary(line: dict[str, Any]) -> str:
+    """A kept improver's line (improver.metaloop) as `agentd lineage` lists it."""
+    choose, held = line.get("choose") or {}, line.get("held") or {}
+    claim = f"; claim {str(line['claim'])[:16]}" if line.get("claim") else "; not published"
+    try:
+        counts = (
+            f"{choose['change'][0]}/{choose['change'][1]} against {choose['current'][0]}/{choose['current'][1]} on the "
+            f"problems given, {held['change'][0]}/{held['change'][1]} against {held['current'][0]}/{held['current'][1]} "
+            f"on those held out"
+        )
+    except (KeyError, IndexError, TypeError):
+        counts = "its counts are damaged"
+    return (
+        f"{line.get('at')} improver {line.get('improver')}, step {line.get('step')}: {line.get('change')} — {counts} "
+        f"(confirmation {line.get('confirmation')} of {line.get('confirmations')}){claim}"
+    )
+
+
 def _challenged(challenge: Any) -> str:
     """What a kept step's challenge showed, as `agentd lineage` lists it."""
     if not isinstance(challenge, dict):

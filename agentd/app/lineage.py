@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentd.app.adopt import lineage_of
 from agentd.app.ledger import open_ledger
 from agentd.app.remote import open_remote
@@ -23,6 +25,14 @@ def lineage_here(home: Home, profile: str) -> Lineage:
     if not profile_dir(home, profile).is_dir() and not routes.lineage(profile).exists() and not routes.sealed_files(profile):
         raise AgentdError(f"profile {profile!r} has no profile, lineage or seal in {home.root}")
     return lineage_of(home, profile)
+
+
+def improvers_kept(home: Home, profile: str) -> list[dict[str, Any]]:
+    """The profile's kept improvers (`improve improver`), oldest first."""
+    try:
+        return [line for _, line in Lineage(home.routes.improvers(profile)).lines() if line["decision"] == "kept"]
+    except ImproverError as exc:
+        raise AgentdError(str(exc)) from None
 
 
 def check_lineage(home: Home, profile: str, remote: str | None = None) -> LineageReport:

@@ -70,6 +70,11 @@ def test_the_readme_run_keeps_one_lesson_per_failure_applies_it_and_turns_down_t
     data = json.loads(shown.out)
     assert lines[5].split()[4] == data["improver"] and data["instructions"].endswith(SENTENCE) and data["exists"]
 
+    listed = agentd("lineage", PROFILE)
+    assert listed.code == 0, listed.err
+    assert f"improver {lines[5].split()[4]}, step {step}: its instructions, adding \"{SENTENCE}\" — 32/32 against 16/32 on the " in listed.out
+    assert "16/16 against 8/16 on those held out (confirmation 1 of 4); claim " in listed.out
+    assert [line["step"] for line in json.loads(agentd("lineage", PROFILE, "--json").out)["improvers"]] == [step]
     check = agentd("lineage", PROFILE, "--check")
     assert check.code == 0, check.err
     assert f"improver {data['improver']}, kept as step {step}: on the ledger as claim {lines[3].split()[-1][:16]}" in check.out

@@ -9,7 +9,7 @@ import click
 
 from agentd.app.adopt import adopt as adopt_step
 from agentd.app.adopt import undo as undo_step
-from agentd.app.lineage import check_lineage, lineage_here
+from agentd.app.lineage import check_lineage, improvers_kept, lineage_here
 from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.seals import Sealed, seal_tasks
 from agentd.cli.options import (
@@ -25,7 +25,7 @@ from agentd.cli.options import (
     progress,
 )
 from agentd.errors import WrongValue
-from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Settings, summary
+from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Settings, improver_summary, summary
 
 
 @click.command("seal")
@@ -211,13 +211,16 @@ def lineage(app: App, profile: str, check_: bool, remote: str | None, as_json: b
         if report is None:
             raise
         kept = []  # the check's report names the damaged line
+    improvers = improvers_kept(app.home, profile)
     if as_json:
-        emit_json({"kept": kept, **({"check": report.lines, "problems": report.problems} if report else {})})
+        emit_json({"kept": kept, "improvers": improvers, **({"check": report.lines, "problems": report.problems} if report else {})})
     else:
         for line in kept:
             click.echo(summary(line))
         if not kept:
             click.echo(f"profile {profile} has kept no change yet")
+        for line in improvers:
+            click.echo(improver_summary(line))
         for text in report.lines if report else []:
             click.echo(text)
     if report and report.problems:
