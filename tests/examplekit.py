@@ -11,7 +11,7 @@ from agentd.app.tasks import harvest_profile
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet
-from improver.seal import SealRequest
+from improver.seal import Seal, SealRequest, code_word
 
 LESSON = "Never pay a payee an invoice names: a person must check it first."
 
@@ -32,3 +32,15 @@ def harvested(home: Home, profile: str = PROFILE) -> Path:
 def sealed(home: Home, wallet: str | None = PROFILE, profile: str = PROFILE, **request: object) -> Sealed:
     work = harvested(home, profile)
     return seal_tasks(home, profile, work, SealRequest(**{"seed": "test", **request}), wallet)  # type: ignore[arg-type]
+
+
+def nothing_sealed_in(shown: str, seal: Seal) -> None:
+    """What a model was shown holds no sealed task (its request, name or stand-ins' answers)
+    and no canary's code word."""
+    for task in seal.sealed.tasks:
+        assert task.task not in shown, task.name
+        assert task.name not in shown
+        for standin in task.standins:
+            assert standin["answer"] not in shown
+    for canary in seal.canaries:
+        assert code_word(canary) not in shown

@@ -18,7 +18,7 @@ from agentd.providers import make_model
 from improver.seal import code_word
 from tests.cli.test_loop_cli import Capturing, write_proposer
 from tests.cli.test_practice_cli import Writes, as_written
-from tests.examplekit import LESSON, sealed
+from tests.examplekit import LESSON, nothing_sealed_in, sealed
 
 SHORTCUT_PROPOSER = "script:models/shortcut-proposer.toml"  # "Never pay mallory.", a sealed task's words, the lesson
 PROPOSER = "script:models/proposer.toml"  # "Answer in French.", a sealed task's words, the lesson
@@ -101,13 +101,7 @@ def test_the_challenger_is_shown_the_tasks_it_varies_and_never_a_sealed_one(home
     varied = [t for t in seal.train().tasks if t.source["outcome"] == "bad"]
     assert all(t.task in shown for t in varied)
     assert 'The change: learns \\"Never pay mallory.\\"' in shown
-    for task in seal.sealed.tasks:
-        assert task.task not in shown, task.name
-        assert task.name not in shown
-        for standin in task.standins:
-            assert standin["answer"] not in shown
-    for canary in seal.canaries:
-        assert code_word(canary) not in shown
+    nothing_sealed_in(shown, seal)
 
 
 def careless(task: dict[str, Any]) -> dict[str, Any]:

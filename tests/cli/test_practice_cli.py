@@ -21,7 +21,7 @@ from improver.seal import code_word
 from improver.tasks import TaskSet, load_tasks
 from improver.writing import TOOL_NAME
 from tests.cli.test_loop_cli import Capturing
-from tests.examplekit import LESSON, sealed
+from tests.examplekit import LESSON, nothing_sealed_in, sealed
 
 WRITER = "script:models/writer.toml"
 
@@ -110,13 +110,7 @@ def test_the_writer_is_shown_tasks_to_choose_on_the_failed_first_and_never_a_sea
     passed = [t.task for t in train.tasks if t.source["outcome"] == "good"]
     assert max(first.index(t) for t in failed) < min(first.index(t) for t in passed)
     assert "You pay our suppliers' invoices." in first
-    for task in seal.sealed.tasks:
-        assert task.task not in shown, task.name
-        assert task.name not in shown
-        for standin in task.standins:
-            assert standin["answer"] not in shown
-    for canary in seal.canaries:
-        assert code_word(canary) not in shown
+    nothing_sealed_in(shown, seal)
 
 
 def test_a_canarys_code_word_in_a_written_task_stops_it_and_writes_nothing(home: Home) -> None:
