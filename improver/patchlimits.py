@@ -70,6 +70,7 @@ class FileChange:
     deleted: int = 0
     binary: bool = False
     old_path: str = ""  # the a/ side, when a header names one other than `path` (a rename, a copy)
+    hunks: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,33 +82,77 @@ class PatchLimits:
 
 
 def parse(patch: bytes) -> list[FileChange]:
-    """The files a `git diff` patch changes, with their added lines and deleted counts."""
+    """The files a `git diff` patch changes, with their added lines and deleted counts.
+
+    A hunk ends where its header's line counts say, as `git apply` reads it: a `---`/`+++`
+    pair after it starts another file's section even with no `diff --git` line before it,
+    so a file cannot hide in what looks like the tail of another's hunk."""
     files: list[FileChange] = []
     current: FileChange | None = None
-    in_hunk = False
+    hunk: _Hunk | None = None
     for raw in patch.decode(errors="replace").splitlines():
+        if hunk is not None and not hunk.take(raw, current):  # type: ignore[arg-type]
+            hunk = None
+        if hunk is not None:
+            continue
         if raw.startswith("diff --git "):
-            current, in_hunk = FileChange(_path_of(raw), old_path=_old_path_of(raw)), False
+            current = FileChange(_path_of(raw), old_path=_old_path_of(raw))
+            files.append(current)
+        elif raw.startswith("--- ") and (current is None or current.hunks):
+            # A section of its own: git applies it whatever came before.
+            current = FileChange("", old_path="" if raw == "--- /dev/null" else _unquote(raw[4:])[2:])
             files.append(current)
         elif current is None:
             continue
         elif raw.startswith("@@"):
-            in_hunk = True
-        elif raw.startswith("GIT binary patch") or (raw.startswith("Binary files ") and not in_hunk):
+            hunk, current.hunks = _Hunk.of(raw), current.hunks + 1
+        elif raw.startswith("GIT binary patch") or raw.startswith("Binary files "):
             current.binary = True
-        elif in_hunk and raw.startswith("+"):
-            current.added.append(raw[1:])
-        elif in_hunk and raw.startswith("-"):
-            current.deleted += 1
-        elif not in_hunk and raw.startswith("+++ ") and raw != "+++ /dev/null":
+        elif raw.startswith("+++ ") and raw != "+++ /dev/null":
             current.path = _unquote(raw[4:])[2:]
-        elif not in_hunk and raw.startswith("--- ") and raw != "--- /dev/null":
+        elif raw.startswith("--- ") and raw != "--- /dev/null":
             current.old_path = _unquote(raw[4:])[2:]
-        elif not in_hunk and raw.startswith(("rename from ", "copy from ")):
+        elif raw.startswith(("rename from ", "copy from ")):
             current.old_path = _unquote(raw.split(" ", 2)[2])
-        elif not in_hunk and raw.startswith(("rename to ", "copy to ")):
+        elif raw.startswith(("rename to ", "copy to ")):
             current.path = _unquote(raw.split(" ", 2)[2])
+    for change in files:
+        change.path = change.path or change.old_path  # a section deleting a file names it on its --- line
     return files
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+@dataclass
+class _Hunk:
+    """The lines a hunk still holds, old side and new, as its header counts them."""
+
+    old: float
+    new: float
+
+    @classmethod
+    def of(cls, header: str) -> _Hunk:
+        found = _HUNK.match(header)
+        if found is None:  # not a header git reads: the rest of the section is taken as its lines
+            return cls(float("inf"), float("inf"))
+        return cls(int(found.group(1) or 1), int(found.group(2) or 1))
+
+    def take(self, raw: str, change: FileChange) -> bool:
+        """Counts `raw` into the hunk; False when the hunk had already ended before it."""
+        if self.old <= 0 and self.new <= 0:
+            return False
+        if raw.startswith("+"):
+            change.added.append(raw[1:])
+            self.new -= 1
+        elif raw.startswith("-"):
+            change.deleted += 1
+            self.old -= 1
+        elif raw.startswith(" ") or raw == "":
+            self.old, self.new = self.old - 1, self.new - 1
+        elif not raw.startswith("\\"):  # "\ No newline at end of file" belongs to the hunk
+            return False
+        return True
 
 
 def _path_of(header: str) -> str:

@@ -95,3 +95,26 @@ def test_every_documented_pattern_compiles_and_names_what_it_opens() -> None:
 def test_an_empty_patch_changes_nothing_and_a_patch_not_utf8_is_refused() -> None:
     assert refusal(b"", AGENT) == "changes nothing"
     assert refusal(patch("agent.py", ["x = 1"]) + b"\xff\xfe", AGENT) == "it is not UTF-8 text"
+
+
+SMUGGLED = b"""diff --git a/agent.py b/agent.py
+--- a/agent.py
++++ b/agent.py
+@@ -1,2 +1,2 @@
+ a
+--- a removed line that looks like a header
++c
+--- a/secret.py
++++ b/secret.py
+@@ -1 +1 @@
+-y
++z
+"""
+
+
+def test_a_file_after_another_files_hunk_is_read_as_git_applies_it() -> None:
+    # Hunks end where their counts say: the deleted "-- a removed line" stays agent.py's,
+    # and the section after the hunk is secret.py's, which the limits then refuse.
+    files = parse(SMUGGLED)
+    assert [(f.path, f.added, f.deleted) for f in files] == [("agent.py", ["c"], 1), ("secret.py", ["z"], 1)]
+    assert "secret.py" in str(refusal(SMUGGLED, PatchLimits(allow=("agent.py",))))
