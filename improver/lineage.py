@@ -38,6 +38,13 @@ CLAIMED = (
 )  # fmt: skip
 
 
+def chosen_counts(data: dict[str, Any]) -> str:
+    """A decision's counts on what it was chosen on, as a proposer is told them:
+    ` (a/b against c/d)`, or nothing when it has none."""
+    choose = data.get("choose")
+    return f" ({choose['change'][0]}/{choose['change'][1]} against {choose['current'][0]}/{choose['current'][1]})" if choose else ""
+
+
 def comparison_json(c: Comparison) -> dict[str, Any]:
     return {
         "test": c.test,

@@ -36,7 +36,7 @@ from improver.digests import digest
 from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
 from improver.harness import Candidate, ModelFactory
-from improver.lineage import KIND, Lineage, comparison_json
+from improver.lineage import KIND, Lineage, chosen_counts, comparison_json
 from improver.practice import with_practice
 from improver.proposer import TOOL_NAME, Failed, Proposal, Tried, describe, messages_for, propose
 from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
@@ -647,8 +647,7 @@ def _contests(said: Decision) -> str:
 
 def _went(decision: str, data: dict[str, Any]) -> str:
     """How a change went, as the proposer may be told: nothing a sealed task said."""
-    choose = data.get("choose")
-    counts = f" ({choose['change'][0]}/{choose['change'][1]} against {choose['current'][0]}/{choose['current'][1]})" if choose else ""
+    counts = chosen_counts(data)
     if decision == "turned down":
         return "turned down before it was tried" if "holdout_gain" not in data else "better on the tasks to choose on, but not confirmed"
     if decision == "not confirmed":

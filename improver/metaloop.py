@@ -37,7 +37,7 @@ from improver.digests import digest
 from improver.errors import ImproverError
 from improver.export import ExportRecord
 from improver.harness import Candidate, ModelFactory
-from improver.lineage import Lineage, comparison_json
+from improver.lineage import Lineage, chosen_counts, comparison_json
 from improver.loop import Event, Interrupted, Loop, Publish, Stop
 from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
 from improver.routes import Routes
@@ -549,8 +549,7 @@ def _verdict(said: Decision) -> str:
 
 def _went(name: str, data: dict[str, Any]) -> str:
     """How a change went, as the improver may be told: nothing a held-out problem said."""
-    choose = data.get("choose")
-    counts = f" ({choose['change'][0]}/{choose['change'][1]} against {choose['current'][0]}/{choose['current'][1]})" if choose else ""
+    counts = chosen_counts(data)
     if name == "turned down":
         return f"turned down before it was tried ({data.get('reason')})"
     if name == "kept":
