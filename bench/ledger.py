@@ -15,6 +15,9 @@ the bench prints:
    append, as each CLI command makes them (median of a few);
 3. inclusion proof latency at the log's size (median over random Pulses).
 
+After them, `agentd --help` and `agentd ledger checkpoint` (on a new home), each a new
+process, beside `python3 -c "import click"` in the same run (goal: within 0.2 s).
+
 Before the sizes: `append_many` while building, beside the raw sign rate measured in
 rounds between the batches. Goals: open, append and proof flat in n (within 2x from
 the smallest size to the largest); verify >= 80% of the raw verify rate x jobs with
@@ -119,6 +122,7 @@ def main() -> None:
         print(f"append_many, batches of {BATCH:,} (signing included): {rate:,.0f}/s = {rate / raw.sign_rate():.1%} "
               f"of raw Ed25519 sign ({raw.sign_rate():,.0f}/s); goal 50%: {'meets' if rate >= raw.sign_rate() / 2 else 'MISSES'}")  # fmt: skip
         report(rows)
+        startup(Path(tmp) / "home")
         if args.snapshot_costs:
             snapshot_costs(Path(tmp) / "notes.db", sizes[-1], wallets[0])
 
@@ -220,6 +224,36 @@ def report(rows: list[dict[str, Any]]) -> None:
     together = min(r["together"] for r in rows)
     print(f"  (raw verify in 2 processes at once, on this machine during the run: {together:,.0f}/s; "
           f"verify with 2 jobs reached {min(r['verify2']['rate'] for r in rows) / together:.0%} of that at worst)")
+
+
+def startup(home: Path) -> None:
+    """`agentd --help` and `agentd ledger checkpoint` (on a new home), each a process of its
+    own as a user starts it, beside a process that only imports click: the median of a few."""
+    env = {**os.environ, "AGENTD_HOME": str(home)}
+    _run(["init"], env)
+    _run(["wallet", "new", "alice"], env)
+    _run(["wallet", "fund", "alice", "5"], env)  # the log's first entries, and its first checkpoint
+    bare = _median_wall([sys.executable, "-c", "import click"], env)
+    for args in (["--help"], ["ledger", "checkpoint"]):
+        took = _median_wall([sys.executable, "-m", "agentd", *args], env)
+        verdict = "meets" if took - bare <= 0.2 else "MISSES"
+        print(f"agentd {' '.join(args)}: {took:.3f} s beside {bare:.3f} s for python3 -c 'import click' "
+              f"(+{took - bare:.3f} s); goal within 0.2 s: {verdict}")
+
+
+def _run(args: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "agentd", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"bench: agentd {' '.join(args)} failed: {done.stderr.strip()}")
+
+
+def _median_wall(command: list[str], env: dict[str, str], times: int = 9) -> float:
+    took = []
+    for _ in range(times):
+        began = time.perf_counter()
+        subprocess.run(command, cwd=ROOT, env=env, capture_output=True, check=True)
+        took.append(time.perf_counter() - began)
+    return statistics.median(took)
 
 
 def snapshot_costs(path: Path, entries: int, writer: Wallet) -> None:
