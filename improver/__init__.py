@@ -96,7 +96,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "LEFT_OUT": ("separation", "LEFT_OUT"),
     "Separation": ("separation", "Separation"),
     "seal_claims": ("separation", "seal_claims"),
-    "TESTS": ("stats", "TESTS"),
+    "TESTS": ("levels", "TESTS"),
     "Archive": ("archive", "Archive"),
     "load_settings": ("settings", "load_settings"),
     "save_settings": ("settings", "save_settings"),
@@ -238,6 +238,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.intoto import verify as verify_statement
     from improver.judge import Judged, Proposal, read_proposals, save_proposals
     from improver.judge import judge as judge_sessions
+    from improver.levels import TESTS
     from improver.lineage import Lineage, check_improvers, improver_summary, summary
     from improver.lineage import Report as LineageReport
     from improver.lineage import check as check_lineage
@@ -283,7 +284,6 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.settings import FILE as SETTINGS_FILE
     from improver.settings import Settings, load_settings, save_settings, settings_text
     from improver.simuser import continued
-    from improver.stats import TESTS
     from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema
     from improver.validate import Validation
     from improver.validate import validate as validate_tasks

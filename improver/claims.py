@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from improver import stats
+from improver import levels
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.settings import Settings
@@ -46,11 +46,11 @@ def _seal(state: State, entry: Entry) -> None:
     _require(
         isinstance(level, (int, float))
         and not isinstance(level, bool)
-        and math.isclose(level, stats.confirmation_level(k)),
+        and math.isclose(level, levels.confirmation_level(k)),
         f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations",
     )
     _require(
-        isinstance(body["test"], str) and body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}"
+        isinstance(body["test"], str) and body["test"] in levels.TESTS, f"test must be one of {', '.join(levels.TESTS)}"
     )
     seals: dict[str, Any] = state.ns("seals")
     _require(all(s["seal"] != body["seal"] for s in seals.values()), f"seal {body['seal']} is already published")
@@ -202,11 +202,11 @@ def _improver(state: State, entry: Entry) -> None:
     k, n = body["confirmations"], body["confirmation"]
     _require(_count(k) and k >= 1 and _count(n) and 1 <= n <= k, "confirmation must be a count from 1 to confirmations")
     level = body["level"]
-    _require(isinstance(level, (int, float)) and not isinstance(level, bool) and math.isclose(level, stats.confirmation_level(k)),
+    _require(isinstance(level, (int, float)) and not isinstance(level, bool) and math.isclose(level, levels.confirmation_level(k)),
              f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations")  # fmt: skip
     _require(body["step"] == digest({"improver": after.id, "held_out": body["held_out_digest"], "confirmation": n})[:16],
              "step must be the id of the improver, its held-out problems and the confirmation")  # fmt: skip
-    _require(body["test"] in stats.TESTS, f"test must be one of {', '.join(stats.TESTS)}")
+    _require(body["test"] in levels.TESTS, f"test must be one of {', '.join(levels.TESTS)}")
     for part in ("choose", "held"):
         _require(isinstance(body[part], dict), f"{part} must hold the comparison")
     spent: dict[str, list[int]] = state.ns("improver_confirmations")  # [spent, allowed]

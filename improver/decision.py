@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from improver import stats
+from improver import levels, stats
 from improver.errors import ImproverError
 from improver.stats import Comparison, Tally
 
@@ -82,7 +82,7 @@ class Rule:
 
     @classmethod
     def for_part(cls, part: str, test: str, confirmations: int, runs: int) -> Rule:
-        level = SCREEN_LEVEL if part == CHOOSE else stats.confirmation_level(confirmations)
+        level = SCREEN_LEVEL if part == CHOOSE else levels.confirmation_level(confirmations)
         return cls(part, test, level, runs, CONTEST_FACTOR * runs)
 
     @classmethod
@@ -185,7 +185,7 @@ def better_many(
         denominator = int(np.lcm.reduce(np.concatenate([change_runs.ravel(), current_runs.ravel()])))
         steps = change_passed * (denominator // change_runs) - current_passed * (denominator // current_runs)
         return stats.sign_flip_pvalues(steps) <= level
-    raise ImproverError(f"no test named {test!r}: use one of {', '.join(stats.TESTS)}")
+    raise ImproverError(f"no test named {test!r}: use one of {', '.join(levels.TESTS)}")
 
 
 def fisher_worse(

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from improver import decision, stats
+from improver import decision, levels
 from improver.archive import Archive
 from improver.clock import utc_now
 from improver.decision import CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
@@ -387,7 +387,7 @@ class MetaLoop:
             "held": comparison_json(held),
             "confirmation": number,
             "confirmations": self.confirmations,
-            "level": stats.confirmation_level(self.confirmations),  # one-sided; the intervals are two-sided at twice it
+            "level": levels.confirmation_level(self.confirmations),  # one-sided; the intervals are two-sided at twice it
             "test": self.test,
         }
         claim, pulse = self.publish(KIND, body) if self.publish else (None, None)

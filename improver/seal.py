@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from improver import codewords, stats
+from improver import codewords, levels
 from improver.clock import utc_now
 from improver.digests import digest
 from improver.errors import ImproverError
@@ -336,7 +336,7 @@ def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, separation
         sealed_tasks=len(sealed),
         canaries=len(canaries),
         confirmations=request.confirmations,
-        level=stats.confirmation_level(request.confirmations),
+        level=levels.confirmation_level(request.confirmations),
         test=request.test,
         holdout={"threshold": holdout.threshold, "noise": holdout.noise, "budget": holdout.budget} if holdout else None,
     )
@@ -357,8 +357,8 @@ def _check_request(taskset: TaskSet, request: SealRequest) -> None:
         raise ImproverError("--confirmations must allow at least 1 confirmation")
     if request.canaries < 0:
         raise ImproverError("--canaries cannot be negative")
-    if request.test not in stats.TESTS:
-        raise ImproverError(f"--test must be one of {', '.join(stats.TESTS)}")
+    if request.test not in levels.TESTS:
+        raise ImproverError(f"--test must be one of {', '.join(levels.TESTS)}")
 
 
 def claim_body(seal: Seal) -> dict[str, Any]:

@@ -32,11 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from improver.errors import ImproverError
-
-TESTS: tuple[str, ...] = ("newcombe", "paired")
-
-# The chance, over everything one seal confirms, that a change no better is kept.
-FAMILY_LEVEL = 0.05
+from improver.levels import TESTS, check_level
 
 # Past this much work (cell updates) or this big a table (cells, 8 bytes each) the paired
 # interval is drawn by Monte Carlo rather than computed exactly: about a second of numpy
@@ -110,19 +106,6 @@ def confidence_label(level: float) -> str:
 
 
 # -- levels and the basic rules ---------------------------------------------------------
-
-
-def check_level(level: float) -> float:
-    if not isinstance(level, (int, float)) or isinstance(level, bool) or not 0 < level < 1:
-        raise ImproverError(f"a level must be between 0 and 1 (0.05 for a 95% interval), not {level!r}")
-    return float(level)
-
-
-def confirmation_level(confirmations: int, family: float = FAMILY_LEVEL) -> float:
-    """The one-sided level each of a seal's confirmations is held to: family / k (Bonferroni)."""
-    if not isinstance(confirmations, int) or isinstance(confirmations, bool) or confirmations < 1:
-        raise ImproverError(f"a seal allows at least one confirmation, not {confirmations!r}")
-    return check_level(family) / confirmations
 
 
 def better_beyond_chance(low: float) -> bool:

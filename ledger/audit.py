@@ -15,7 +15,6 @@ cosignatures. The report names the first bad Pulse and why.
 
 from __future__ import annotations
 
-import multiprocessing
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -433,4 +432,6 @@ def _pool(jobs: int) -> Any:
     # fork, not spawn or forkserver: those re-run the __main__ module in every worker, and
     # `python -m agentd` would start the CLI again there. Workers only hash and check
     # bytes they are sent; they never touch the inherited database connection.
+    import multiprocessing  # here: only an audit with workers needs it, and every command imports this module
+
     return multiprocessing.get_context("fork").Pool(jobs)

@@ -33,6 +33,23 @@ def test_help_loads_no_command_and_nothing_heavy() -> None:
         assert f"\n  {name}" in done.stdout
 
 
+def test_a_ledger_read_loads_no_statistics_model_client_or_worker_pool(agentd, home) -> None:
+    """Every command opens the ledger, and its rules check kept changes' levels: that must
+    not cost numpy's import, nor a model client's or multiprocessing's."""
+    assert agentd("wallet", "new", "alice").code == 0
+    assert agentd("wallet", "fund", "alice", "5").code == 0
+    probe = (
+        "import sys\n"
+        "from agentd.cli import invoke\n"
+        f"code = invoke(['--home', {str(home.root)!r}, 'ledger', 'checkpoint'])\n"
+        "heavy = ('numpy', 'scipy', 'psycopg', 'openai', 'anthropic', 'httpx', 'multiprocessing', 'improver.stats')\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 []"
+
+
 def test_an_unknown_command_is_a_usage_error(agentd) -> None:
     result = agentd("no-such-command")
     assert result.code == 2 and "No such command 'no-such-command'" in result.err

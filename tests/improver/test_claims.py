@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from improver import stats
+from improver import levels
 from improver.claims import ATTESTATION, attestation_of, register, release_claim_of
 from improver.release import release_id
 from ledger import (
@@ -33,7 +33,7 @@ SEAL = {
     "train_digest": "b" * 64,
     "sealed_digest": "c" * 64,
     "confirmations": 4,
-    "level": stats.confirmation_level(4),
+    "level": levels.confirmation_level(4),
     "test": "newcombe",
 }
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from improver import stats
+from improver import levels
 from improver.claims import register
 from improver.digests import digest
 from improver.settings import Settings
@@ -25,7 +25,7 @@ def body(confirmation: int = 1, **changed: Any) -> dict[str, Any]:
         "profile": "invoices", "change": 'its instructions, adding "Write one lesson per failure."', "follows": None,
         "before": BEFORE.to_json(), "after": AFTER.to_json(), "improver": AFTER.id, "problems": ["a" * 64, "b" * 64],
         "held_out": HELD_OUT, "held_out_digest": held, "choose": COMPARISON, "held": COMPARISON,
-        "confirmation": confirmation, "confirmations": 4, "level": stats.confirmation_level(4), "test": "newcombe",
+        "confirmation": confirmation, "confirmations": 4, "level": levels.confirmation_level(4), "test": "newcombe",
         "step": digest({"improver": AFTER.id, "held_out": held, "confirmation": confirmation})[:16], **changed,
     }  # fmt: skip
 
@@ -79,6 +79,6 @@ def test_a_claim_without_its_fields_is_refused() -> None:
 def test_the_held_out_problems_keep_the_confirmations_they_were_first_claimed_with() -> None:
     state = State(size=1)
     apply(state, body(1))
-    changed = body(2, confirmations=8, level=stats.confirmation_level(8))
+    changed = body(2, confirmations=8, level=levels.confirmation_level(8))
     with pytest.raises(RuleViolation, match="those held-out problems allow 4 confirmations, as first claimed, not 8"):
         apply(state, changed, seq=2)

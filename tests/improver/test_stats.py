@@ -13,13 +13,13 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 
 from improver import stats
 from improver.errors import ImproverError
+from improver.levels import confirmation_level
 from improver.stats import (
     Tally,
     better_beyond_chance,
     compare,
     compare_newcombe,
     compare_paired,
-    confirmation_level,
     newcombe_interval,
     passes,
     sign_flip_pvalues,
