@@ -25,7 +25,7 @@ from agentd.app import killswitch
 from agentd.app.agent import model_factory
 from agentd.app.bonds import affords, challenge_of
 from agentd.app.ledger import open_ledger
-from agentd.app.runners import sandbox_runner
+from agentd.app.runners import sandbox_extras, sandbox_runner
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import list_profiles, load_profile
@@ -66,6 +66,8 @@ class AttestRequest:
     publish_failure: bool = False
     expires_days: int = EXPIRES_DAYS
     out: Path | None = None  # where the attestation's in-toto envelope goes
+    readable: tuple[Path, ...] = ()  # further read-only paths in the sandbox, as `improve code` takes them
+    env: tuple[str, ...] = ()  # VAR=VALUE in the sandbox's environment
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,8 @@ def attest(home: Home, request: AttestRequest, progress: Callable[[str], None] =
                 f"wallet {request.wallet} published release {release.id}: a publisher cannot attest its own release"
             )
         bond = _bond(ledger, request, signer, adjudicator) if adjudicator else None
-    finding = _rebuild(home, release, request.source, _read(request.patch), request.tasks, request.runs, progress)
+    setup = _setup(home, release, progress, *sandbox_extras(request.readable, request.env))
+    finding = _rebuild(release, request.source, _read(request.patch), request.tasks, request.runs, setup)
     if not finding.holds and not request.publish_failure:
         return Attested(finding, None, None, None, None, None)
     with open_ledger(home) as ledger:
@@ -156,7 +159,7 @@ def rerun(
         release = release.following(recipe)
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
-    return _rebuild(home, release, source, _read(patch), tasks, runs, progress, digest=recipe.get("tasks"))
+    return _rebuild(release, source, _read(patch), tasks, runs, _setup(home, release, progress), digest=recipe.get("tasks"))
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,7 @@ def _check(request: AttestRequest) -> None:
         raise WrongValue("--bond posts a bond under an adjudicator: give --adjudicator WALLET too")
     if request.out and not request.out.parent.is_dir():
         raise WrongValue(f"--out {request.out}: its folder {request.out.parent} does not exist")
+    sandbox_extras(request.readable, request.env)
 
 
 def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: str) -> str | None:
@@ -247,14 +251,7 @@ def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: s
 
 
 def _rebuild(
-    home: Home,
-    release: PublishedRelease,
-    source: Path,
-    patch: bytes,
-    tasks_file: Path,
-    runs: int,
-    progress: Callable[[str], None],
-    digest: Any = None,
+    release: PublishedRelease, source: Path, patch: bytes, tasks_file: Path, runs: int, setup: AttestSetup, digest: Any = None
 ) -> Finding:
     try:
         tasks = load_sealed(tasks_file)
@@ -262,15 +259,21 @@ def _rebuild(
             raise ImproverError(
                 f"{tasks_file}: its digest ({tasks.digest[:16]}) is not the recipe's tasks ({str(digest)[:16]})"
             )
-        setup = _setup(home, release, progress)
         return asyncio.run(attest_release(release, source.resolve(), patch, tasks, setup, runs))
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
 
 
-def _setup(home: Home, release: PublishedRelease, progress: Callable[[str], None]) -> AttestSetup:
-    """This home's sandbox, and the release's profile's models and limits when the home
-    holds that profile (its `script:` paths are read from its folder)."""
+def _setup(
+    home: Home,
+    release: PublishedRelease,
+    progress: Callable[[str], None],
+    readable: tuple[Path, ...] = (),
+    env: dict[str, str] | None = None,
+) -> AttestSetup:
+    """This home's sandbox with what the attester adds to it (`readable`, `env`), and the
+    release's profile's models and limits when the home holds that profile (its `script:`
+    paths are read from its folder)."""
     name = str(release.record.get("profile", ""))
     profile = load_profile(home, name) if name in list_profiles(home) else None
     return AttestSetup(
@@ -278,6 +281,8 @@ def _setup(home: Home, release: PublishedRelease, progress: Callable[[str], None
         models=model_factory(home, profile.dir if profile else None),
         root=home.routes.attest_work(release.id),
         limits=profile.limits if profile else EpisodeLimits(),
+        readable=readable,
+        env=env or {},
         progress=progress,
         halted=lambda: killswitch.halted(home),
     )

@@ -7,6 +7,7 @@ import os
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import click
@@ -64,6 +65,20 @@ def baseline_runs_option(f: F) -> F:
         "--baseline-runs",
         type=click.IntRange(min=1),
         help="Runs of each task measuring the agent as it is, once for every change  [default: 4 x --runs]",
+    )(f)
+
+
+def sandbox_options(f: F) -> F:
+    """`--readable PATH` and `--env VAR=VALUE` (each repeatable), shared by the commands
+    that build and run code in the sandbox; `agentd.app.runners.sandbox_extras` checks them."""
+    f = click.option("--env", "env", multiple=True, help="VAR=VALUE in the sandbox's environment (repeat).")(f)
+    return click.option(
+        "--readable",
+        multiple=True,
+        type=click.Path(path_type=Path),
+        # Relative to where the command runs, as the user means it; the sandbox runs elsewhere.
+        callback=lambda ctx, param, paths: tuple(p.absolute() for p in paths),
+        help="A further read-only path in the sandbox (repeat).",
     )(f)
 
 

@@ -169,6 +169,27 @@ def test_what_is_handed_over_is_held_to_the_ledger_before_anything_is_built(agen
     assert size(home) == before and not home.routes.attest_work(rid).exists()
 
 
+def test_readable_paths_and_environment_reach_the_attesters_sandbox(agentd, home: Home, tmp_path: Path) -> None:
+    """As for `improve code`: a folder made readable in the sandbox and put on its
+    PYTHONPATH holds a sitecustomize.py that stops every Python there, so nothing builds."""
+    rid = release_of(home)
+    assert agentd("wallet", "new", "attester").code == 0
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos._exit(7)\n")
+    before = size(home)
+    stopped = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", "--readable", site,
+                     "--env", f"PYTHONPATH={site}", "--env", "LANG=C.UTF-8")  # fmt: skip
+    assert stopped.code == 3, stopped.err
+    assert stopped.out.startswith(f"release {rid} does not hold up: the code as it stood (commit ")
+    assert "does not build and test" in stopped.out and stopped.out.strip().endswith("; nothing published")
+    for wrong, said in ((("--env", "NOT-A-VAR"), "--env 'NOT-A-VAR': give VAR=VALUE"),
+                        (("--readable", tmp_path / "missing"), f"--readable {tmp_path / 'missing'}: give an absolute path that exists")):  # fmt: skip
+        refused = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", *wrong)
+        assert refused.code == 2 and refused.out == "" and refused.err.strip() == f"agentd: error: {said}"
+    assert size(home) == before and not home.routes.attest_work(rid).exists()
+
+
 def later_checkout(home: Home, tmp_path: Path) -> Path:
     """A checkout of the code one commit past the release's: it still holds the release's commit."""
     later = tmp_path / "later"
