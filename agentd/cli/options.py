@@ -121,6 +121,12 @@ def progress(message: str) -> None:
     click.echo(message, err=True)
 
 
+def warn_skipped(problem: AgentdError) -> None:
+    """Says on stderr that something a listing could do without was passed over: names
+    beside ids are only a help, so an unreadable wallet file does not stop it."""
+    progress(f"agentd: warning: skipped {problem}")
+
+
 class CheckFailed(click.ClickException):
     """A check ran and found something wrong; exit code 3."""
 
