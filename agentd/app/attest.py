@@ -41,6 +41,7 @@ from improver import (
     PublishedRelease,
     attest_release,
     load_sealed,
+    published_release,
     release_claim_of,
     statement_about,
     statement_envelope,
@@ -207,8 +208,7 @@ def published(ledger: Ledger, ref: str) -> tuple[Entry, PublishedRelease]:
     if entry.kind != RELEASE_KIND:
         raise AgentdError(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a release ({RELEASE_KIND})")
     try:
-        seal = ledger.find(str(entry.body.get("seal_claim")))
-        return entry, PublishedRelease.of(entry.claim_id, entry.body, seal.body)
+        return entry, published_release(ledger, entry)
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
 
