@@ -115,6 +115,17 @@ def list_wallets(home: Home, skip: Callable[[AgentdError], None] | None = None) 
     return found
 
 
+def wallet_names(home: Home, skip: Callable[[AgentdError], None] | None = None) -> dict[str, str]:
+    """The names this home gives wallet ids, the log's key as "log": for listings that
+    show a name beside an id. A wallet file that cannot be read is passed to `skip`, or
+    is an error without it (see `list_wallets`)."""
+    names = {w.id: w.name for w in list_wallets(home, skip)}
+    key = log_key_id(home)
+    if key:
+        names[key] = "log"
+    return names
+
+
 def log_key(home: Home) -> Wallet:
     """The log's own key, created the first time it is needed if the ledger has no
     entries yet (sealed with AGENTD_LOG_PASSPHRASE when it is set). Opened once a

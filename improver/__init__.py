@@ -153,7 +153,8 @@ _SURFACE: dict[str, tuple[str, str]] = {
     # attesting a release, and releases and attestations as in-toto statements
     "AttestSetup": ("attest", "Setup"),
     "Finding": ("attest", "Finding"),
-    "PublishedRelease": ("attest", "Release"),
+    "PublishedRelease": ("release", "Release"),
+    "published_release": ("release", "of_entry"),
     "attest_release": ("attest", "attest"),
     "load_sealed": ("attest", "load_sealed"),
     "recipe_for": ("attest", "recipe_for"),
@@ -195,7 +196,6 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
     from improver.archive import Archive
     from improver.attest import Finding, load_sealed, recipe_for
-    from improver.attest import Release as PublishedRelease
     from improver.attest import Setup as AttestSetup
     from improver.attest import attest as attest_release
     from improver.challenger import Challenger
@@ -276,6 +276,8 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     )
     from improver.release import KIND as RELEASE_KIND
     from improver.release import Commands
+    from improver.release import Release as PublishedRelease
+    from improver.release import of_entry as published_release
     from improver.release import releases as releases_of
     from improver.routes import Routes
     from improver.rubric import Rubric, parse_rubric

@@ -29,7 +29,7 @@ from improver.harness import ModelFactory
 from improver.locks import holding
 from improver.loop import decided
 from improver.protocol import EpisodeLimits
-from improver.release import Commands, patch_digest, release_id
+from improver.release import Release, patch_digest, release_id
 from improver.seal import code_word, is_canary
 from improver.stats import Comparison
 from improver.tasks import Task, TaskSet, parse_set
@@ -38,56 +38,6 @@ from improver.variant import Variant
 from sandbox import Runner
 
 RUNS = 4
-RECIPE_FIELDS = ("release", "commit", "patch", "tasks", "commands", "runs")
-
-
-@dataclass(frozen=True)
-class Release:
-    """What the ledger says of a release: its agent.release/v1 claim and the seal it names."""
-
-    id: str
-    claim: str
-    commit: str
-    patch: str
-    commands: Commands
-    agent: Variant  # the agent it was scored as: the operator's words, lessons and models
-    record: dict[str, Any]  # the release as its claim publishes it
-    sealed_digest: str
-    confirmations: int
-    level: float  # one-sided, the seal's
-    test: str
-
-    @classmethod
-    def of(cls, claim: str, body: dict[str, Any], seal: dict[str, Any]) -> Release:
-        """From a release claim's body and the body of the seal claim it names."""
-        record = body.get("release")
-        if not isinstance(record, dict):
-            raise ImproverError(f"claim {claim} is not a release: it holds no release record")
-        try:
-            agent = Variant.from_json(record["agent"])
-            return cls(
-                record["release"], claim, record["commit"], record["patch"], Commands(**record["commands"]),
-                Variant(agent.operator, agent.lessons, agent.models), record, seal["sealed_digest"],
-                int(seal["confirmations"]), float(seal["level"]), seal["test"],
-            )  # fmt: skip
-        except (KeyError, TypeError, ValueError, ImproverError) as exc:
-            raise ImproverError(
-                f"claim {claim} is not a release with its seal ({exc!r} is missing or malformed)"
-            ) from None
-
-    def following(self, recipe: dict[str, Any]) -> Release:
-        """The release as a challenge's recipe says to rebuild it: its commands; the
-        recipe must name this release, its commit and its patch."""
-        missing = [f for f in RECIPE_FIELDS if f not in recipe]
-        if missing:
-            raise ImproverError(f"the recipe needs {', '.join(missing)}")
-        ids = (recipe["release"], recipe["commit"], recipe["patch"])
-        if ids != (self.id, self.commit, self.patch):
-            raise ImproverError(f"the recipe is not release {self.id}'s (its release, commit or patch differ)")
-        try:
-            return replace(self, commands=Commands(**recipe["commands"]))
-        except TypeError:
-            raise ImproverError("the recipe's commands must be build, test and candidate") from None
 
 
 def recipe_for(release_body: dict[str, Any], tasks_digest: str, runs: int) -> dict[str, Any]:

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from improver.claims import ATTESTATION, attestation_of, release_claim_of
+from improver.claims import ATTESTATION, attestation_of
 from improver.errors import ImproverError
 from improver.files import write_atomic
 from improver.git import apply_to, head_of, paths_git_reads, source_commit
 from improver.patchlimits import DEFAULT_ALLOW, outside, touched
-from improver.release import patch_digest
+from improver.release import Release, patch_digest, published
 from improver.routes import Routes
 from ledger import Ledger, State, bonds_in
 
@@ -70,18 +70,6 @@ class Trust:
 
 
 @dataclass(frozen=True)
-class Release:
-    """A release as its agent.release/v1 claim on the ledger publishes it."""
-
-    id: str
-    claim: str
-    publisher: str
-    commit: str
-    patch: str  # the patch's SHA-256
-    files: tuple[str, ...]  # what its publisher says it changes
-
-
-@dataclass(frozen=True)
 class Weighed:
     """One attestation given, and whether it counts (`why` says which way and why)."""
 
@@ -104,19 +92,6 @@ class Review:
     @property
     def failed(self) -> list[str]:
         return [c.name for c in self.checks if not c.ok]
-
-
-def published(ledger: Ledger, release: str) -> Release:
-    """Release `release` as the ledger holds it; ImproverError when it holds no claim for it."""
-    found = release_claim_of(ledger.state(), release)
-    if found is None:
-        raise ImproverError(f"release {release} has no agent.release/v1 claim on the ledger at {ledger.url}")
-    body = ledger.find(found["claim"]).body["release"]
-    files = body.get("files")
-    return Release(
-        release, found["claim"], found["author"], body["commit"], body["patch"],
-        tuple(files) if isinstance(files, list) else (),
-    )  # fmt: skip
 
 
 def review(

@@ -6,24 +6,30 @@ words and the agent it was scored as; the evidence (the counts, intervals, level
 confirmation) is the kept line's and the claim's. Its patch is kept at
 `routes/releases/ID.patch` and its record beside it at `ID.json`, both written before
 its claim (`agent.release/v1`) is published. `check` holds a kept release to the two.
+
+`Release` is a release as the ledger publishes it, which whoever works from the ledger
+reads (`published`): an attester rebuilding it, an installer checking it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from improver.claims import release_claim_of
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.files import write_atomic
 from improver.patchlimits import counts, parse
 from improver.routes import Routes
 from improver.variant import Variant
+from ledger import Entry, Ledger
 
 KIND = "agent.release/v1"
 ID_LENGTH = 16
+RECIPE_FIELDS = ("release", "commit", "patch", "tasks", "commands", "runs")
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,74 @@ class Commands:
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What the ledger says of a release: its agent.release/v1 claim and the seal it names."""
+
+    id: str
+    claim: str
+    publisher: str  # the wallet that signed its claim
+    commit: str
+    patch: str  # the patch's SHA-256
+    commands: Commands
+    files: tuple[str, ...]  # what its publisher says it changes
+    agent: Variant  # the agent it was scored as: the operator's words, lessons and models
+    record: dict[str, Any]  # the release as its claim publishes it
+    sealed_digest: str
+    confirmations: int
+    level: float  # one-sided, the seal's
+    test: str
+
+    @classmethod
+    def of(cls, claim: str, publisher: str, body: dict[str, Any], seal: dict[str, Any]) -> Release:
+        """From a release claim (its id, its author and its body) and the body of the
+        seal claim it names."""
+        record = body.get("release")
+        if not isinstance(record, dict):
+            raise ImproverError(f"claim {claim} is not a release: it holds no release record")
+        try:
+            agent = Variant.from_json(record["agent"])
+            files = record.get("files")
+            return cls(
+                record["release"], claim, publisher, record["commit"], record["patch"], Commands(**record["commands"]),
+                tuple(files) if isinstance(files, list) else (), Variant(agent.operator, agent.lessons, agent.models),
+                record, seal["sealed_digest"], int(seal["confirmations"]), float(seal["level"]), seal["test"],
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError, ImproverError) as exc:
+            raise ImproverError(
+                f"claim {claim} is not a release with its seal ({exc!r} is missing or malformed)"
+            ) from None
+
+    def following(self, recipe: dict[str, Any]) -> Release:
+        """The release as a challenge's recipe says to rebuild it: its commands; the
+        recipe must name this release, its commit and its patch."""
+        missing = [f for f in RECIPE_FIELDS if f not in recipe]
+        if missing:
+            raise ImproverError(f"the recipe needs {', '.join(missing)}")
+        ids = (recipe["release"], recipe["commit"], recipe["patch"])
+        if ids != (self.id, self.commit, self.patch):
+            raise ImproverError(f"the recipe is not release {self.id}'s (its release, commit or patch differ)")
+        try:
+            return replace(self, commands=Commands(**recipe["commands"]))
+        except TypeError:
+            raise ImproverError("the recipe's commands must be build, test and candidate") from None
+
+
+def published(ledger: Ledger, release: str) -> Release:
+    """Release `release` (its id) as the ledger holds it; ImproverError when it holds no
+    claim for it."""
+    found = release_claim_of(ledger.state(), release)
+    if found is None:
+        raise ImproverError(f"release {release} has no agent.release/v1 claim on the ledger at {ledger.url}")
+    return of_entry(ledger, ledger.find(found["claim"]))
+
+
+def of_entry(ledger: Ledger, entry: Entry) -> Release:
+    """The release an agent.release/v1 entry of `ledger` publishes, with the seal it names."""
+    seal = ledger.find(str(entry.body.get("seal_claim")))
+    return Release.of(entry.claim_id, entry.author, entry.body, seal.body)
 
 
 def patch_digest(patch: bytes) -> str:

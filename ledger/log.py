@@ -51,7 +51,10 @@ _CLAIM = re.compile(r"[0-9a-f]{4,64}")
 # what one write costs.
 SNAPSHOT_BYTES_PER_ENTRY = 1024
 
-Item = tuple[Wallet, str, dict[str, Any]]
+# A body, or how to make it from the caller's entries signed before it in the same batch:
+# an entry naming another of its batch (by claim id) can be signed only after that one.
+Body = dict[str, Any] | Callable[[list[Entry]], dict[str, Any]]
+Item = tuple[Wallet, str, Body]
 # Words a refusal of the i-th of the caller's `given` entries (i < 1: one the ledger added).
 Describe = Callable[[int, int, Entry, str], str]
 
@@ -213,7 +216,9 @@ class Ledger:
 
     def append_many(self, items: Iterable[Item]) -> list[Entry]:
         """Signs and records entries in one transaction: all of them, or none. Each
-        carries its receipt."""
+        carries its receipt. A body given as a function is made from the caller's entries
+        signed before it (their claim ids are known once signed), so an entry can name
+        another recorded with it."""
         items = list(items)
         return self._record(lambda tip: self._sign(tip, items), _appended)
 
@@ -319,6 +324,7 @@ class Ledger:
         """The caller's items signed for this log, each with its author's next sequence
         number; the genesis entry first when the log is empty."""
         batch: list[Entry] = []
+        mine: list[Entry] = []
         origin = tip.state.origin
         taken: dict[str, int] = {}
         if tip.state.size == 0:
@@ -329,8 +335,9 @@ class Ledger:
         for wallet, kind, body in items:
             seq = taken.get(wallet.id, tip.state.sequences.get(wallet.id, 0)) + 1
             taken[wallet.id] = seq
-            batch.append(Entry.create(wallet, kind, body, log=origin, seq=seq))
-        return batch, len(items)
+            made = body(list(mine)) if callable(body) else body
+            mine.append(Entry.create(wallet, kind, made, log=origin, seq=seq))
+        return batch + mine, len(items)
 
     def _genesis(self) -> Entry:
         if self._key is None:

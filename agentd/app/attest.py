@@ -1,6 +1,8 @@
 """`agentd improve attest` on a home: a release found on the home's ledger, rebuilt and
 scored in this home's sandbox with its models, and what was found published as
 `agent.release-attestation/v1`, signed by the attester's wallet, on a bond when asked.
+A bond posted for it goes on the ledger in the same append as the attestation, so a
+refusal of either records neither.
 `rerun` does the same for a challenge's rebuild recipe and publishes nothing.
 
 What does not need the rebuild is refused before it starts: a wallet attesting a release
@@ -21,9 +23,9 @@ from typing import Any, Callable
 from agentd import __version__
 from agentd.app import killswitch
 from agentd.app.agent import model_factory
-from agentd.app.bonds import challenge_of, post_bond
+from agentd.app.bonds import affords, challenge_of
 from agentd.app.ledger import open_ledger
-from agentd.app.runners import sandbox_runner
+from agentd.app.runners import sandbox_extras, sandbox_runner
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import list_profiles, load_profile
@@ -39,11 +41,12 @@ from improver import (
     PublishedRelease,
     attest_release,
     load_sealed,
+    published_release,
     release_claim_of,
     statement_about,
     statement_envelope,
 )
-from ledger import Bond, Challenge, Entry, Ledger, Wallet, bonds_in
+from ledger import BOND_POST, Bond, Challenge, Entry, Ledger, RuleViolation, Wallet, bonds_in
 
 RUNS = 4
 EXPIRES_DAYS = 90
@@ -59,11 +62,13 @@ class AttestRequest:
     tasks: Path
     wallet: str
     adjudicator: str | None = None  # a wallet name or id
-    bond_cents: int | None = None  # post a bond of this much first
+    bond_cents: int | None = None  # post a bond of this much with the attestation, in one append
     runs: int = RUNS
     publish_failure: bool = False
     expires_days: int = EXPIRES_DAYS
     out: Path | None = None  # where the attestation's in-toto envelope goes
+    readable: tuple[Path, ...] = ()  # further read-only paths in the sandbox, as `improve code` takes them
+    env: tuple[str, ...] = ()  # VAR=VALUE in the sandbox's environment
 
 
 @dataclass(frozen=True)
@@ -90,22 +95,47 @@ def attest(home: Home, request: AttestRequest, progress: Callable[[str], None] =
                 f"wallet {request.wallet} published release {release.id}: a publisher cannot attest its own release"
             )
         bond = _bond(ledger, request, signer, adjudicator) if adjudicator else None
-    finding = _rebuild(home, release, request.source, _read(request.patch), request.tasks, request.runs, progress)
+    setup = _setup(home, release, progress, *sandbox_extras(request.readable, request.env))
+    finding = _rebuild(release, request.source, _read(request.patch), request.tasks, request.runs, setup)
     if not finding.holds and not request.publish_failure:
         return Attested(finding, None, None, None, None, None)
-    expires = expiry(request.expires_days)
-    if adjudicator and bond is None and request.bond_cents is not None:
-        posted = post_bond(home, request.wallet, request.bond_cents, adjudicator).entry
-        bond = posted.claim_id
-        progress(f"posted bond {bond} under adjudicator {adjudicator}: Pulse {posted.pulse}")
     with open_ledger(home) as ledger:
-        body = finding.body(RUNNER, expires, bond, adjudicator)
-        made = ledger.append(signer, ATTESTATION, body)
+        made, posted = publish(
+            ledger, signer, finding, expiry(request.expires_days), adjudicator, bond, request.bond_cents
+        )
+    if posted is not None:
+        progress(f"posted bond {posted.claim_id} under adjudicator {adjudicator}: Pulse {posted.pulse}")
+        bond = posted.claim_id
     if request.out:
         write_envelope(
-            request.out, statement_envelope(statement_about(release.record, ATTESTATION_PREDICATE, body), signer)
+            request.out, statement_envelope(statement_about(release.record, ATTESTATION_PREDICATE, made.body), signer)
         )
     return Attested(finding, made.claim_id, made.pulse, bond, adjudicator, request.out)
+
+
+def publish(
+    ledger: Ledger,
+    signer: Wallet,
+    finding: Finding,
+    expires: str,
+    adjudicator: str | None = None,
+    bond: str | None = None,
+    bond_cents: int | None = None,
+) -> tuple[Entry, Entry | None]:
+    """Appends the attestation of `finding` signed by `signer`, on `bond` under
+    `adjudicator`, or with `bond_cents` on a bond of that much posted with it: the bond
+    and the attestation in one transaction, both recorded or neither. The attestation's
+    entry, and the bond's when one was posted."""
+    if bond_cents is None or adjudicator is None:
+        return ledger.append(signer, ATTESTATION, finding.body(RUNNER, expires, bond, adjudicator)), None
+    judge = adjudicator  # narrowed to text for the body made once the bond is signed
+    post = (signer, BOND_POST, {"cents": bond_cents, "adjudicator": judge})
+    on_it = (signer, ATTESTATION, lambda signed: finding.body(RUNNER, expires, signed[0].claim_id, judge))
+    try:
+        posted, made = ledger.append_many([post, on_it])
+    except RuleViolation as exc:
+        raise AgentdError(f"neither the bond nor the attestation was recorded: {exc}") from None
+    return made, posted
 
 
 def rerun(
@@ -130,7 +160,7 @@ def rerun(
         release = release.following(recipe)
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
-    return _rebuild(home, release, source, _read(patch), tasks, runs, progress, digest=recipe.get("tasks"))
+    return _rebuild(release, source, _read(patch), tasks, runs, _setup(home, release, progress), digest=recipe.get("tasks"))
 
 
 @dataclass(frozen=True)
@@ -178,8 +208,7 @@ def published(ledger: Ledger, ref: str) -> tuple[Entry, PublishedRelease]:
     if entry.kind != RELEASE_KIND:
         raise AgentdError(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a release ({RELEASE_KIND})")
     try:
-        seal = ledger.find(str(entry.body.get("seal_claim")))
-        return entry, PublishedRelease.of(entry.claim_id, entry.body, seal.body)
+        return entry, published_release(ledger, entry)
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
 
@@ -201,18 +230,15 @@ def _check(request: AttestRequest) -> None:
         raise WrongValue("--bond posts a bond under an adjudicator: give --adjudicator WALLET too")
     if request.out and not request.out.parent.is_dir():
         raise WrongValue(f"--out {request.out}: its folder {request.out.parent} does not exist")
+    sandbox_extras(request.readable, request.env)
 
 
 def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: str) -> str | None:
     """The open bond to attest on, or None when --bond posts one (checked to be affordable)."""
     state = ledger.state()
     if request.bond_cents is not None:
-        held = state.balance(signer.id)
-        if request.bond_cents > held:  # said before the rebuild; post_bond checks it again
-            raise AgentdError(
-                f"{request.wallet} holds {held / 100:.2f} USD and cannot post a bond of {request.bond_cents / 100:.2f} USD; "
-                f"fund it first (agentd wallet fund {request.wallet} USD)"
-            )
+        # Said before the rebuild; the bond's rule holds it again when it is posted.
+        affords(ledger, signer.id, request.wallet, request.bond_cents, "post a bond of")
         return None
     standing: list[Bond] = [
         b for b in bonds_in(state).of_owner(signer.id) if b.adjudicator == adjudicator and b.stands
@@ -225,14 +251,7 @@ def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: s
 
 
 def _rebuild(
-    home: Home,
-    release: PublishedRelease,
-    source: Path,
-    patch: bytes,
-    tasks_file: Path,
-    runs: int,
-    progress: Callable[[str], None],
-    digest: Any = None,
+    release: PublishedRelease, source: Path, patch: bytes, tasks_file: Path, runs: int, setup: AttestSetup, digest: Any = None
 ) -> Finding:
     try:
         tasks = load_sealed(tasks_file)
@@ -240,15 +259,21 @@ def _rebuild(
             raise ImproverError(
                 f"{tasks_file}: its digest ({tasks.digest[:16]}) is not the recipe's tasks ({str(digest)[:16]})"
             )
-        setup = _setup(home, release, progress)
         return asyncio.run(attest_release(release, source.resolve(), patch, tasks, setup, runs))
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
 
 
-def _setup(home: Home, release: PublishedRelease, progress: Callable[[str], None]) -> AttestSetup:
-    """This home's sandbox, and the release's profile's models and limits when the home
-    holds that profile (its `script:` paths are read from its folder)."""
+def _setup(
+    home: Home,
+    release: PublishedRelease,
+    progress: Callable[[str], None],
+    readable: tuple[Path, ...] = (),
+    env: dict[str, str] | None = None,
+) -> AttestSetup:
+    """This home's sandbox with what the attester adds to it (`readable`, `env`), and the
+    release's profile's models and limits when the home holds that profile (its `script:`
+    paths are read from its folder)."""
     name = str(release.record.get("profile", ""))
     profile = load_profile(home, name) if name in list_profiles(home) else None
     return AttestSetup(
@@ -256,6 +281,8 @@ def _setup(home: Home, release: PublishedRelease, progress: Callable[[str], None
         models=model_factory(home, profile.dir if profile else None),
         root=home.routes.attest_work(release.id),
         limits=profile.limits if profile else EpisodeLimits(),
+        readable=readable,
+        env=env or {},
         progress=progress,
         halted=lambda: killswitch.halted(home),
     )

@@ -42,7 +42,7 @@ def post_bond(home: Home, wallet: str, cents: int, adjudicator: str, memo: str =
     owner = load_wallet(home, wallet)
     judge = wallet_id_of(home, adjudicator)
     with open_ledger(home) as ledger:
-        _affords(ledger, owner.id, wallet, cents, "post a bond of")
+        affords(ledger, owner.id, wallet, cents, "post a bond of")
         entry = ledger.append(owner, BOND_POST, {"cents": cents, "adjudicator": judge, **({"memo": memo} if memo else {})})
         return Written(entry, _bond(ledger, entry.claim_id))
 
@@ -91,7 +91,7 @@ def challenge(
             )
         if claim.claim_id not in bond.claims:
             raise AgentdError(f"attestation {claim.claim_id[:16]} is not issued on bond {bond.id[:16]}: challenge it on its own bond")
-        _affords(ledger, challenger.id, wallet, cents, "deposit")
+        affords(ledger, challenger.id, wallet, cents, "deposit")
         body: dict[str, Any] = {"bond": bond.id, "claim": claim.claim_id, "cents": cents, "evidence": evidence}
         if recipe:
             body["recipe"] = recipe_for(ledger.find(claim.body["release_claim"]).body, claim.body["tasks"], claim.body["runs"])
@@ -138,7 +138,8 @@ def _entry(ledger: Ledger, ref: str, what: str) -> Entry:
         raise WrongValue(f"{what} {ref}: {exc}") from None
 
 
-def _affords(ledger: Ledger, wallet_id: str, name: str, cents: int, what: str) -> None:
+def affords(ledger: Ledger, wallet_id: str, name: str, cents: int, what: str) -> None:
+    """AgentdError unless wallet `name` holds `cents` to `what` them (said in USD, with how to fund it)."""
     held = ledger.state().balance(wallet_id)
     if cents > held:
         raise AgentdError(

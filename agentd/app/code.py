@@ -21,7 +21,7 @@ from agentd.app.adopt import holding_loop_lock
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
 from agentd.app.loop import recovered_lineage, run_with_signals
-from agentd.app.runners import sandbox_runner
+from agentd.app.runners import sandbox_extras, sandbox_runner
 from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
@@ -102,26 +102,21 @@ def _check(request: CodeRequest) -> None:
         raise WrongValue("--rounds, --runs, --concurrency, --max-files and --max-lines must be at least 1")
     if not request.candidate.strip():
         raise WrongValue("--candidate must be a command")
-    for each in request.env:
-        name, _, _ = each.partition("=")
-        if "=" not in each or not name.isidentifier():
-            raise WrongValue(f"--env {each!r}: give VAR=VALUE")
-    for path in request.readable:
-        if not path.is_absolute() or not path.exists():
-            raise WrongValue(f"--readable {path}: give an absolute path that exists")
+    sandbox_extras(request.readable, request.env)
     if not request.allow or any(a.startswith("/") or ".." in Path(a).parts for a in request.allow):
         raise WrongValue("--allow takes paths inside the source, relative to its top")
 
 
 def _workshop(home: Home, profile: str, request: CodeRequest) -> Workshop:
+    readable, env = sandbox_extras(request.readable, request.env)
     try:
         return Workshop(
             source=request.source.resolve(),
             root=home.routes.code_work(profile),
             commands=Commands(request.build, request.test, request.candidate),
             runner=sandbox_runner(home),
-            readable=request.readable,
-            env=dict(e.split("=", 1) for e in request.env),
+            readable=readable,
+            env=env,
         )
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None

@@ -1,10 +1,13 @@
-"""The sandbox runner a home's `[sandbox]` section asks for, checked to work here."""
+"""The sandbox runner a home's `[sandbox]` section asks for, checked to work here, and
+what a command adds to a sandbox's view: further read-only paths and environment."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from sandbox import Runner, SandboxUnavailable, configured_runner
 
@@ -21,3 +24,19 @@ def sandbox_runner(home: Home, name: str | None = None) -> Runner:
         raise AgentdError(f"{home.config_path}: {exc}") from None
     except SandboxUnavailable as exc:
         raise AgentdError(str(exc)) from None
+
+
+def sandbox_extras(readable: Iterable[Path], env: Iterable[str]) -> tuple[tuple[Path, ...], dict[str, str]]:
+    """`--readable` paths and `--env VAR=VALUE` pairs as a workshop takes them; WrongValue
+    naming the first pair that is not VAR=VALUE, or path that is not absolute or missing."""
+    pairs: dict[str, str] = {}
+    for each in env:
+        name, _, value = each.partition("=")
+        if "=" not in each or not name.isidentifier():
+            raise WrongValue(f"--env {each!r}: give VAR=VALUE")
+        pairs[name] = value
+    paths = tuple(readable)
+    for path in paths:
+        if not path.is_absolute() or not path.exists():
+            raise WrongValue(f"--readable {path}: give an absolute path that exists")
+    return paths, pairs

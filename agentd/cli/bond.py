@@ -9,8 +9,21 @@ from typing import Any
 import click
 
 from agentd.app import bonds as app
-from agentd.cli.options import NUMBERS, App, Usd, emit_json, emit_table, format_usd, json_option, pass_app, progress
+from agentd.cli.options import (
+    NUMBERS,
+    App,
+    Usd,
+    emit_json,
+    emit_table,
+    format_usd,
+    json_option,
+    pass_app,
+    progress,
+    warn_skipped,
+)
 from agentd.errors import WrongValue
+from agentd.home import Home
+from agentd.wallets import wallet_names
 from ledger import Bond, Challenge
 
 
@@ -37,7 +50,7 @@ def command() -> None:
 def post(app_: App, wallet: str, cents: int, adjudicator: str, memo: str, as_json: bool) -> None:
     """Post a bond (bond.post/v1): USD of wallet W locked, under ADJUDICATOR."""
     written = app.post_bond(app_.home, wallet, cents, adjudicator, memo)
-    _written(written, as_json, f"posted bond {written.entry.claim_id[:16]}: {format_usd(cents)} of {wallet} locked")
+    _written(app_.home, written, as_json, f"posted bond {written.entry.claim_id[:16]}: {format_usd(cents)} of {wallet} locked")
 
 
 @command.command("withdraw", short_help="Withdraw wallet W's bond, its funds returned.")
@@ -50,7 +63,7 @@ def withdraw(app_: App, wallet: str, bond: str, as_json: bool) -> None:
     funds go back to W, and it stands behind nothing from then on. Refused while a
     challenge on it is open."""
     written = app.withdraw_bond(app_.home, wallet, bond)
-    _written(written, as_json, f"withdrew bond {written.bond.id[:16]}: {format_usd(written.bond.cents)} back to {wallet}")
+    _written(app_.home, written, as_json, f"withdrew bond {written.bond.id[:16]}: {format_usd(written.bond.cents)} back to {wallet}")
 
 
 @command.command("list", short_help="List bonds, their funds and state.")
@@ -59,18 +72,21 @@ def withdraw(app_: App, wallet: str, bond: str, as_json: bool) -> None:
 @pass_app
 def list_(app_: App, owner: str | None, as_json: bool) -> None:
     """List the log's bonds: id, owner, funds, adjudicator, state, claims on it and
-    challenges still open."""
+    challenges still open. A wallet this home holds is named beside its id."""
     found = app.bonds(app_.home, owner)
+    names = _names(app_.home)
     if as_json:
-        emit_json([_bond_json(b) for b in found])
+        emit_json([_bond_json(b, names) for b in found])
         return
     if not found:
         progress("no bonds yet: post one with `agentd bond post W USD --adjudicator WALLET`")
         return
     rows: list[tuple[Any, ...]] = [("BOND", "OWNER", "FUNDS", "ADJUDICATOR", "STATE", "CLAIMS", "OPEN CHALLENGES")]
     rows += [
-        (b.id[:16], b.owner, format_usd(b.cents), b.adjudicator, b.status, len(b.claims), len(b.open_challenges)) for b in found
-    ]
+        (b.id[:16], _who(b.owner, names, 8), format_usd(b.cents), _who(b.adjudicator, names, 8), b.status, len(b.claims),
+         len(b.open_challenges))
+        for b in found
+    ]  # fmt: skip
     emit_table(rows)
 
 
@@ -80,22 +96,23 @@ def list_(app_: App, owner: str | None, as_json: bool) -> None:
 @pass_app
 def show(app_: App, bond: str, as_json: bool) -> None:
     """Show BOND: its funds, adjudicator and state, the claims issued on it, and every
-    challenge to them with its ruling."""
+    challenge to them with its ruling. A wallet this home holds is named beside its id."""
     found, challenges = app.bond_with_challenges(app_.home, bond)
+    names = _names(app_.home)
     if as_json:
-        emit_json({**_bond_json(found), "challenges": [_challenge_json(c) for c in challenges]})
+        emit_json({**_bond_json(found, names), "challenges": [_challenge_json(c, names) for c in challenges]})
         return
     emit_table(
         [
-            ("bond", found.id), ("owner", found.owner), ("funds", format_usd(found.cents)),
-            ("adjudicator", found.adjudicator), ("state", _state(found)), ("posted at", f"Pulse {found.pulse}"),
+            ("bond", found.id), ("owner", _who(found.owner, names)), ("funds", format_usd(found.cents)),
+            ("adjudicator", _who(found.adjudicator, names)), ("state", _state(found)), ("posted at", f"Pulse {found.pulse}"),
         ]
     )  # fmt: skip
     for claim in found.claims:
         click.echo(f"backs claim {claim}")
     for c in challenges:
         ruled = f", ruling {c.ruling[:16]}" if c.ruling else ""
-        click.echo(f"challenge {c.id[:16]} of claim {c.claim[:16]} by {c.challenger}: {format_usd(c.cents)} deposit, {c.status}{ruled}")
+        click.echo(f"challenge {c.id[:16]} of claim {c.claim[:16]} by {_who(c.challenger, names)}: {format_usd(c.cents)} deposit, {c.status}{ruled}")
 
 
 @click.command("challenge", short_help="Challenge an attestation on its bond, with a deposit.", context_settings=NUMBERS)
@@ -124,7 +141,7 @@ def challenge(
         evidence = evidence_file.read_text(errors="replace")
     written = app.challenge(app_.home, wallet, claim, bond, cents, evidence, recipe)
     _written(
-        written, as_json,
+        app_.home, written, as_json,
         f"challenged claim {written.entry.body['claim'][:16]} on bond {written.bond.id[:16]} as {written.entry.claim_id[:16]}: "
         f"{format_usd(cents)} of {wallet} deposited until the adjudicator rules",
     )  # fmt: skip
@@ -166,7 +183,7 @@ def rule(
         said = f"upheld challenge {written.entry.body['challenge'][:16]}: the attestation is shown false, bond {written.bond.id[:16]} slashed"
     else:
         said = f"dismissed challenge {written.entry.body['challenge'][:16]}: its deposit goes to the bond's owner"
-    _written(written, as_json, said)
+    _written(app_.home, written, as_json, said)
 
 
 def _rerun(app_: App, challenge_ref: str, source: Path | None, patch: Path | None, tasks: Path | None, as_json: bool) -> None:
@@ -182,9 +199,10 @@ def _rerun(app_: App, challenge_ref: str, source: Path | None, patch: Path | Non
         click.echo(line)
 
 
-def _written(written: app.Written, as_json: bool, said: str) -> None:
+def _written(home: Home, written: app.Written, as_json: bool, said: str) -> None:
     if as_json:
-        emit_json({"pulse": written.entry.pulse, "claim": written.entry.claim_id, "bond": _bond_json(written.bond)})
+        bond = _bond_json(written.bond, _names(home))
+        emit_json({"pulse": written.entry.pulse, "claim": written.entry.claim_id, "bond": bond})
         return
     click.echo(f"{said} (Pulse {written.entry.pulse}, claim {written.entry.claim_id[:16]})")
 
@@ -193,15 +211,31 @@ def _state(bond: Bond) -> str:
     return bond.status if bond.ended is None else f"{bond.status} at Pulse {bond.ended}"
 
 
-def _bond_json(bond: Bond) -> dict[str, Any]:
+def _names(home: Home) -> dict[str, str]:
+    """The names this home gives wallet ids; names are only a help, so a wallet file
+    that cannot be read is passed over with a warning."""
+    return wallet_names(home, skip=warn_skipped)
+
+
+def _who(wallet_id: str, names: dict[str, str], digits: int = 32) -> str:
+    """A wallet as a person reads it: `bob (3f2a9c1e…)` when this home names it (its id
+    cut to `digits`), else its whole id, the only handle on it there is."""
+    if wallet_id not in names:
+        return wallet_id
+    return f"{names[wallet_id]} ({wallet_id if digits >= len(wallet_id) else wallet_id[:digits] + '…'})"
+
+
+def _bond_json(bond: Bond, names: dict[str, str]) -> dict[str, Any]:
     return {
-        "bond": bond.id, "owner": bond.owner, "cents": bond.cents, "adjudicator": bond.adjudicator, "pulse": bond.pulse,
+        "bond": bond.id, "owner": bond.owner, "owner_name": names.get(bond.owner), "cents": bond.cents,
+        "adjudicator": bond.adjudicator, "adjudicator_name": names.get(bond.adjudicator), "pulse": bond.pulse,
         "status": bond.status, "ended": bond.ended, "claims": list(bond.claims), "open_challenges": list(bond.open_challenges),
     }  # fmt: skip
 
 
-def _challenge_json(c: Challenge) -> dict[str, Any]:
+def _challenge_json(c: Challenge, names: dict[str, str]) -> dict[str, Any]:
     return {
-        "challenge": c.id, "bond": c.bond, "claim": c.claim, "challenger": c.challenger, "cents": c.cents, "pulse": c.pulse,
-        "status": c.status, "ruling": c.ruling, "evidence": c.evidence, "recipe": c.recipe,
+        "challenge": c.id, "bond": c.bond, "claim": c.claim, "challenger": c.challenger,
+        "challenger_name": names.get(c.challenger), "cents": c.cents, "pulse": c.pulse, "status": c.status,
+        "ruling": c.ruling, "evidence": c.evidence, "recipe": c.recipe,
     }  # fmt: skip

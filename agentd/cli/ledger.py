@@ -15,10 +15,19 @@ import click
 
 from agentd.app.ledger import open_for_signing, open_ledger, rule_set, tree_to_prove
 from agentd.app.remote import open_remote, post_remote, prove_remote
-from agentd.cli.options import App, CheckFailed, emit_json, emit_table, json_option, pass_app, progress, users_umask
+from agentd.cli.options import (
+    App,
+    CheckFailed,
+    emit_json,
+    emit_table,
+    json_option,
+    pass_app,
+    progress,
+    users_umask,
+    warn_skipped,
+)
 from agentd.errors import AgentdError, WrongValue
-from agentd.home import Home
-from agentd.wallets import list_wallets, load_wallet, log_key_id, wallet_id_of
+from agentd.wallets import load_wallet, wallet_id_of, wallet_names
 from ledger import (
     CheckpointError,
     DamagedStore,
@@ -66,7 +75,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, as_json: boo
     if kind is not None and kind not in kinds:
         raise WrongValue(f"--kind {kind!r} is not a kind of entry; the kinds are: {', '.join(sorted(kinds))}")
     author_id = wallet_id_of(app.home, author) if author else None
-    names = _names(app.home)
+    names = wallet_names(app.home, skip=warn_skipped)
     with open_ledger(app.home, read_only=True) as ledger:
         entries = list(ledger.entries(kind=kind, start=start, author=author_id))
     if as_json:
@@ -86,7 +95,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, as_json: boo
 def show(app: App, ref: str, as_json: bool) -> None:
     """Show one entry, by Pulse or by claim id (a unique prefix of 4 or more hex digits
     will do), with its body and exact bytes."""
-    names = _names(app.home)
+    names = wallet_names(app.home, skip=warn_skipped)
     with open_ledger(app.home, read_only=True) as ledger:
         entry = _resolve(ledger, ref)
     described = _as_json(entry, names, with_bytes=True)
@@ -410,16 +419,6 @@ def _resolve(ledger: Ledger, ref: str) -> Entry:
         except LedgerError:
             return ledger.get(int(ref))
     return ledger.find(ref)
-
-
-def _names(home: Home) -> dict[str, str]:
-    """Wallet ids this home knows, by name, for friendlier listings. Names are only a
-    help, so a wallet file that cannot be read is skipped with a warning."""
-    names = {w.id: w.name for w in list_wallets(home, skip=lambda exc: progress(f"agentd: warning: skipped {exc}"))}
-    key = log_key_id(home)
-    if key:
-        names[key] = "log"
-    return names
 
 
 def _as_json(entry: Entry, names: dict[str, str], *, with_bytes: bool) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import os
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import click
@@ -67,6 +68,20 @@ def baseline_runs_option(f: F) -> F:
     )(f)
 
 
+def sandbox_options(f: F) -> F:
+    """`--readable PATH` and `--env VAR=VALUE` (each repeatable), shared by the commands
+    that build and run code in the sandbox; `agentd.app.runners.sandbox_extras` checks them."""
+    f = click.option("--env", "env", multiple=True, help="VAR=VALUE in the sandbox's environment (repeat).")(f)
+    return click.option(
+        "--readable",
+        multiple=True,
+        type=click.Path(path_type=Path),
+        # Relative to where the command runs, as the user means it; the sandbox runs elsewhere.
+        callback=lambda ctx, param, paths: tuple(p.absolute() for p in paths),
+        help="A further read-only path in the sandbox (repeat).",
+    )(f)
+
+
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
@@ -104,6 +119,12 @@ def users_umask() -> Iterator[None]:
 def progress(message: str) -> None:
     """Progress and logs go to stderr so stdout stays data."""
     click.echo(message, err=True)
+
+
+def warn_skipped(problem: AgentdError) -> None:
+    """Says on stderr that something a listing could do without was passed over: names
+    beside ids are only a help, so an unreadable wallet file does not stop it."""
+    progress(f"agentd: warning: skipped {problem}")
 
 
 class CheckFailed(click.ClickException):

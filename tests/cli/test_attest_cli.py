@@ -17,12 +17,12 @@ import rfc8785
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
-from agentd.app.attest import rerun
+from agentd.app.attest import expiry, publish, published, rerun
 from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.wallets import load_wallet, wallet_path
-from improver import ATTESTATION, attestation_of, recipe_for
+from improver import ATTESTATION, Finding, attestation_of, recipe_for
 from improver.git import init_checkout
 from improver.seal import current_seal
 from ledger import BOND_POST, BOND_WITHDRAW, RuleViolation, bonds_in
@@ -169,6 +169,27 @@ def test_what_is_handed_over_is_held_to_the_ledger_before_anything_is_built(agen
     assert size(home) == before and not home.routes.attest_work(rid).exists()
 
 
+def test_readable_paths_and_environment_reach_the_attesters_sandbox(agentd, home: Home, tmp_path: Path) -> None:
+    """As for `improve code`: a folder made readable in the sandbox and put on its
+    PYTHONPATH holds a sitecustomize.py that stops every Python there, so nothing builds."""
+    rid = release_of(home)
+    assert agentd("wallet", "new", "attester").code == 0
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos._exit(7)\n")
+    before = size(home)
+    stopped = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", "--readable", site,
+                     "--env", f"PYTHONPATH={site}", "--env", "LANG=C.UTF-8")  # fmt: skip
+    assert stopped.code == 3, stopped.err
+    assert stopped.out.startswith(f"release {rid} does not hold up: the code as it stood (commit ")
+    assert "does not build and test" in stopped.out and stopped.out.strip().endswith("; nothing published")
+    for wrong, said in ((("--env", "NOT-A-VAR"), "--env 'NOT-A-VAR': give VAR=VALUE"),
+                        (("--readable", tmp_path / "missing"), f"--readable {tmp_path / 'missing'}: give an absolute path that exists")):  # fmt: skip
+        refused = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", *wrong)
+        assert refused.code == 2 and refused.out == "" and refused.err.strip() == f"agentd: error: {said}"
+    assert size(home) == before and not home.routes.attest_work(rid).exists()
+
+
 def later_checkout(home: Home, tmp_path: Path) -> Path:
     """A checkout of the code one commit past the release's: it still holds the release's commit."""
     later = tmp_path / "later"
@@ -258,9 +279,10 @@ def test_bonded_attestations_need_the_attesters_open_bond_under_the_adjudicator(
     )
     with open_ledger(home, read_only=True) as ledger:
         state = ledger.state()
+        pulses = (ledger.find(bond).pulse, ledger.find(claim).pulse)
     posted = bonds_in(state).bond(bond)
     assert posted is not None and posted.cents == 1000 and posted.adjudicator == judge and posted.claims == (claim,)
-    assert attestation_of(state, claim)["bond"] == bond
+    assert attestation_of(state, claim)["bond"] == bond and pulses == (before + 1, before + 2)
     assert agentd("ledger", "verify").code == 0
 
     envelope = json.loads(out.read_text())
@@ -281,6 +303,28 @@ def test_bonded_attestations_need_the_attesters_open_bond_under_the_adjudicator(
         tampered.code == 3
         and tampered.err.strip() == f"agentd: check failed: bad signature: key {attester.id} did not sign this envelope"
     )
+
+
+def test_a_bond_posted_for_an_attestation_the_ledger_refuses_is_not_posted(agentd, home: Home) -> None:
+    """The bond would be fine; the attestation breaks a rule (its signer published the
+    release), and the one append they share records neither."""
+    rid = release_of(home)
+    assert agentd("wallet", "new", "judge").code == 0 and agentd("wallet", "fund", CODE, "50").code == 0
+    publisher, judge = load_wallet(home, CODE), load_wallet(home, "judge").id
+    with open_ledger(home, read_only=True) as ledger:
+        release, held = published(ledger, rid)[1], ledger.state().balance(publisher.id)
+    finding = Finding(release, release.sealed_digest, 4, True, "it holds up", (8, 16), (16, 16), (0.2, 0.7), True, True, "bwrap")
+    before = size(home)
+    with open_ledger(home) as ledger, pytest.raises(AgentdError) as refused:
+        publish(ledger, publisher, finding, expiry(), judge, bond_cents=1000)
+    assert str(refused.value) == (
+        "neither the bond nor the attestation was recorded: entry 2 of 2 (agent.release-attestation/v1): "
+        "a publisher cannot attest its own release"
+    )
+    with open_ledger(home, read_only=True) as ledger:
+        state = ledger.state()
+    assert size(home) == before and bonds_in(state).of_owner(publisher.id) == [] and state.balance(publisher.id) == held
+    assert agentd("bond", "list", "--json").out.strip() == "[]"
 
 
 def test_a_release_as_an_in_toto_statement_verified_by_agentd_and_by_securesystemslib(

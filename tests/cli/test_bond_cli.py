@@ -96,6 +96,31 @@ def test_a_bond_locks_funds_and_is_listed_shown_and_withdrawn(bonded: Bonded) ->
     assert json.loads(agentd("bond", "show", listed["bond"], "--json").out)["status"] == "withdrawn"
 
 
+def test_bond_list_and_show_name_the_wallets_this_home_holds(bonded: Bonded) -> None:
+    agentd = bonded.agentd
+    stranger = "5" * 32  # an adjudicator this home holds no wallet of
+    bob, judge, carol = bonded.id("bob"), bonded.id("judge"), bonded.id("carol")
+    named, unnamed = bonded.post(), bonded.post(usd="10", adjudicator=stranger)
+    claim = bonded.attest(named)
+    r = agentd("challenge", "carol", claim, named, "--deposit", "5", "--evidence", "rebuilt: 0/4 against 0/4")
+    assert r.code == 0, r.err
+
+    listed = {b["bond"]: b for b in json.loads(agentd("bond", "list", "--json").out)}
+    assert (listed[named]["owner"], listed[named]["owner_name"]) == (bob, "bob")
+    assert (listed[named]["adjudicator"], listed[named]["adjudicator_name"]) == (judge, "judge")
+    assert (listed[unnamed]["adjudicator"], listed[unnamed]["adjudicator_name"]) == (stranger, None)
+    rows = {line.split()[0]: line for line in agentd("bond", "list").out.splitlines()[1:]}
+    assert f"bob ({bob[:8]}…)" in rows[named[:16]] and f"judge ({judge[:8]}…)" in rows[named[:16]]
+    assert f"bob ({bob[:8]}…)" in rows[unnamed[:16]] and f" {stranger} " in rows[unnamed[:16]]
+
+    shown = json.loads(agentd("bond", "show", named, "--json").out)
+    assert shown["owner_name"] == "bob" and shown["adjudicator_name"] == "judge"
+    assert (shown["challenges"][0]["challenger"], shown["challenges"][0]["challenger_name"]) == (carol, "carol")
+    text = agentd("bond", "show", named).out
+    assert f"bob ({bob})" in text and f"judge ({judge})" in text and f"by carol ({carol}): 5.00 USD deposit" in text
+    assert f"{stranger} (" not in agentd("bond", "show", unnamed).out and stranger in agentd("bond", "show", unnamed).out
+
+
 def test_an_upheld_challenge_slashes_the_bond_to_the_challenger(bonded: Bonded) -> None:
     agentd = bonded.agentd
     bond = bonded.post()

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from improver.git import init_checkout
-from improver.install import Release, check_allow
+from improver.install import check_allow
+from improver.release import Commands, Release
+from improver.variant import Variant
 
 SMUGGLED = b"""diff --git a/agent.py b/agent.py
 --- a/agent.py
@@ -41,7 +43,8 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def release(files: tuple[str, ...]) -> Release:
-    return Release("0" * 16, "c" * 64, "p" * 32, "1" * 40, "2" * 64, files)
+    return Release("0" * 16, "c" * 64, "p" * 32, "1" * 40, "2" * 64, Commands("", "", "python3 agent.py"), files,
+                   Variant("o", "", ("m",)), {}, "3" * 64, 4, 0.0125, "newcombe")  # fmt: skip
 
 
 def test_a_file_after_another_files_hunk_is_named_as_git_reads_the_patch(tmp_path: Path) -> None:

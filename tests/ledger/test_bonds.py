@@ -121,6 +121,25 @@ def test_a_claim_is_issued_only_on_the_authors_open_bond_under_its_adjudicator(w
     _refused(world, "was withdrawn", lambda: world.claim(bond))
 
 
+def test_a_bond_and_a_claim_on_it_go_in_one_batch_or_neither_does(world: World) -> None:
+    judge = world.judge.id
+
+    def on_the_bond(adjudicator: str):  # the claim names the bond signed before it in the batch
+        return lambda signed: {"bond": signed[0].claim_id, "adjudicator": adjudicator}
+
+    post = (world.attester, BOND_POST, {"cents": 2_000, "adjudicator": judge})
+    bond, claim = world.ledger.append_many([post, (world.attester, CLAIM, on_the_bond(judge))])
+    assert claim.pulse == bond.pulse + 1 and claim.body["bond"] == bond.claim_id
+    found = bonds_in(world.ledger.state()).bond(bond.claim_id)
+    assert found is not None and found.claims == (claim.claim_id,) and world.balance(world.attester) == 8_000
+    # The claim breaks its rule (another adjudicator than the bond's), and the bond it came with is not posted either.
+    _refused(
+        world, f"entry 2 of 2 \\({CLAIM}\\): .*under adjudicator {judge}, not {world.other.id}",
+        lambda: world.ledger.append_many([post, (world.attester, CLAIM, on_the_bond(world.other.id))]),
+    )  # fmt: skip
+    assert len(bonds_in(world.ledger.state()).all()) == 1 and world.balance(world.attester) == 8_000
+
+
 def test_challenges_that_break_a_rule_are_refused(world: World) -> None:
     bond = world.post()
     claim = world.claim(bond)

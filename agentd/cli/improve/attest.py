@@ -7,7 +7,17 @@ from pathlib import Path
 import click
 
 from agentd.app.attest import EXPIRES_DAYS, RUNS, Attested, AttestRequest, attest
-from agentd.cli.options import NUMBERS, App, CheckFailed, Usd, emit_json, json_option, pass_app, progress
+from agentd.cli.options import (
+    NUMBERS,
+    App,
+    CheckFailed,
+    Usd,
+    emit_json,
+    json_option,
+    pass_app,
+    progress,
+    sandbox_options,
+)
 
 
 @click.command("attest", context_settings=NUMBERS)
@@ -21,8 +31,9 @@ from agentd.cli.options import NUMBERS, App, CheckFailed, Usd, emit_json, json_o
 @click.option("--wallet", required=True, help="The attester's wallet, which signs the attestation.")
 @click.option("--adjudicator", help="Attest on your open bond under this adjudicator (a wallet name or id).")
 @click.option(
-    "--bond", "bond", type=Usd(), help="Post a bond of this many USD under --adjudicator first, and attest on it."
+    "--bond", "bond", type=Usd(), help="Post a bond of this many USD under --adjudicator with the attestation, on it (both or neither)."
 )
+@sandbox_options
 @click.option(
     "--runs", type=click.IntRange(min=1), default=RUNS, show_default=True, help="Runs of each sealed task per tree."
 )
@@ -40,17 +51,20 @@ from agentd.cli.options import NUMBERS, App, CheckFailed, Usd, emit_json, json_o
 @pass_app
 def attest_command(
     app: App, release: str, source: Path, patch: Path, tasks: Path, wallet: str, adjudicator: str | None,
-    bond: int | None, runs: int, publish_failure: bool, expires_in: int, out: Path | None, as_json: bool,
+    bond: int | None, readable: tuple[Path, ...], env: tuple[str, ...], runs: int, publish_failure: bool,
+    expires_in: int, out: Path | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Rebuild RELEASE (its id, or its claim id) from --source at its commit, once as it
     stood and once with --patch, build and test both in this home's sandbox, score both on
     the sealed --tasks, and decide as the loop decided to keep it, at its seal's level.
+    --readable and --env add to the sandbox as for `improve code`.
     When it holds up, publish agent.release-attestation/v1 signed by --wallet. A publisher
     cannot attest its own release. Exit 0 when it holds up, 3 when it does not (nothing
     published unless --publish-failure), 1 when refused, 2 for a bad value."""
     request = AttestRequest(
         release=release, source=source, patch=patch, tasks=tasks, wallet=wallet, adjudicator=adjudicator,
         bond_cents=bond, runs=runs, publish_failure=publish_failure, expires_days=expires_in, out=out,
+        readable=readable, env=env,
     )  # fmt: skip
     done = attest(app.home, request, progress)
     if as_json:

@@ -20,6 +20,7 @@ from agentd.cli.options import (
     json_option,
     pass_app,
     progress,
+    sandbox_options,
 )
 from agentd.errors import WrongValue
 from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
@@ -34,8 +35,7 @@ from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 @click.option("--test", default=TEST, show_default=True, help="Tests a built tree, in the sandbox (empty: none).")
 @click.option("--candidate", default=CANDIDATE, show_default=True, help="Runs the built agent over the episode protocol.")
 @click.option("--allow", multiple=True, help=f"A path the patch may change (repeat; default {', '.join(DEFAULT_ALLOW)}).")
-@click.option("--readable", multiple=True, type=click.Path(path_type=Path), help="A further read-only path in the sandbox (repeat).")
-@click.option("--env", "env", multiple=True, help="VAR=VALUE in the sandbox's environment (repeat).")
+@sandbox_options
 @click.option("--max-files", type=click.IntRange(min=1), default=MAX_FILES, show_default=True, help="Files a patch may change.")
 @click.option("--max-lines", type=click.IntRange(min=1), default=MAX_LINES, show_default=True, help="Lines a patch may add and delete.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds to run.")
@@ -68,7 +68,7 @@ def code(
 
     request = CodeRequest(
         coder=coder, source=source, build=build, test=test, candidate=candidate, allow=allow or DEFAULT_ALLOW,
-        readable=tuple(p.absolute() for p in readable), env=env, rounds=rounds, runs=runs, baseline_runs=baseline_runs,
+        readable=readable, env=env, rounds=rounds, runs=runs, baseline_runs=baseline_runs,
         apply=apply, wallet=wallet,
         max_tokens=max_tokens, concurrency=concurrency, max_files=max_files, max_lines=max_lines,
     )  # fmt: skip
