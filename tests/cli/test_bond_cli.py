@@ -14,7 +14,7 @@ import pytest
 
 from agentd.app.ledger import open_ledger
 from agentd.wallets import load_wallet
-from improver import ATTESTATION, RELEASE_KIND, digest, stats
+from improver import ATTESTATION, RELEASE_KIND, digest, levels
 from ledger import RuleViolation
 from tests.cli.test_wallet_cli import one_error_line
 
@@ -25,7 +25,7 @@ RELEASE = digest({"commit": COMMIT, "patch": PATCH})[:16]
 def _seal_and_release(ledger: Any, publisher: Any) -> str:
     seal = {
         "seal": "0123456789abcdef", "profile": "invoices", "set_digest": "a" * 64, "train_digest": "b" * 64,
-        "sealed_digest": "c" * 64, "confirmations": 4, "level": stats.confirmation_level(4), "test": "newcombe",
+        "sealed_digest": "c" * 64, "confirmations": 4, "level": levels.confirmation_level(4), "test": "newcombe",
     }  # fmt: skip
     seal_claim = ledger.append(publisher, "agent.seal/v1", seal).claim_id
     release = {"release": RELEASE, "commit": COMMIT, "patch": PATCH, "summary": "s", "operator": "o",
