@@ -45,7 +45,7 @@ from improver.export import ExportRecord
 from improver.gates import SealedText
 from improver.harness import Candidate, ModelFactory
 from improver.lineage import Lineage, chosen_counts, comparison_json
-from improver.loop import Event, Interrupted, Loop, Publish, Stop
+from improver.loop import Event, Interrupted, Loop, Publish, Stop, how_it_went
 from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
 from improver.routes import Routes
 from improver.seal import SealRequest, make_seal
@@ -585,17 +585,13 @@ def _verdict(said: Decision) -> str:
 
 
 def _went(name: str, data: dict[str, Any]) -> str:
-    """How a change went, as the improver may be told: nothing a held-out problem said."""
-    counts = chosen_counts(data)
+    """How a change went, as the improver may be told: nothing a held-out problem said.
+    Its reasons for turning one down name nothing held out, so it is told them."""
     if name == "turned down":
         return f"turned down before it was tried ({data.get('reason')})"
     if name == "kept":
-        return f"kept{counts}"
-    if name == "not confirmed":
-        return f"better on the problems to choose on{counts}, but not confirmed"
-    if name == "not judged":
-        return "not judged: too many of its runs errored"
-    return f"not better on the problems to choose on{counts}"
+        return f"kept{chosen_counts(data)}"
+    return how_it_went(name, data, "problems")
 
 
 def _pooled(graded: Sequence[Graded], which: str) -> str:

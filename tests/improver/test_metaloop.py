@@ -200,3 +200,22 @@ def test_a_held_out_task_asked_in_fewer_than_eight_words_is_found_word_for_word(
     other.proposer = Quotes("Refund Initech once.")
     asyncio.run(other.run(1))
     assert other.stopped is None
+
+
+class Listens(AddsARule):
+    """AddsARule, keeping what it was shown each round."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        self.shown.append(messages[-1]["content"])
+        return await super().complete(messages, tools, max_tokens)
+
+
+def test_the_improver_is_told_how_its_changes_went_in_the_loops_words_on_problems(tmp_path: Path) -> None:
+    loop = metaloop(tmp_path / "improvers.jsonl", [], helps=("p0", "p1"))
+    loop.proposer = listens = Listens()
+    asyncio.run(loop.run(2))
+    told = listens.shown[1].split("Tried before, and how it went:\n\n")[1]
+    assert told.startswith('- its instructions, adding "Rule.": better on the problems to choose on (32/128 against 0/128), but not confirmed')
