@@ -4,12 +4,14 @@ They hold whatever the proposer writes: lessons too long, a model it may not run
 change already tried, or text that shares a run of eight words with a sealed task (the
 sealed tasks must never shape a change). A canary's code word in a proposal is worse
 than a turned-down change, and the loop stops on it (improver.seal.Seal.canary_in).
+The same text test holds what a writer writes (improver.writing) and what an improver
+proposes (improver.metaloop) against the tasks they must never see.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 from improver.variant import Variant
@@ -23,18 +25,24 @@ WORD = re.compile(r"[^\W_]+")
 
 @dataclass(frozen=True)
 class SealedText:
-    """Every run of eight words in the sealed tasks, to tell which task a change repeats."""
+    """Every run of eight words in the sealed tasks, to tell which task a change repeats;
+    and what each asks, word for word (a task asked in fewer than eight words has no run)."""
 
     runs: dict[tuple[str, ...], str]
+    asked: dict[tuple[str, ...], str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tasks: Iterable[Task]) -> SealedText:
         runs: dict[tuple[str, ...], str] = {}
+        asked: dict[tuple[str, ...], str] = {}
         for task in tasks:
             for text in _texts(task):
                 for run in word_runs(text):
                     runs.setdefault(run, task.name)
-        return cls(runs)
+            words = _words(task.task)
+            if words:
+                asked.setdefault(words, task.name)
+        return cls(runs, asked)
 
     def shared_with(self, text: str) -> str | None:
         """The sealed task `text` shares a run of eight words with, if any."""
@@ -43,12 +51,22 @@ class SealedText:
     def beyond(self, shown: Iterable[Task]) -> SealedText:
         """Only the runs no task in `shown` holds too: a task written like the tasks its
         writer was shown may repeat their words, which a sealed task may happen to share."""
+        shown = list(shown)
         seen = SealedText.of(shown).runs
-        return SealedText({r: name for r, name in self.runs.items() if r not in seen})
+        said = [_words(text) for task in shown for text in _texts(task)]
+        return SealedText(
+            {r: name for r, name in self.runs.items() if r not in seen},
+            {a: name for a, name in self.asked.items() if not any(_holds(words, a) for words in said)},
+        )
 
     def in_task(self, task: Task) -> str | None:
         """The sealed task a written task shares a run of eight words with, if any."""
         return next((found for text in _texts(task) if (found := self.shared_with(text))), None)
+
+    def held_in(self, text: str) -> str | None:
+        """The sealed task `text` holds: what it asks, word for word, or a run of eight of its words."""
+        words = _words(text)
+        return self.shared_with(text) or next((name for a, name in self.asked.items() if _holds(words, a)), None)
 
 
 def _texts(task: Task) -> list[str]:
@@ -59,8 +77,17 @@ def _texts(task: Task) -> list[str]:
 
 def word_runs(text: str) -> set[tuple[str, ...]]:
     """Every run of eight words in `text`, case folded: the overlap test's unit."""
-    words = WORD.findall(text.casefold())
+    words = _words(text)
     return {tuple(words[i : i + RUN_OF_WORDS]) for i in range(len(words) - RUN_OF_WORDS + 1)}
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(WORD.findall(text.casefold()))
+
+
+def _holds(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
+    """Whether `part` comes in `words`, word after word."""
+    return any(words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1))
 
 
 def turned_down(

@@ -575,7 +575,7 @@ class Loop:
         """Records and reports a decision of improver.decision's, under the lineage's name for it."""
         name = _LINEAGE[said.outcome, said.part]
         data = {"outcome": said.outcome.value, **data}
-        self.archive.history.append({"change": label, "went": went or _went(name, data)})
+        self.archive.history.append({"change": label, "went": went or how_it_went(name, data)})
         if change is not None:
             self.archive.tried.add(change.id)  # only now: a change interrupted mid-trial may be proposed again
         self.archive.save()
@@ -645,20 +645,21 @@ def _contests(said: Decision) -> str:
     return f"; {len(said.contested)} contested task(s) run again, {len(said.lost)} lost beyond chance"
 
 
-def _went(decision: str, data: dict[str, Any]) -> str:
-    """How a change went, as the proposer may be told: nothing a sealed task said."""
+def how_it_went(decision: str, data: dict[str, Any], chosen_on: str = "tasks") -> str:
+    """How a change went, as the proposer may be told: nothing a sealed task said. The
+    improver loop words its own decisions so too, chosen on "problems"."""
     counts = chosen_counts(data)
     if decision == "turned down":
-        return "turned down before it was tried" if "holdout_gain" not in data else "better on the tasks to choose on, but not confirmed"
+        return "turned down before it was tried" if "holdout_gain" not in data else f"better on the {chosen_on} to choose on, but not confirmed"
     if decision == "not confirmed":
-        return f"better on the tasks to choose on{counts}, but not confirmed"
+        return f"better on the {chosen_on} to choose on{counts}, but not confirmed"
     if decision == "shortcut":
-        return f"better on the tasks to choose on{counts}, but a shortcut: not better on variants of the tasks it newly passes"
+        return f"better on the {chosen_on} to choose on{counts}, but a shortcut: not better on variants of the tasks it newly passes"
     if decision == "dropped":
         return f"clearly worse after one run of each task{counts}"
     if decision == "not judged":
         return "not judged: too many of its runs errored"
-    return f"not better on the tasks to choose on{counts}"
+    return f"not better on the {chosen_on} to choose on{counts}"
 
 
 def _combine(parts: list[TrialResult]) -> TrialResult:

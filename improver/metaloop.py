@@ -15,6 +15,12 @@ seal's). The decisions are improver.decision's, the same pure function as the lo
 The improver kept proposes the next round's changes. Every decision is a line in the
 profile's improver lineage; a kept improver published with a wallet is an
 `agent.improver/v1` claim.
+
+The held-out problems are never shown to the proposer as the improver: every proposal
+is held against their tasks before any is tried, as a writer's task is held against
+sealed ones (improver.gates: what a task asks word for word, or a run of eight of its
+words that no task of the problems given holds too), and one that holds a held-out
+task stops the run: those tasks reached the proposer.
 """
 
 from __future__ import annotations
@@ -36,9 +42,10 @@ from improver.decision import CHOOSE, SEALED, Decision, Evidence, Outcome, Rule
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.export import ExportRecord
+from improver.gates import SealedText
 from improver.harness import Candidate, ModelFactory
 from improver.lineage import Lineage, chosen_counts, comparison_json
-from improver.loop import Event, Interrupted, Loop, Publish, Stop
+from improver.loop import Event, Interrupted, Loop, Publish, Stop, how_it_went
 from improver.protocol import EpisodeLimits, Model, ProviderError, TokenUsage
 from improver.routes import Routes
 from improver.seal import SealRequest, make_seal
@@ -140,6 +147,13 @@ def check_problems(problems: Sequence[Problem], held_out: Sequence[Problem]) -> 
             )
 
 
+def held_texts(problems: Sequence[Problem], held_out: Sequence[Problem]) -> list[tuple[Problem, SealedText]]:
+    """Each held-out problem's words, to hold proposals against: only those no task of the
+    problems given holds too (the proposer is shown those, so it may repeat them)."""
+    shown = [t for p in problems for t in (*p.train.tasks, *p.held.tasks)]
+    return [(p, SealedText.of((*p.train.tasks, *p.held.tasks)).beyond(shown)) for p in held_out]
+
+
 def held_digest(held_out: Sequence[Problem]) -> str:
     """What names a set of held-out problems, whose confirmations are counted together."""
     return digest(sorted(p.digest for p in held_out))
@@ -214,6 +228,16 @@ def proposed(base: Settings, arguments: Any) -> Proposed:
         return Proposed(None, str(exc).removeprefix(f"{TOOL_NAME}: "))
 
 
+def _proposal_words(arguments: Any) -> str:
+    """What a propose_improver call says: the text of each of its values, or its arguments
+    as given when they are no JSON object (JSON's escapes would split its words)."""
+    try:
+        data = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except json.JSONDecodeError:
+        return str(arguments)
+    return "\n".join(str(v) for v in data.values()) if isinstance(data, dict) else str(arguments)
+
+
 def _passed(tallies: dict[str, Tally]) -> str:
     return f"{sum(t.passed for t in tallies.values())}/{sum(t.runs for t in tallies.values())}"
 
@@ -249,6 +273,7 @@ class MetaLoop:
     def __post_init__(self) -> None:
         check_problems(self.problems, self.held_out)
         self.held = held_digest(self.held_out)
+        self.held_texts = held_texts(self.problems, self.held_out)
         self.used = TokenUsage()
         self.round = 0
         self.stopped: Stop | None = None
@@ -307,6 +332,7 @@ class MetaLoop:
             return
         self.used = self.used + completion.usage
         calls = [c for c in completion.message.get("tool_calls") or [] if c.get("function", {}).get("name") == TOOL_NAME]
+        self._check_held_out(calls)  # every call, those past changes_per_round too, before any is tried
         proposals = [proposed(proposer, c["function"].get("arguments")) for c in calls[: proposer.changes_per_round]]
         n = len(proposals)
         self._emit(
@@ -417,6 +443,17 @@ class MetaLoop:
         thin = ", ".join(said.thin[:3]) + (" ..." if len(said.thin) > 3 else "")
         self._decide("not judged", f"not judged {label}: errored runs left {thin} without a judged run", label, change,
                      thin=list(said.thin), **data)  # fmt: skip
+
+    def _check_held_out(self, calls: Sequence[dict[str, Any]]) -> None:
+        for call in calls:
+            said = _proposal_words(call["function"].get("arguments"))
+            for problem, words in self.held_texts:
+                task = words.held_in(said)
+                if task:
+                    raise Stop(
+                        f"a proposal holds task {task} of held-out problem {problem.name}: the held-out tasks reached "
+                        "the proposer; hold out fresh problems"
+                    )
 
     # -- grading ---------------------------------------------------------------------------
 
@@ -548,17 +585,13 @@ def _verdict(said: Decision) -> str:
 
 
 def _went(name: str, data: dict[str, Any]) -> str:
-    """How a change went, as the improver may be told: nothing a held-out problem said."""
-    counts = chosen_counts(data)
+    """How a change went, as the improver may be told: nothing a held-out problem said.
+    Its reasons for turning one down name nothing held out, so it is told them."""
     if name == "turned down":
         return f"turned down before it was tried ({data.get('reason')})"
     if name == "kept":
-        return f"kept{counts}"
-    if name == "not confirmed":
-        return f"better on the problems to choose on{counts}, but not confirmed"
-    if name == "not judged":
-        return "not judged: too many of its runs errored"
-    return f"not better on the problems to choose on{counts}"
+        return f"kept{chosen_counts(data)}"
+    return how_it_went(name, data, "problems")
 
 
 def _pooled(graded: Sequence[Graded], which: str) -> str:

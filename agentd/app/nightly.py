@@ -18,8 +18,8 @@ from typing import Any
 
 from agentd.app import killswitch
 from agentd.app.loop import RunRequest, Stopper, run_improvement
+from agentd.app.schedules import CHALLENGER_COUNTS, schedule_section
 from agentd.app.schedules import record_run as keep_outcome
-from agentd.app.schedules import schedule_section
 from agentd.app.seals import seal_tasks
 from agentd.app.tasks import exported, harvest_profile
 from agentd.errors import AgentdError
@@ -136,6 +136,7 @@ def _improve(home: Home, profile: str) -> str:
         apply=options.get("apply", False),
         wallet=options.get("wallet"),
         max_tokens=options.get("max_tokens"),
+        **{key: options[key] for key in ("challenger", *CHALLENGER_COUNTS) if key in options},  # as improve run passes them
     )
     kept: list[str] = []
 

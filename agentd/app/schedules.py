@@ -2,8 +2,9 @@
 
 A profile's `profile.toml` may say, under `[schedule]`, a cron expression (five fields,
 UTC) for each job (`improve`, `harvest`) and the run's options (`proposer`, `rounds`,
-`runs`, `apply`, `wallet`, `max_tokens`, `grace` seconds, `auto_seal`, `auto_seal_min`). `agentd schedule add` adds
-jobs of its own. Both live in APScheduler's SQLAlchemy job store in the home's
+`runs`, `apply`, `wallet`, `max_tokens`, `grace` seconds, `auto_seal`, `auto_seal_min`,
+and `challenger`, `challenger_tasks`, `challenger_variants` as `improve run` takes
+them). `agentd schedule add` adds jobs of its own. Both live in APScheduler's SQLAlchemy job store in the home's
 database (`agentd.db`), so the daemon finds its jobs, their next runs and their missed
 runs after a restart. Each run's outcome is kept beside it (see `last_runs`).
 """
@@ -28,8 +29,9 @@ from improver import write_atomic
 JOBS = ("improve", "harvest")
 OPTIONS = {
     "proposer": str, "rounds": int, "runs": int, "apply": bool, "wallet": str, "max_tokens": int, "grace": int,
-    "auto_seal": bool, "auto_seal_min": int,
+    "auto_seal": bool, "auto_seal_min": int, "challenger": str, "challenger_tasks": int, "challenger_variants": int,
 }  # fmt: skip
+CHALLENGER_COUNTS = ("challenger_tasks", "challenger_variants")  # how the challenger works: nothing without one
 TABLE = "agentd_schedule"
 RUN = "agentd.app.nightly:scheduled_run"
 DEFAULT_GRACE = 3600  # a run missed by less than an hour (a restart, a busy night) still runs once
@@ -77,6 +79,11 @@ def schedule_section(home: Home, profile: str) -> dict[str, Any]:
             raise AgentdError(f"{path}: [schedule] has no option {key!r}; it takes {', '.join([*JOBS, *OPTIONS])}")
         if type(value) is not kind:
             raise AgentdError(f"{path}: [schedule] {key} must be a {kind.__name__}")
+        if key in CHALLENGER_COUNTS and value < 1:
+            raise AgentdError(f"{path}: [schedule] {key} must be at least 1")
+    given = [key for key in CHALLENGER_COUNTS if key in section]
+    if given and "challenger" not in section:
+        raise AgentdError(f"{path}: [schedule] {' and '.join(given)} say how the challenger works: give challenger = \"MODEL\" too")
     return section
 
 

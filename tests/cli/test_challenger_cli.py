@@ -182,3 +182,47 @@ def test_challenger_counts_without_a_challenger_are_refused_with_nothing_run(age
     r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER, "--challenger-tasks", "2")
     assert r.code == 2 and "--challenger-tasks say how the challenger works: give --challenger MODEL too" in r.err
     assert not home.routes.lineage(PROFILE).exists()
+
+
+def schedule(home: Home, text: str) -> None:
+    """Makes `text` the profile's [schedule] (the example's own, last in its file, goes)."""
+    path = home.profiles_dir / PROFILE / "profile.toml"
+    path.write_text(path.read_text().split("\n[schedule]\n")[0] + "\n[schedule]\n" + text)
+
+
+def test_a_scheduled_run_with_a_challenger_challenges_as_improve_run_does(agentd, home: Home) -> None:
+    seal = sealed(home).seal
+    schedule(home, f'improve = "0 3 * * *"\nproposer = "{SHORTCUT_PROPOSER}"\nruns = 2\n'
+                   f'challenger = "{CHALLENGER}"\nchallenger_tasks = 2\nchallenger_variants = 1\n')  # fmt: skip
+    r = agentd("schedule", "run-now", PROFILE, "improve")
+    assert r.code == 0, r.err
+    assert r.out == f"{PROFILE}.improve: 1 round(s), 1 change(s) kept\n"
+    lines = [line for _, line in lineage_of(home, PROFILE).lines()]
+    assert [line["decision"] for line in lines] == ["shortcut", "turned down", "kept"]
+    shortcut = lines[0]
+    assert shortcut["change"] == 'learns "Never pay mallory."'
+    challenge = shortcut["challenge"]
+    # Two of the three tasks it newly passes, one variant each: the schedule's counts, not the defaults.
+    assert challenge["challenger"] == CHALLENGER and len(challenge["of"]) == 2 and challenge["variants"] == 2
+    assert lines[2]["after"]["lessons"] == LESSON and lines[2]["challenge"]["variants"] == 2
+    assert seal.state().spent == 1  # the lesson's alone: the shortcut spent none
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ("challenger_tasks = 2\n", "[schedule] challenger_tasks say how the challenger works: give challenger = \"MODEL\" too"),
+        ("challenger_tasks = 2\nchallenger_variants = 3\n",
+         "[schedule] challenger_tasks and challenger_variants say how the challenger works: give challenger = \"MODEL\" too"),
+        (f'challenger = "{CHALLENGER}"\nchallenger_variants = 0\n', "[schedule] challenger_variants must be at least 1"),
+    ],
+)  # fmt: skip
+def test_a_schedule_with_challenger_counts_and_no_challenger_is_named(agentd, home: Home, options: str, expected: str) -> None:
+    sealed(home)
+    schedule(home, f'improve = "0 3 * * *"\nproposer = "{PROPOSER}"\n{options}')
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    listed = agentd("schedule", "list")
+    assert listed.code == 0 and f"{toml}: {expected}" in listed.err
+    r = agentd("schedule", "run-now", PROFILE, "improve")
+    assert r.code != 0 and r.out == f"{PROFILE}.improve: failed: {toml}: {expected}\n"
+    assert not lineage_of(home, PROFILE).path.exists()

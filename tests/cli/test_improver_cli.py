@@ -209,3 +209,34 @@ def test_sigterm_stops_the_run_cleanly_with_the_stop_recorded(home: Home, given)
     assert b"stopped: interrupted" in out and b"Traceback" not in err
     lines = [json.loads(line) for line in home.routes.improvers(PROFILE).read_text().splitlines()]
     assert lines[-1]["decision"] == "stopped" and not improver_file(home).exists()
+
+
+def test_a_proposal_holding_a_held_out_problems_task_stops_the_run_and_nothing_is_kept(agentd, home: Home, given) -> None:
+    held = json.loads(Path(given["p2"].split(",")[1]).read_text())["tasks"][0]["task"]  # "Pay invoice 133 from Soylent, ..."
+    leaks = home.profiles_dir / PROFILE / "models" / "leaks.toml"
+    leaks.write_text(
+        "[[rule]]\n"
+        'tools_offered = "propose_improver"\n'
+        "[[rule.calls]]\n"
+        'name = "propose_improver"\n'
+        f"arguments = {{ instructions = {json.dumps(INSTRUCTIONS + ' Remember: ' + held)} }}\n"
+        "[[rule]]\n"
+        'tools_offered = "propose_change"\n'
+        "[[rule.calls]]\n"
+        'name = "propose_change"\n'
+        'arguments = { lessons = "Pay each invoice promptly." }\n'
+    )
+    r = agentd("improve", "improver", PROFILE, "--proposer", "script:models/leaks.toml", "--problem", given["p0"],
+               "--problem", given["p1"], "--held-out-problem", given["p2"], "--runs", "2", "--rounds", "2", "--apply",
+               "--wallet", PROFILE)  # fmt: skip
+    assert r.code == 1, r.err
+    stopped = [line for line in r.out.splitlines() if line.startswith("stopped: ")]
+    assert stopped == [
+        f"stopped: a proposal holds task p2-held-1 of held-out problem {given['p2']}: the held-out tasks reached the proposer; "
+        "hold out fresh problems"
+    ]
+    assert not any(line.startswith(("round ", "kept ", "tried ", "published ")) for line in r.out.splitlines())
+    lines = [json.loads(line) for line in home.routes.improvers(PROFILE).read_text().splitlines()]
+    assert [line["decision"] for line in lines] == ["stopped"]
+    assert not improver_file(home).exists()
+    assert json.loads(agentd("lineage", PROFILE, "--json").out)["improvers"] == []

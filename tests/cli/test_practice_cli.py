@@ -21,6 +21,7 @@ from improver.seal import code_word
 from improver.tasks import TaskSet, load_tasks
 from improver.writing import TOOL_NAME
 from tests.cli.test_loop_cli import Capturing
+from tests.cli.test_wallet_cli import one_error_line
 from tests.examplekit import LESSON, nothing_sealed_in, sealed
 
 WRITER = "script:models/writer.toml"
@@ -168,3 +169,29 @@ def test_a_practice_set_holding_a_sealed_task_or_another_profiles_is_refused(age
     r = agentd("improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--practice", str(other))
     assert r.code == 1 and "practice tasks of profile someone, not invoices" in r.err
     assert seal.state().spent == 0 and not seal.state().asked
+
+
+def test_writer_turns_bound_the_writers_answers(agentd, home: Home) -> None:
+    sealed(home)
+    # One answer: the task it is told is refused stays refused, unmended.
+    r = practice(agentd, "--writer", WRITER, "--writer-turns", "1", "--json")
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
+    assert got["turns"] == 1 and got["written"] == 3 and got["borne_out"] == 2
+    assert got["left_out"] == {"the same as another task it wrote": 1, "a careless run passes it": 1}
+    assert [k["task"] for k in got["kept"]] == ["practice-1"]
+
+
+def test_a_writer_told_it_has_more_answers_is_told_how_many(home: Home) -> None:
+    sealed(home)
+    writer = Capturing(make_model(WRITER, home, base_dir=home.profiles_dir / PROFILE))
+    practise(home, PROFILE, PracticeRequest(count=4, runs=2, turns=5), WRITER, writer=writer)
+    assert "You have 4 more answers." in writer.seen[-1]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_writer_turns_below_one_are_refused_in_one_line_with_exit_2(agentd, home: Home, value: str) -> None:
+    sealed(home)
+    r = practice(agentd, "--writer", WRITER, "--writer-turns", value)
+    assert "Invalid value for '--writer-turns'" in one_error_line(r, code=2)
+    assert not list(home.routes.root.glob(f"{PROFILE}-practice-*"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +56,13 @@ def problem(name: str) -> Problem:
     return Problem(name, tasks("train", 2), tasks("held", 16))
 
 
-def metaloop(lineage: Path, events: list[str], helps: tuple[str, ...] = ("p0", "p1", "p2")) -> GradedByRules:
+def metaloop(
+    lineage: Path, events: list[str], helps: tuple[str, ...] = ("p0", "p1", "p2"), held_out: Problem | None = None
+) -> GradedByRules:
     loop = GradedByRules(
         profile="invoices", improver=Settings(), agent_variant=Variant("op", "", ("m",)), allowed_models=["m"],
         agent=None, models=None, proposer=AddsARule(), problems=[problem("p0"), problem("p1")],  # type: ignore[arg-type]
-        held_out=[problem("p2")], lineage=Lineage(lineage), on_event=lambda e: events.append(e.text),
+        held_out=[held_out or problem("p2")], lineage=Lineage(lineage), on_event=lambda e: events.append(e.text),
     )  # fmt: skip
     loop.helps = helps
     return loop
@@ -146,3 +148,74 @@ def test_a_task_the_change_seems_to_lose_gets_fresh_runs_before_it_is_judged(tmp
     asyncio.run(contested.run(1))
     assert ("p0-held-15", 4) in contested.asked and ("p1-held-15", 4) in contested.asked and ("p2-held-15", 4) in contested.asked
     assert any(e.startswith("kept ") for e in events)
+
+
+class Quotes(AddsARule):
+    """A proposer that adds the ask of one task to the instructions, as if it had seen it."""
+
+    def __init__(self, ask: str) -> None:
+        self.ask = ask
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        arguments = json.dumps({"instructions": f"{messages[0]['content']}{RULE}\nFor example: {self.ask}"})
+        call = {"id": "c1", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
+        return Completion({"role": "assistant", "content": None, "tool_calls": [call]}, TokenUsage(1, 1), self.name)
+
+
+def test_a_proposal_holding_a_held_out_task_stops_the_run_before_it_is_tried(tmp_path: Path) -> None:
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    held = loop.held_out[0].held.tasks[5]
+    loop.proposer = Quotes(held.task.upper())  # case is no disguise
+    asyncio.run(loop.run(2))
+    assert loop.stopped is not None
+    assert str(loop.stopped) == (
+        "a proposal holds task p2-held-5 of held-out problem p2: the held-out tasks reached the proposer; hold out fresh problems"
+    )
+    assert not any(e.startswith(("kept ", "tried ", "round 2")) for e in events)
+    assert loop.improver == Settings()
+    lines = [json.loads(line) for line in (tmp_path / "improvers.jsonl").read_text().splitlines()]
+    assert [line["decision"] for line in lines] == ["stopped"]
+
+
+def test_a_proposal_repeating_what_the_proposer_was_shown_goes_on(tmp_path: Path) -> None:
+    # A task of p0 shares runs of words with p2's tasks (they differ only in their numbers):
+    # those runs were shown, so they are no sign that the held-out tasks reached it.
+    events: list[str] = []
+    loop = metaloop(tmp_path / "improvers.jsonl", events)
+    loop.proposer = Quotes(loop.problems[0].held.tasks[3].task)
+    asyncio.run(loop.run(1))
+    assert loop.stopped is None and any(e.startswith("kept ") for e in events)
+
+
+def test_a_held_out_task_asked_in_fewer_than_eight_words_is_found_word_for_word(tmp_path: Path) -> None:
+    p2 = problem("p2")
+    short = replace(p2.held.tasks[0], task="Refund Initech twice.")
+    p2 = replace(p2, held=replace(p2.held, tasks=(short, *p2.held.tasks[1:])))
+    loop = metaloop(tmp_path / "improvers.jsonl", [], held_out=p2)
+    loop.proposer = Quotes("Never refund initech twice!")
+    asyncio.run(loop.run(1))
+    assert loop.stopped is not None and "holds task p2-held-0 of held-out problem p2" in str(loop.stopped)
+    other = metaloop(tmp_path / "other.jsonl", [], held_out=p2)
+    other.proposer = Quotes("Refund Initech once.")
+    asyncio.run(other.run(1))
+    assert other.stopped is None
+
+
+class Listens(AddsARule):
+    """AddsARule, keeping what it was shown each round."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        self.shown.append(messages[-1]["content"])
+        return await super().complete(messages, tools, max_tokens)
+
+
+def test_the_improver_is_told_how_its_changes_went_in_the_loops_words_on_problems(tmp_path: Path) -> None:
+    loop = metaloop(tmp_path / "improvers.jsonl", [], helps=("p0", "p1"))
+    loop.proposer = listens = Listens()
+    asyncio.run(loop.run(2))
+    told = listens.shown[1].split("Tried before, and how it went:\n\n")[1]
+    assert told.startswith('- its instructions, adding "Rule.": better on the problems to choose on (32/128 against 0/128), but not confirmed')

@@ -17,18 +17,24 @@ from improver import PracticeRequest
 @click.option("--count", type=click.IntRange(min=1), default=4, show_default=True, help="Practice tasks to ask the writer for.")
 @click.option("--runs", type=click.IntRange(min=1), default=2, show_default=True, help="Runs of the agent on each task.")
 @click.option("--writer", help="The model that writes them, provider:model (default: the profile's first model).")
+@click.option("--writer-turns", type=click.IntRange(min=1), default=PracticeRequest.turns, show_default=True,
+              help="The writer's answers: its first and those mending what was refused.")  # fmt: skip
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the kept tasks (default: routes/PROFILE-practice-DIGEST.json).")  # fmt: skip
 @json_option
 @pass_app
-def practice(app: App, profile: str, count: int, runs: int, writer: str | None, out: Path | None, as_json: bool) -> None:
+def practice(
+    app: App, profile: str, count: int, runs: int, writer: str | None, writer_turns: int, out: Path | None, as_json: bool
+) -> None:
     """Have a model write practice tasks for PROFILE, like its tasks to choose on. The
     writer is shown the operator's words and up to a dozen tasks to choose on (those the
     agent fails first, never a sealed one). A task is kept when its own solution and
     failures bear it out, it repeats no task, and the agent as it is does not pass it in
-    every run; the kept ones are ranked by learnability, 4·p·(1−p). Exit 0 when one was
-    kept, 1 when none was (nothing is written) or a canary's code word stopped it."""
-    done = practise(app.home, profile, PracticeRequest(count=count, runs=runs), writer, out)
+    every run; the kept ones are ranked by learnability, 4·p·(1−p). A refused task is
+    answered with why, and the writer may mend it within --writer-turns answers. Exit 0
+    when one was kept, 1 when none was (nothing is written) or a canary's code word
+    stopped it."""
+    done = practise(app.home, profile, PracticeRequest(count=count, runs=runs, turns=writer_turns), writer, out)
     if as_json:
         emit_json(_json(done, runs))
     else:
