@@ -140,7 +140,7 @@ def _entry(ledger: Ledger, ref: str, what: str) -> Entry:
 
 def affords(ledger: Ledger, wallet_id: str, name: str, cents: int, what: str) -> None:
     """AgentdError unless wallet `name` holds `cents` to `what` them (said in USD, with how to fund it)."""
-    held = ledger.state().balance(wallet_id)
+    held = ledger.balance(wallet_id)
     if cents > held:
         raise AgentdError(
             f"{name} holds {held / 100:.2f} USD and cannot {what} {cents / 100:.2f} USD; fund it first (agentd wallet fund {name} USD)"

@@ -71,7 +71,7 @@ def show(app: App, name: str, as_json: bool) -> None:
     """Show wallet NAME: its id, public key and balance on the ledger."""
     info = wallet_info(app.home, name)
     with open_ledger(app.home, read_only=True) as ledger:
-        balance = ledger.state().balance(info.id)
+        balance = ledger.balance(info.id)
     described = _describe(info, balance)
     if as_json:
         emit_json(described)
@@ -101,7 +101,7 @@ def fund(app: App, name: str, cents: int, as_json: bool) -> None:
     info = wallet_info(app.home, name)
     with open_ledger(app.home) as ledger:
         entry = ledger.append(log_key(app.home), MINT, {"to": info.id, "cents": cents})
-        balance = ledger.state().balance(info.id)
+        balance = ledger.balance(info.id)
     if as_json:
         emit_json(
             {
@@ -132,7 +132,7 @@ def transfer(app: App, sender: str, to: str, cents: int, memo: str, as_json: boo
     signer = load_wallet(app.home, sender)
     body: dict[str, Any] = {"to": to_id, "cents": cents, **({"memo": memo} if memo else {})}
     with open_ledger(app.home) as ledger:
-        held = ledger.state().balance(signer.id)
+        held = ledger.balance(signer.id)
         if cents > held:
             # Said here in the user's words; the ledger's own rule still holds on append.
             raise AgentdError(
@@ -140,7 +140,7 @@ def transfer(app: App, sender: str, to: str, cents: int, memo: str, as_json: boo
                 f"fund it first (agentd wallet fund {sender} USD)"
             )
         entry = ledger.append(signer, TRANSFER, body)
-        balance = ledger.state().balance(signer.id)
+        balance = ledger.balance(signer.id)
     if as_json:
         emit_json(
             {
