@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Callable
 
 from agentd.home import Home
 from tests.cli.test_code_cli import HARNESS, running, source
 from tests.examplekit import CODE, sealed
-from tests.serve.daemonkit import Daemon
+from tests.homekit import Result
+from tests.serve.daemonkit import Daemon, add_schedule
 
 CRON = "0 4 * * *"
 # The harness options test_code_cli passes as flags, as [schedule] says them.
@@ -21,14 +23,7 @@ HARNESS_TOML = "".join(
 CODER = 'coder = "script:models/coder.toml"\n'
 
 
-def schedule(home: Home, text: str) -> None:
-    """Makes `text` the [schedule] of the invoices-code profile."""
-    path = home.profiles_dir / CODE / "profile.toml"
-    kept = path.read_text().split("\n[schedule]\n")[0]
-    path.write_text(kept + "\n[schedule]\n" + text)
-
-
-def jobs(agentd, profile: str = CODE) -> dict[str, dict]:
+def jobs(agentd: Callable[..., Result], profile: str = CODE) -> dict[str, dict]:
     listed = agentd("schedule", "list", profile, "--json")
     assert listed.code == 0, listed.err
     return {job["job"]: job for job in json.loads(listed.out)}
@@ -36,7 +31,7 @@ def jobs(agentd, profile: str = CODE) -> dict[str, dict]:
 
 def test_run_now_runs_the_code_job_with_its_schedule_and_keeps_its_outcome(agentd, home: Home) -> None:
     sealed(home, wallet=CODE, profile=CODE)
-    schedule(home, f'code = "{CRON}"\n{CODER}source = "harness"\n{HARNESS_TOML}rounds = 2\nruns = 4\napply = true\nwallet = "{CODE}"\n')
+    add_schedule(home, f'code = "{CRON}"\n{CODER}source = "harness"\n{HARNESS_TOML}rounds = 2\nruns = 4\napply = true\nwallet = "{CODE}"\n', CODE)
     listed = jobs(agentd)
     assert list(listed) == ["code"] and listed["code"]["cron"] == CRON and listed["code"]["next_run"].endswith("04:00:00+00:00")
 
@@ -60,7 +55,7 @@ def test_run_now_runs_the_code_job_with_its_schedule_and_keeps_its_outcome(agent
 
 def test_a_spent_seal_is_said_loudly_and_the_kill_switch_stops_the_code_job(agentd, home: Home) -> None:
     made = sealed(home, wallet=CODE, profile=CODE)
-    schedule(home, f'code = "{CRON}"\n{CODER}source = "{source(home)}"\n{HARNESS_TOML}')  # an absolute source
+    add_schedule(home, f'code = "{CRON}"\n{CODER}source = "{source(home)}"\n{HARNESS_TOML}', CODE)  # an absolute source
     assert agentd("kill-switch", "on").code == 0
     halted = agentd("schedule", "run-now", CODE, "code")
     assert halted.code == 1 and halted.out.startswith(f"{CODE}.code: failed: the kill switch is on")
@@ -80,7 +75,7 @@ def test_sigterm_stops_the_daemons_code_job_in_its_build_and_it_exits_cleanly(ag
     sealed(home, wallet=CODE, profile=CODE)
     marker = b"sleep\x00119\x00"  # the build's own process
     slow = HARNESS_TOML.replace("python3 -m py_compile agent.py", "sleep 119; echo built")
-    schedule(home, f'code = "{CRON}"\n{CODER}source = "harness"\n{slow}')
+    add_schedule(home, f'code = "{CRON}"\n{CODER}source = "harness"\n{slow}', CODE)
     daemon = Daemon(home).start()
     try:
         run_now = agentd("schedule", "run-now", CODE, "code")
@@ -105,13 +100,13 @@ def test_a_wrong_code_schedule_is_said_in_one_line(agentd, home: Home) -> None:
         ('coder = 7\n', "[schedule] coder must be a str"),
         ('env = ["NOT-A-VAR"]\n', "[schedule] env 'NOT-A-VAR': give VAR=VALUE"),
     ]:
-        schedule(home, f'code = "{CRON}"\n{text}')
+        add_schedule(home, f'code = "{CRON}"\n{text}', CODE)
         listed = agentd("schedule", "list", CODE)
         assert listed.code == 0 and f"profile.toml: {said}" in listed.err, listed.err
         added = agentd("schedule", "add", CODE, "code", CRON)
         assert added.code == 1 and added.err.strip().endswith(said) and len(added.err.strip().splitlines()) == 1
 
-    schedule(home, f'code = "{CRON}"\nharvest = "30 2 * * *"\n{CODER}')
+    add_schedule(home, f'code = "{CRON}"\nharvest = "30 2 * * *"\n{CODER}', CODE)
     listed = agentd("schedule", "list", CODE)
     assert '[schedule] code needs source = "DIR"; not scheduled' in listed.err
     assert list(jobs(agentd)) == ["harvest"]  # the other job goes on
@@ -119,5 +114,5 @@ def test_a_wrong_code_schedule_is_said_in_one_line(agentd, home: Home) -> None:
     assert added.code == 1 and added.err == f'agentd: error: profile {CODE}: [schedule] needs source = "DIR" to run the code job\n'
     ran = agentd("schedule", "run-now", CODE, "code")
     assert ran.code == 1 and ran.out == f'{CODE}.code: failed: profile {CODE}: [schedule] needs source = "DIR" to run the code job\n'
-    schedule(home, f'code = "{CRON}"\n')
+    add_schedule(home, f'code = "{CRON}"\n', CODE)
     assert 'code needs coder = "MODEL" and source = "DIR"; not scheduled' in agentd("schedule", "list", CODE).err
