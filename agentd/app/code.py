@@ -20,7 +20,7 @@ from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger
-from agentd.app.loop import recovered_lineage, run_with_signals
+from agentd.app.loop import Stopper, recovered_lineage, run_with_signals
 from agentd.app.runners import sandbox_extras, sandbox_runner
 from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError, WrongValue
@@ -81,9 +81,11 @@ def run_code(
     on_event: Callable[[Event], None],
     coder: Model | None = None,
     progress: Callable[[str], None] | None = None,
+    stopper: Stopper | None = None,
 ) -> Stop | None:
     """Runs the code loop on the profile's current seal; returns why it stopped early, if
-    it did. `coder` stands in for the model the request names."""
+    it did. `coder` stands in for the model the request names; `stopper` stops it from
+    another thread (the daemon's scheduled code job)."""
     killswitch.refuse_if_on(home, "loop step")
     _check(request)
     home.ensure()
@@ -92,8 +94,9 @@ def run_code(
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
         workshop = _workshop(home, profile_name, request)
         stack.callback(workshop.close)
-        loop = _loop(home, profile_name, request, workshop, on_event, coder, progress, ledger)
-        asyncio.run(run_with_signals(loop, request.rounds))
+        stopper = stopper or Stopper()
+        loop = _loop(home, profile_name, request, workshop, on_event, coder, progress, ledger, stopper)
+        asyncio.run(run_with_signals(loop, request.rounds, stopper))
         return loop.stopped
 
 
@@ -131,6 +134,7 @@ def _loop(
     coder: Model | None,
     progress: Callable[[str], None] | None,
     ledger: Any,
+    stopper: Stopper,
 ) -> CodeLoop:
     profile = load_profile(home, profile_name)
     seal = current_seal(home.routes, profile_name)
@@ -166,7 +170,7 @@ def _loop(
             limits=profile.limits,
             concurrency=request.concurrency,
             publish=publish if signer else None,
-            halted=lambda: killswitch.halted(home),
+            halted=lambda: stopper.halted(home),
             max_tokens=request.max_tokens,
             rng=np.random.default_rng(request.seed),
             on_event=on_event,

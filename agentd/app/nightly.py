@@ -1,9 +1,12 @@
-"""A scheduled job's run: harvest the profile's sessions, and run the loop's rounds on
-its current seal, saying loudly when that seal is spent rather than doing nothing.
+"""A scheduled job's run: harvest the profile's sessions, run the loop's rounds on its
+current seal, or run the code loop's rounds on it (the library call `agentd improve code`
+makes, its options from [schedule]); either loop says loudly when that seal is spent
+rather than doing nothing.
 
 `scheduled_run` is what the job store names (APScheduler calls it by reference, so a
 restarted daemon finds it again). Runs of one profile take turns, in this process (a
-lock per profile) and against `improve run` from the CLI (the loop's own lock). Every
+lock per profile) and against `improve run` and `improve code` from the CLI (the loop's
+own lock); SIGTERM stops either loop at its next step boundary (see stop_all). Every
 run's outcome is kept (see agentd.app.schedules.record_run) and logged.
 """
 
@@ -13,22 +16,28 @@ import logging
 import tempfile
 import threading
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agentd.app import killswitch
+from agentd.app.code import CodeRequest, run_code
 from agentd.app.loop import RunRequest, Stopper, run_improvement
-from agentd.app.schedules import CHALLENGER_COUNTS, schedule_section
+from agentd.app.schedules import CHALLENGER_COUNTS, require_code, schedule_section
 from agentd.app.schedules import record_run as keep_outcome
 from agentd.app.seals import seal_tasks
 from agentd.app.tasks import exported, harvest_profile
 from agentd.errors import AgentdError
 from agentd.home import Home
-from improver import Event, ImproverError, SealRequest, TaskSet, current_seal, open_seal, seals_of
+from agentd.profiles import profile_dir
+from improver import DEFAULT_ALLOW, Event, ImproverError, SealRequest, Stop, TaskSet, current_seal, open_seal, seals_of
 
 log = logging.getLogger("agentd.jobs")
 SPENT = "SEAL SPENT"
 AUTO_SEAL_MIN = 8  # fresh tasks auto_seal needs before it seals them: enough for both parts to mean something
+# [schedule] options the code job passes on as they are, under CodeRequest's own names
+CODE_OPTIONS = ("build", "test", "candidate", "max_files", "max_lines", "rounds", "runs", "apply", "wallet", "max_tokens")
 
 _profile_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _running: set[Stopper] = set()
@@ -64,6 +73,8 @@ def _run(home: Home, profile: str, job: str) -> str:
     killswitch.refuse_if_on(home, f"scheduled {job} job")
     if job == "harvest":
         return _harvest(home, profile)
+    if job == "code":
+        return _code(home, profile)
     return _improve(home, profile)
 
 
@@ -145,13 +156,55 @@ def _improve(home: Home, profile: str) -> str:
         if event.kind == "kept":
             kept.append(event.text)
 
+    with _stoppable() as stopper:
+        stopped = run_improvement(home, profile, request, on_event, stopper=stopper)
+    return _outcome(stopped, f"{request.rounds} round(s), {len(kept)} change(s) kept")
+
+
+def _code(home: Home, profile: str) -> str:
+    options = schedule_section(home, profile)
+    require_code(profile, options)
+    spent = seal_spent(home, profile)
+    if spent:
+        return spent
+    folder = profile_dir(home, profile)
+
+    def where(path: str) -> Path:  # as [schedule] says a path: relative to the profile's folder, or absolute
+        return folder / Path(path).expanduser()
+
+    request = CodeRequest(
+        coder=options["coder"],
+        source=where(options["source"]),
+        allow=tuple(options.get("allow") or DEFAULT_ALLOW),  # as improve code without --allow
+        readable=tuple(where(path) for path in options.get("readable", ())),
+        env=tuple(options.get("env", ())),
+        **{key: options[key] for key in CODE_OPTIONS if key in options},
+    )
+    released: list[str] = []
+
+    def on_event(event: Event) -> None:
+        log.info("job %s.code: %s", profile, event.text)
+        if event.kind == "release":
+            released.append(event.data["release"])
+
+    with _stoppable() as stopper:
+        stopped = run_code(home, profile, request, on_event, stopper=stopper)
+    kept = f"{len(released)} release(s) kept" + (f" ({', '.join(released)})" if released else "")
+    return _outcome(stopped, f"{request.rounds} round(s), {kept}")
+
+
+@contextmanager
+def _stoppable() -> Iterator[Stopper]:
+    """A stopper stop_all reaches while the loop it is given to runs."""
     stopper = Stopper()
     with _running_lock:
         _running.add(stopper)
     try:
-        stopped = run_improvement(home, profile, request, on_event, stopper=stopper)
+        yield stopper
     finally:
         with _running_lock:
             _running.discard(stopper)
-    done = f"{request.rounds} round(s), {len(kept)} change(s) kept"
+
+
+def _outcome(stopped: Stop | None, done: str) -> str:
     return f"stopped: {stopped} ({done} before)" if stopped else done

@@ -1,12 +1,17 @@
 """Each profile's schedule: which jobs run when, kept in a job store in the home.
 
 A profile's `profile.toml` may say, under `[schedule]`, a cron expression (five fields,
-UTC) for each job (`improve`, `harvest`) and the run's options (`proposer`, `rounds`,
-`runs`, `apply`, `wallet`, `max_tokens`, `grace` seconds, `auto_seal`, `auto_seal_min`,
-and `challenger`, `challenger_tasks`, `challenger_variants` as `improve run` takes
-them). `agentd schedule add` adds jobs of its own. Both live in APScheduler's SQLAlchemy job store in the home's
-database (`agentd.db`), so the daemon finds its jobs, their next runs and their missed
-runs after a restart. Each run's outcome is kept beside it (see `last_runs`).
+UTC) for each job (`improve`, `harvest`, `code`) and the runs' options: `rounds`, `runs`,
+`apply`, `wallet`, `max_tokens` for both the improve and the code job, `grace` seconds
+for every job; the improve job's `proposer`, `auto_seal`, `auto_seal_min`, and
+`challenger`, `challenger_tasks`, `challenger_variants` as `improve run` takes them; the
+code job's `coder`, `source` (a git checkout: relative to the profile's folder, or
+absolute), `build`, `test`, `candidate`, `allow`, `readable` (paths as `source`), `env`
+(VAR=VALUE), `max_files`, `max_lines` as `improve code` takes them. A code job without
+`coder` and `source` is not scheduled. `agentd schedule add` adds jobs of its own. Both
+live in APScheduler's SQLAlchemy job store in the home's database (`agentd.db`), so the
+daemon finds its jobs, their next runs and their missed runs after a restart. Each
+run's outcome is kept beside it (see `last_runs`).
 """
 
 from __future__ import annotations
@@ -21,17 +26,22 @@ from typing import Any
 
 from filelock import FileLock
 
+from agentd.app.runners import sandbox_extras
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import PRIVATE_FILE, Home, load_toml
 from agentd.profiles import list_profiles, profile_dir
 from improver import write_atomic
 
-JOBS = ("improve", "harvest")
+JOBS = ("improve", "harvest", "code")
 OPTIONS = {
     "proposer": str, "rounds": int, "runs": int, "apply": bool, "wallet": str, "max_tokens": int, "grace": int,
     "auto_seal": bool, "auto_seal_min": int, "challenger": str, "challenger_tasks": int, "challenger_variants": int,
+    "coder": str, "source": str, "build": str, "test": str, "candidate": str, "allow": list, "readable": list,
+    "env": list, "max_files": int, "max_lines": int,
 }  # fmt: skip
 CHALLENGER_COUNTS = ("challenger_tasks", "challenger_variants")  # how the challenger works: nothing without one
+AT_LEAST_ONE = (*CHALLENGER_COUNTS, "max_files", "max_lines")
+CODE_NEEDS = {"coder": "MODEL", "source": "DIR"}  # what the code job cannot run without, as the line shows it
 TABLE = "agentd_schedule"
 RUN = "agentd.app.nightly:scheduled_run"
 DEFAULT_GRACE = 3600  # a run missed by less than an hour (a restart, a busy night) still runs once
@@ -74,17 +84,36 @@ def schedule_section(home: Home, profile: str) -> dict[str, Any]:
     if not isinstance(section, dict):
         raise AgentdError(f"{path}: [schedule] must be a table")
     for key, value in section.items():
-        kind = str if key in (*JOBS, "code") else OPTIONS.get(key)
+        kind = str if key in JOBS else OPTIONS.get(key)
         if kind is None:
             raise AgentdError(f"{path}: [schedule] has no option {key!r}; it takes {', '.join([*JOBS, *OPTIONS])}")
-        if type(value) is not kind:
-            raise AgentdError(f"{path}: [schedule] {key} must be a {kind.__name__}")
-        if key in CHALLENGER_COUNTS and value < 1:
+        if type(value) is not kind or (kind is list and not all(type(each) is str for each in value)):
+            raise AgentdError(f"{path}: [schedule] {key} must be a {'list of strings' if kind is list else kind.__name__}")
+        if key in AT_LEAST_ONE and value < 1:
             raise AgentdError(f"{path}: [schedule] {key} must be at least 1")
+    for pair in section.get("env", ()):
+        try:
+            sandbox_extras((), (pair,))
+        except WrongValue:
+            raise AgentdError(f"{path}: [schedule] env {pair!r}: give VAR=VALUE") from None
     given = [key for key in CHALLENGER_COUNTS if key in section]
     if given and "challenger" not in section:
         raise AgentdError(f"{path}: [schedule] {' and '.join(given)} say how the challenger works: give challenger = \"MODEL\" too")
     return section
+
+
+def code_lacks(section: dict[str, Any]) -> str | None:
+    """What the code job lacks in a [schedule] table, as the lines to add; None when it
+    has what it needs."""
+    missing = [f'{key} = "{shown}"' for key, shown in CODE_NEEDS.items() if key not in section]
+    return " and ".join(missing) or None
+
+
+def require_code(profile: str, section: dict[str, Any]) -> None:
+    """AgentdError naming what the code job lacks in the profile's [schedule], if anything."""
+    lacks = code_lacks(section)
+    if lacks:
+        raise AgentdError(f"profile {profile}: [schedule] needs {lacks} to run the code job")
 
 
 def planned(home: Home) -> Plan:
@@ -97,8 +126,6 @@ def planned(home: Home) -> Plan:
         except AgentdError as exc:
             plan.warnings.append(f"profile {profile}: {exc}")
             continue
-        if "code" in section:
-            plan.warnings.append(f"profile {profile}: [schedule] code: this agentd has no code job yet; not scheduled")
         for job in JOBS:
             if job not in section:
                 continue
@@ -106,6 +133,10 @@ def planned(home: Home) -> Plan:
                 trigger(section[job])
             except WrongValue as exc:
                 plan.warnings.append(f"profile {profile}: [schedule] {job}: {exc}; not scheduled")
+                continue
+            lacks = code_lacks(section) if job == "code" else None
+            if lacks:
+                plan.warnings.append(f"profile {profile}: [schedule] code needs {lacks}; not scheduled")
                 continue
             plan.jobs.append(JobSpec(profile, job, section[job], "profile"))
     return plan

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import click
 
 from agentd.app.nightly import scheduled_run
-from agentd.app.schedules import JOBS, JobSpec, add_job, offline, schedule_section, trigger
+from agentd.app.schedules import JOBS, JobSpec, add_job, offline, require_code, schedule_section, trigger
 from agentd.app.status import status
 from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress
 from agentd.errors import AgentdError
@@ -17,7 +17,7 @@ from agentd.server.daemon import running_pid
 
 @click.group("schedule", short_help="Scheduled jobs: list, add, remove, run now.")
 def command() -> None:
-    """Each profile's scheduled jobs (`improve`, `harvest`), kept in the home's job store:
+    """Each profile's scheduled jobs (`improve`, `harvest`, `code`), kept in the home's job store:
     from `[schedule]` in profile.toml, or added here. `agentd serve` runs them."""
 
 
@@ -54,10 +54,13 @@ def list_(app: App, profile: str | None, as_json: bool) -> None:
 @pass_app
 def add(app: App, profile: str, job: str, cron: str, as_json: bool) -> None:
     """Run JOB of PROFILE at CRON (five fields, UTC, quoted: "0 3 * * *"). Its options
-    come from [schedule] in profile.toml when it runs."""
+    come from [schedule] in profile.toml when it runs (the code job needs coder and
+    source there)."""
     load_profile(app.home, profile)
-    schedule_section(app.home, profile)
+    section = schedule_section(app.home, profile)
     trigger(cron)
+    if job == "code":
+        require_code(profile, section)
     spec = JobSpec(profile, job, cron, "cli")
     with offline(app.home) as scheduler:
         add_job(scheduler, app.home, spec)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from agentd.home import Home
-from tests.homekit import PASSPHRASES
+from tests.homekit import PASSPHRASES, agentd, home  # noqa: F401  (agentd and home: fixtures)
 from tests.serve.daemonkit import Daemon, demo_home
 
 

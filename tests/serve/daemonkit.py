@@ -40,9 +40,9 @@ def demo_home(cache: Path, where: Path) -> Home:
     return Home(where)
 
 
-def add_schedule(home: Home, text: str) -> None:
+def add_schedule(home: Home, text: str, profile: str = "invoices") -> None:
     """Makes `text` the profile's [schedule] (the example's own, last in its file, goes)."""
-    path = home.profiles_dir / "invoices" / "profile.toml"
+    path = home.profiles_dir / profile / "profile.toml"
     kept = path.read_text().split("\n[schedule]\n")[0]
     path.write_text(kept + "\n[schedule]\n" + text)
 
