@@ -58,6 +58,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "DEFAULT_ENV_HOST": ("openenv", "DEFAULT_HOST"),
     "DEFAULT_ENV_PORT": ("openenv", "DEFAULT_PORT"),
     "MAX_ENV_SESSIONS": ("openenv", "MAX_SESSIONS"),
+    "ENV_IDLE_SECONDS": ("openenv", "IDLE_SECONDS"),
     "EnvServer": ("openenv", "EnvServer"),
     "Evaluation": ("passk", "Evaluation"),
     "Judged": ("judge", "Judged"),
@@ -247,6 +248,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.metaloop import MetaLoop, Problem, check_problems, load_problem
     from improver.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
     from improver.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
+    from improver.openenv import IDLE_SECONDS as ENV_IDLE_SECONDS
     from improver.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
     from improver.openenv import EnvServer, EnvSetup
     from improver.openenv import address as env_address

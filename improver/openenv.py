@@ -25,6 +25,13 @@ ends with `done` true, outcome "errored" and reward null: a trainer drops it, it
 never a reward of 0. A frame that is not JSON, not a known type or not a valid action
 gets `{"type": "error", "data": {"message", "code"}}` and the session goes on.
 
+A connection with no episode under way (none reset yet, or the last one over) that
+sends nothing for the idle timeout (IDLE_SECONDS unless the server is given another) is
+closed with code 1008 (policy violation, RFC 6455) and a reason that says so, so that
+connections never used do not hold sessions for ever. In an episode the client's turn
+timeout (the episode's wall_seconds) governs instead: a silent client ends its episode
+(which is then over, and the idle timeout runs).
+
 HTTP: `GET /health`, `/metadata`, `/schema`, `/state`; `POST /reset` (the first
 observation of a task, the episode then dropped) and `POST /step`, stateless: its action
 names the task and the policy's earlier messages (`history`), which are replayed (the
@@ -62,6 +69,8 @@ ENV_NAME = "agentd-tasks"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8471
 MAX_SESSIONS = 256  # WebSocket sessions at once; one more is refused with CAPACITY_REACHED
+IDLE_SECONDS = 300.0  # a connection with no episode under way that sends nothing this long is closed
+IDLE_CLOSE = 1008  # RFC 6455 "policy violation": the server's idle rule ended it, not the client
 BACKLOG = 2048
 MAX_EPISODE_ID = 255
 
@@ -287,6 +296,11 @@ class Connection:
         self.session = Session(self.server.setup, task, episode_id)
         return await self.session.first()
 
+    @property
+    def in_episode(self) -> bool:
+        """An episode is under way: reset, and neither finished nor ended by its turn timeout."""
+        return self.session is not None and not self.session.run.done()
+
     async def close(self) -> None:
         if self.session is not None:
             await self.session.close()
@@ -319,13 +333,16 @@ def action_message(data: Any, stateless: bool) -> tuple[dict[str, Any], str | No
 class EnvServer:
     """The environment's sessions and routes, over one task set."""
 
-    def __init__(self, setup: EnvSetup, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, setup: EnvSetup, max_sessions: int = MAX_SESSIONS, idle_seconds: float = IDLE_SECONDS) -> None:
         if not setup.taskset.tasks:
             raise ImproverError("the task set holds no tasks to serve (validation excluded them all, or none were harvested)")
         if max_sessions < 1:
             raise ImproverError("max sessions must be at least 1")
+        if not idle_seconds > 0:
+            raise ImproverError(f"the idle timeout must be more than 0 seconds, not {idle_seconds:g}")
         self.setup = setup
         self.max_sessions = max_sessions
+        self.idle_seconds = idle_seconds
         self.active = 0
         self.turn = 0  # the next task a reset without task_id or seed gets
         self._uvicorn: QuietExit | None = None
@@ -364,9 +381,21 @@ class EnvServer:
             return
         self.active += 1
         connection = Connection(self)
+        # One receive is kept waiting across the idle checks: waiting again on the same
+        # one loses no frame that arrives as a check times out.
+        receiving: asyncio.Future[dict[str, Any]] | None = None
+        idle = False
         try:
             while True:
-                text = _text(await ws.receive())
+                receiving = receiving or asyncio.ensure_future(ws.receive())
+                await asyncio.wait({receiving}, timeout=self.idle_seconds)
+                if not receiving.done():
+                    if connection.in_episode:
+                        continue  # the episode's turn timeout governs a client mid-episode
+                    idle = True
+                    break
+                text = _text(receiving.result())
+                receiving = None
                 if text is None:
                     break
                 reply = await connection.handle(text)
@@ -377,8 +406,15 @@ class EnvServer:
             pass  # the client went away mid-frame; its episode ends below
         finally:
             self.active -= 1
+            if receiving is not None:
+                receiving.cancel()
+                await asyncio.gather(receiving, return_exceptions=True)
             await connection.close()
-        await _close(ws)
+        await (_close(ws, IDLE_CLOSE, self._idle_reason()) if idle else _close(ws))
+
+    def _idle_reason(self) -> str:
+        # A close frame's reason is at most 123 bytes of UTF-8 (RFC 6455, 5.5).
+        return f"idle {self.idle_seconds:g} s with no episode: reset within that, or reconnect"
 
     async def _refuse(self, ws: WebSocket) -> None:
         """Tells a client over capacity so in answer to its first frame (a frame sent
@@ -386,8 +422,11 @@ class EnvServer:
         busy = error_frame("CAPACITY_REACHED", f"the server runs {self.max_sessions} sessions at once; try again when one closes")
         busy["data"].update({"active_sessions": self.active, "max_sessions": self.max_sessions})
         try:
-            if _text(await ws.receive()) is not None:
+            if _text(await asyncio.wait_for(ws.receive(), self.idle_seconds)) is not None:
                 await ws.send_text(json.dumps(busy))
+        except TimeoutError:  # it never asked: closed as any idle connection is
+            await _close(ws, IDLE_CLOSE, self._idle_reason())
+            return
         except Exception:  # the client is gone: nothing to tell it
             return
         await _close(ws)
@@ -530,8 +569,8 @@ def _text(message: dict[str, Any]) -> str | None:
     return bytes(message.get("bytes") or b"").decode("utf-8", errors="replace")
 
 
-async def _close(ws: WebSocket) -> None:
+async def _close(ws: WebSocket, code: int = 1000, reason: str = "") -> None:
     try:
-        await ws.close()
+        await ws.close(code, reason)
     except (WebSocketDisconnect, RuntimeError, OSError):
         pass  # already closed by the client

@@ -18,12 +18,16 @@ def serve_tasks(
     host: str,
     port: int,
     max_sessions: int,
+    idle_seconds: float,
     listening: Callable[[str, TaskSet], None],
 ) -> None:
-    """Serves until interrupted; `listening` is told the address once clients can connect."""
+    """Serves until interrupted; `listening` is told the address once clients can connect.
+    A WebSocket connection with no episode under way that sends nothing for
+    `idle_seconds` is closed (see improver.openenv)."""
     taskset = load_tasks(tasks_file)
     lessons, limits = episode_settings(home, taskset.profile)
-    server = EnvServer(EnvSetup(taskset, AGENT, lessons, limits, users_factory(home, taskset.profile)), max_sessions)
+    setup = EnvSetup(taskset, AGENT, lessons, limits, users_factory(home, taskset.profile))
+    server = EnvServer(setup, max_sessions, idle_seconds)
     sock = env_socket(host, port)
     try:
         listening(env_address(sock), taskset)

@@ -7,9 +7,9 @@ kind not registered there is refused.
 from __future__ import annotations
 
 from agentd import claims as agent_claims
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
-from agentd.wallets import existing_log_key, log_key, log_key_id
+from agentd.wallets import existing_log_key, log_key, log_key_id, wallet_id_of
 from improver import register_claims
 from ledger import CheckpointPolicy, Ledger, RuleSet, open_store, parse_checkpoint, register_bonds, register_funds
 
@@ -21,6 +21,20 @@ def rule_set() -> RuleSet:
     agent_claims.register(rules)
     register_claims(rules)
     return rules
+
+
+def entry_filter(
+    home: Home, kind: str | None, author: str | None, *, kind_option: str = "kind"
+) -> tuple[str | None, str | None]:
+    """The kind and the author's wallet id a listing of entries keeps to (`Ledger.entries`
+    takes both), from what a person gives: a kind the rules know, and an author by wallet
+    id, "log" or the name of a wallet in this home. A kind the rules do not know is a
+    WrongValue that lists them (named `kind_option`, as the caller's option is called);
+    an author that names no wallet is an error that says so."""
+    kinds = rule_set().kinds
+    if kind is not None and kind not in kinds:
+        raise WrongValue(f"{kind_option} {kind!r} is not a kind of entry; the kinds are: {', '.join(sorted(kinds))}")
+    return kind, wallet_id_of(home, author) if author else None
 
 
 def open_ledger(home: Home, *, check: bool = True, read_only: bool = False) -> Ledger:

@@ -9,8 +9,10 @@ none covers it yet and this home holds the log's key (as `agentd ledger prove` d
 from __future__ import annotations
 
 import base64
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import islice
 from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
@@ -120,6 +122,18 @@ class EntryView:
     proof: dict[str, Any] | None  # `agentd ledger prove`'s document, checkpoint included
     size: int
     log_key: str  # base64 of the log's public key (its genesis names it); "" in listings
+
+
+@dataclass(frozen=True)
+class EntryPage:
+    """A page of the ledger's entries, and the Pulse the pages either side of it start
+    from (None where there is none), with the number of entries in the whole log."""
+
+    entries: list[EntryView]
+    start: int
+    earlier: int | None
+    later: int | None
+    size: int
 
 
 def overview(home: Home, status: dict[str, Any] | None = None) -> Overview:
@@ -249,17 +263,37 @@ def ledger_size(home: Home) -> int:
         return ledger.size
 
 
-def entries(home: Home, start: int, limit: int) -> list[EntryView]:
-    """Entries from Pulse `start` on, at most `limit` of them, without proofs."""
+def entry_page(home: Home, start: int | None, limit: int, kind: str | None = None, author: str | None = None) -> EntryPage:
+    """At most `limit` entries, without proofs, from Pulse `start` on (the newest when
+    None); only those of `kind` and by the wallet id `author` when they are given (see
+    `agentd.app.ledger.entry_filter` for what a person may give)."""
     if not home.exists:
-        return []
-    found = []
+        return EntryPage([], start or 1, None, None, 0)
     with open_ledger(home, read_only=True) as ledger:
-        for entry in ledger.entries(start=start):
-            if len(found) == limit:
-                break
-            found.append(_view(entry, None, ledger.size, ""))
-    return found
+        size = ledger.size
+        if kind is None and author is None:
+            # Every Pulse is listed: the pages either side are found by counting.
+            first = start or max(size - limit + 1, 1)
+            shown = list(islice(ledger.entries(start=first), limit))
+            earlier, later = max(first - limit, 1) if first > 1 else None, first + limit if first + limit <= size else None
+            return EntryPage([_view(e, None, size, "") for e in shown], first, earlier, later, size)
+        # Only some match, so where the earlier page starts is known only by reading the
+        # matching entries before this one (the store filters them; nothing else is read).
+        before: deque[int] = deque(maxlen=limit)  # the Pulses of the matching entries before the page
+        page: deque[EntryView] = deque()
+        later: int | None = None
+        for view in (_view(e, None, size, "") for e in ledger.entries(kind=kind, author=author)):
+            if start is not None and view.pulse < start:
+                before.append(view.pulse)
+                continue
+            if len(page) == limit:
+                if start is not None:
+                    later = view.pulse
+                    break
+                before.append(page.popleft().pulse)  # the newest page: it moves on by one
+            page.append(view)
+        first = start or (page[0].pulse if page else 1)
+        return EntryPage(list(page), first, before[0] if before else None, later, size)
 
 
 def entry(home: Home, pulse: int) -> EntryView | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from agentd.app.ledger import open_for_signing, open_ledger, rule_set, tree_to_prove
+from agentd.app.ledger import entry_filter, open_for_signing, open_ledger, tree_to_prove
 from agentd.app.remote import open_remote, post_remote, prove_remote
 from agentd.cli.options import (
     App,
@@ -27,7 +27,7 @@ from agentd.cli.options import (
     warn_skipped,
 )
 from agentd.errors import AgentdError, WrongValue
-from agentd.wallets import load_wallet, wallet_id_of, wallet_names
+from agentd.wallets import load_wallet, wallet_names
 from ledger import (
     CheckpointError,
     DamagedStore,
@@ -71,10 +71,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, as_json: boo
     """List entries in Pulse order: Pulse, time, kind, author and claim id.
 
     With --json, one JSON array of entries."""
-    kinds = rule_set().kinds
-    if kind is not None and kind not in kinds:
-        raise WrongValue(f"--kind {kind!r} is not a kind of entry; the kinds are: {', '.join(sorted(kinds))}")
-    author_id = wallet_id_of(app.home, author) if author else None
+    kind, author_id = entry_filter(app.home, kind, author, kind_option="--kind")
     names = wallet_names(app.home, skip=warn_skipped)
     with open_ledger(app.home, read_only=True) as ledger:
         entries = list(ledger.entries(kind=kind, start=start, author=author_id))

@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from agentd.app.intake import import_file
+from agentd.app.ledger import entry_filter
 from agentd.app.lineage import lineage_here
 from agentd.app.status import status
 from agentd.errors import AgentdError
@@ -190,10 +191,14 @@ def head(server: Server, request: Request) -> dict[str, Any]:
 
 
 def entries(server: Server, request: Request) -> dict[str, Any]:
+    """Rows from Pulse ?from= on, at most ?limit=; of one ?kind= and by one ?author= (a
+    wallet id, "log", or the name of a wallet in this home) when asked, as `agentd ledger
+    log` takes them: a kind the rules do not know, or an author that names no wallet, is
+    a 400 that says so."""
     start = _int(request, "from", 1)
     limit = _int(request, "limit", PAGE, high=PAGE)
-    kind = request.query_params.get("kind") or None
-    author = request.query_params.get("author") or None
+    given = request.query_params.get("kind") or None, request.query_params.get("author") or None
+    kind, author = entry_filter(server.home, *given)
     rows = server.ledgers.reader().store.rows(start or 1, kind=kind, author=author, limit=limit or PAGE)
     return {"entries": [_row_doc(row) for row in rows]}
 

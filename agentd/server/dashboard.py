@@ -1,7 +1,8 @@
 """The dashboard: server-rendered pages over a home, for the operator's morning look.
 
 `/` profiles with their schedules, seals and recent sessions; `/profiles/NAME` the
-archive as a tree and the pass rate over kept steps; `/ledger` the entries by Pulse;
+archive as a tree and the pass rate over kept steps; `/ledger` the entries by Pulse,
+of one `?kind=` and by one `?author=` (a wallet id, or a name of this home's) if asked;
 `/ledger/PULSE` one entry decoded, with its inclusion proof, which the page's own
 JavaScript checks against the log's signed checkpoint (nothing is taken on trust from
 the server but the bytes it sends). No build step and nothing fetched from elsewhere:
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,8 +25,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from agentd.app import overview as view
+from agentd.app.ledger import entry_filter, rule_set
 from agentd.errors import AgentdError
 from agentd.home import Home
+from agentd.wallets import wallet_names
 from improver import ImproverError
 from ledger import LedgerError
 
@@ -115,9 +119,17 @@ def routes(home: Home, status: Status | None = None) -> list[BaseRoute]:
         return _page(request, "profile.html", profile=name, archives=view.archives(home, name), points=points, chart=chart(points))
 
     def ledger(request: Request) -> Response:
-        size = view.ledger_size(home)
-        start = _number(request.query_params.get("from")) or max(size - PAGE + 1, 1)
-        return _page(request, "ledger.html", entries=view.entries(home, start, PAGE), start=start, size=size, page=PAGE)
+        kind, author = request.query_params.get("kind") or None, request.query_params.get("author") or None
+        names = wallet_names(home, skip=lambda _: None)  # a wallet file that cannot be read only goes unnamed here
+        form = {"kind": kind, "author": author, "kinds": sorted(rule_set().kinds), "names": names}
+        try:
+            kind_filter, author_id = entry_filter(home, kind, author)
+        except AgentdError as exc:  # what the form was given: said on the form, which stays to be put right
+            return _page(request, "ledger.html", status_code=400, problem=str(exc).splitlines()[0], listing=None, **form)
+        listing = view.entry_page(home, _number(request.query_params.get("from")), PAGE, kind_filter, author_id)
+        filters = {"kind": kind, "author": author}  # as given, so a page's links read as its form does
+        pages = {side: _query(at, filters) if at else None for side, at in (("earlier", listing.earlier), ("later", listing.later))}
+        return _page(request, "ledger.html", listing=listing, problem=None, pages=pages, **form)
 
     def entry(request: Request) -> Response:
         pulse = _number(request.path_params["pulse"])
@@ -151,6 +163,11 @@ def _page(request: Request, template: str, status_code: int = 200, **context: An
 
 def _missing(request: Request, line: str) -> Response:
     return _page(request, "error.html", status_code=404, title="Not found", line=line)
+
+
+def _query(start: int, filters: dict[str, str | None]) -> str:
+    """The query of the ledger page from Pulse `start`, with the filters that were given."""
+    return urlencode({"from": start, **{name: value for name, value in filters.items() if value}})
 
 
 def _number(text: str | None) -> int | None:

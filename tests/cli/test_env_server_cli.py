@@ -3,6 +3,7 @@ agent runtime in every episode, driven by the real `openenv-core` client."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import socket
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import websockets
 from openenv.core.generic_client import GenericEnvClient
 
 from agentd.home import Home
@@ -72,3 +74,25 @@ def test_serve_takes_no_case_and_says_when_its_port_is_taken(agentd, sessions, t
         r = agentd("improve", "env", "--tasks", out, "--serve", "--port", str(port))
     assert r.code == 1 and f"cannot listen on 127.0.0.1:{port}" in r.err and "Traceback" not in r.err
 
+
+
+def test_an_idle_connection_is_closed_after_idle_timeout_and_a_timeout_of_nothing_is_refused(
+    agentd, agentd_process, sessions, tmp_path: Path  # noqa: F811
+) -> None:
+    out = tmp_path / "work.json"
+    agentd("improve", "harvest", "invoices", "--out", out)
+    zero = agentd("improve", "env", "--tasks", out, "--serve", "--idle-timeout", "0")
+    assert zero.code == 2 and "--idle-timeout" in zero.err and "Traceback" not in zero.err
+    proc = agentd_process("improve", "env", "--serve", "--port", "0", "--idle-timeout", "0.5", "--tasks", out, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stderr.readline().rsplit(" ", 1)[1].strip()
+
+        async def idle() -> tuple[int | None, str | None]:
+            async with websockets.connect(url.replace("http", "ws") + "/ws") as ws:
+                await asyncio.wait_for(ws.wait_closed(), 60)
+                return ws.close_code, ws.close_reason
+
+        assert asyncio.run(idle()) == (1008, "idle 0.5 s with no episode: reset within that, or reconnect")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0

@@ -15,7 +15,8 @@ import pytest
 import websockets
 from openenv.core.generic_client import GenericEnvClient
 
-from improver.openenv import EnvServer, EnvSetup, address, listen
+from improver.errors import ImproverError
+from improver.openenv import IDLE_SECONDS, EnvServer, EnvSetup, address, listen
 from improver.protocol import Case, Ending, Episode, EpisodeLimits, ProviderError
 from improver.tasks import TaskSet
 from tests.improver.taskkit import OPERATOR, calls, follows_the_protocol, paid_task, says
@@ -30,9 +31,11 @@ def taskset() -> TaskSet:
 
 
 @contextmanager
-def serving(agent: Any = follows_the_protocol, max_sessions: int = 256, limits: EpisodeLimits = EpisodeLimits()) -> Iterator[str]:
+def serving(
+    agent: Any = follows_the_protocol, max_sessions: int = 256, limits: EpisodeLimits = EpisodeLimits(), idle_seconds: float = IDLE_SECONDS
+) -> Iterator[str]:
     """The server on a free loopback port, in a thread of its own; its base URL."""
-    server = EnvServer(EnvSetup(taskset(), agent, "Check the payee.", limits), max_sessions)
+    server = EnvServer(EnvSetup(taskset(), agent, "Check the payee.", limits), max_sessions, idle_seconds)
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sock)), daemon=True)
     thread.start()
@@ -246,3 +249,54 @@ def test_the_http_endpoints_answer_as_openenv_has_them() -> None:
         assert unknown.status_code == 422 and "no task named 'nope'" in unknown.json()["detail"]
         assert http.post("/step", content=b"{not json").status_code == 422
         assert "names its task" in http.post("/step", json={"action": {"message": RIGHT[0]}}).json()["detail"]
+
+
+CLOSED_WAIT = 60  # seconds: a bound on waiting for a close, far past any idle timeout here
+
+
+async def closed(ws: Any) -> tuple[int | None, str | None]:
+    """The code and reason the server closed `ws` with (waiting at most CLOSED_WAIT)."""
+    await asyncio.wait_for(ws.wait_closed(), CLOSED_WAIT)
+    return ws.close_code, ws.close_reason
+
+
+def test_a_connection_that_never_starts_an_episode_is_closed_after_the_idle_timeout() -> None:
+    async def main(url: str) -> tuple[Any, Any]:
+        async with websockets.connect(url.replace("http", "ws") + "/ws") as silent:
+            first = await closed(silent)
+        async with websockets.connect(url.replace("http", "ws") + "/ws") as chatty:
+            await chatty.send(json.dumps({"type": "state"}))  # not an episode: the idle clock runs again after it
+            assert json.loads(await chatty.recv())["data"]["episode_id"] is None
+            second = await closed(chatty)
+        return first, second
+
+    with serving(idle_seconds=0.3) as url:
+        first, second = asyncio.run(main(url))
+    for code, reason in (first, second):
+        assert code == 1008 and reason == "idle 0.3 s with no episode: reset within that, or reconnect"
+
+
+def test_a_connection_in_an_episode_is_kept_past_the_idle_timeout_and_one_over_the_cap_is_not() -> None:
+    async def main(url: str) -> tuple[Any, Any, Any]:
+        async with websockets.connect(url.replace("http", "ws") + "/ws") as playing:
+            await playing.send(json.dumps({"type": "reset", "data": {"task_id": "work-3"}}))
+            assert json.loads(await playing.recv())["data"]["done"] is False
+            async with websockets.connect(url.replace("http", "ws") + "/ws") as over:  # the one session is taken
+                refused = await closed(over)
+            await asyncio.sleep(1.0)  # thinking well past the idle timeout, mid-episode
+            last = None
+            for reply in RIGHT:
+                await playing.send(json.dumps({"type": "step", "data": {"message": reply}}))
+                last = json.loads(await playing.recv())
+            # The episode is over: from here the connection is idle, and closed.
+            return last, refused, await closed(playing)
+
+    with serving(max_sessions=1, idle_seconds=0.3) as url:
+        last, refused, after = asyncio.run(main(url))
+    assert last["type"] == "observation" and last["data"]["done"] is True and last["data"]["reward"] == 1.0
+    assert refused[0] == 1008 and after[0] == 1008 and "idle 0.3 s" in after[1]
+
+
+def test_an_idle_timeout_must_be_more_than_nothing() -> None:
+    with pytest.raises(ImproverError, match="the idle timeout must be more than 0 seconds, not 0"):
+        EnvServer(EnvSetup(taskset(), follows_the_protocol), idle_seconds=0)

@@ -13,6 +13,7 @@ import httpx
 
 from agentd.app.ledger import open_ledger
 from agentd.home import Home
+from agentd.wallets import wallet_id_of
 from ledger import MINT, TRANSFER, Entry, InclusionProof, Wallet, parse_checkpoint, verify_checkpoint
 from tests.homekit import run_in_process
 from tests.serve.daemonkit import Daemon
@@ -65,6 +66,26 @@ def test_an_auditor_reads_entries_checkpoints_and_proofs(daemon: Daemon) -> None
     metrics = httpx.get(f"{daemon.url}/metrics").text
     assert 'agentd_http_requests_total{method="GET",route="/v1/checkpoint",status="200"} 1' in metrics
     assert "agentd_ledger_entries " in metrics
+
+
+
+def test_the_entries_listed_keep_to_a_kind_and_an_author_by_name_or_id(daemon: Daemon) -> None:
+    invoices = wallet_id_of(daemon.home, "invoices")
+    with open_ledger(daemon.home, read_only=True) as ledger:
+        sessions = [e.pulse for e in ledger.entries(kind="agent.session/v1", author=invoices)]
+        by_log = [e.pulse for e in ledger.entries(author=wallet_id_of(daemon.home, "log"))]
+    assert sessions and by_log
+    for author in ("invoices", invoices):
+        found = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.session/v1", "author": author}).json()["entries"]
+        assert [e["pulse"] for e in found] == sessions and {e["author"] for e in found} == {invoices}
+    assert [e["pulse"] for e in httpx.get(f"{daemon.url}/v1/entries", params={"author": "log"}).json()["entries"]] == by_log
+    for params, line in [
+        ({"kind": "agent.nope/v1"}, "kind 'agent.nope/v1' is not a kind of entry; the kinds are: "),
+        ({"author": "nobody"}, "no wallet named nobody in "),
+        ({"kind": "agent.session/v1", "author": "no such one"}, "'no such one' is neither a wallet name nor a wallet id"),
+    ]:
+        answer = httpx.get(f"{daemon.url}/v1/entries", params=params)
+        assert answer.status_code == 400 and answer.json()["error"].startswith(line), answer.text
 
 
 def test_status_names_profiles_seals_and_the_kill_switch(daemon: Daemon) -> None:

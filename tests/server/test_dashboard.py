@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import unescape
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -25,7 +28,9 @@ from starlette.applications import Starlette
 from agentd.app.demo import PROFILE, run_demo
 from agentd.app.ledger import open_ledger
 from agentd.home import Home
-from agentd.server.dashboard import routes
+from agentd.server.dashboard import PAGE, routes
+from agentd.wallets import create_wallet, log_key, wallet_id_of
+from ledger import MINT, TRANSFER, Wallet
 from tests.examplekit import LESSON
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -239,3 +244,98 @@ def test_a_fresh_home_shows_what_to_do_first(tmp_path: Path) -> None:
         assert httpx.get(url + "/ledger").status_code == 200
         missing = httpx.get(url + "/ledger/1")
         assert missing.status_code == 404 and "no entry at Pulse 1" in missing.text
+
+
+@pytest.fixture(scope="module")
+def busy_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Home, Wallet]:
+    """A home whose ledger holds more than a page of each filter, interleaved: the log
+    mints to strangers while wallet bob (a wallet of the home) pays them."""
+    home = Home(tmp_path_factory.mktemp("busy") / "home")
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("AGENTD_WALLET_PASSPHRASE", raising=False)  # kept unencrypted: no prompt
+        bob = create_wallet(home, "bob")
+    with open_ledger(home) as ledger:
+        log = log_key(home)
+        ledger.append(log, MINT, {"to": bob.id, "cents": 1000})
+        for _ in range(PAGE + 20):
+            stranger = Wallet.generate().id
+            ledger.append_many([(log, MINT, {"to": stranger, "cents": 5}), (bob, TRANSFER, {"to": stranger, "cents": 1})])
+    return home, bob
+
+
+def listed(html: str) -> list[int]:
+    """The Pulses a ledger page lists, in its order."""
+    return [int(p) for p in re.findall(r'<tr><td><a href="[^"]*/ledger/(\d+)">', html)]
+
+
+def link(html: str, side: str) -> str | None:
+    found = re.search(rf'id="{side}" href="([^"]+)"', html)
+    return unescape(found.group(1)) if found else None
+
+
+def test_the_ledger_lists_one_kind_or_one_author_and_its_pages_keep_to_them(busy_home: tuple[Home, Wallet]) -> None:
+    home, bob = busy_home
+    with open_ledger(home, read_only=True) as ledger:
+        by_bob = [e.pulse for e in ledger.entries(author=bob.id)]
+        mints = [e.pulse for e in ledger.entries(kind=MINT)]
+    assert len(by_bob) > PAGE and len(mints) > PAGE
+    with serving(home) as url, httpx.Client() as http:
+        for query, expected in [({"author": "bob"}, by_bob), ({"author": bob.id}, by_bob), ({"kind": TRANSFER}, by_bob),
+                                ({"kind": MINT, "author": "log"}, mints)]:  # fmt: skip
+            first = http.get(url + "/ledger", params=query)
+            assert first.status_code == 200
+            assert listed(first.text) == expected[-PAGE:]  # the newest page first
+            assert link(first.text, "later") is None
+            pages, earlier = [listed(first.text)], link(first.text, "earlier")
+            while earlier:  # back to the first page, each link keeping the filters
+                assert all(f"{name}={value}" in unquote(earlier) for name, value in query.items())
+                page = http.get(earlier)
+                pages.insert(0, listed(page.text))
+                earlier = link(page.text, "earlier")
+            # Every page a run of the matching entries; the first page from the first of
+            # them (it may overlap the next, as the unfiltered first page does).
+            assert all(p == expected[expected.index(p[0]) : expected.index(p[0]) + PAGE] for p in pages)
+            assert pages[0] == expected[:PAGE] and set(sum(pages, [])) == set(expected)
+            later = link(http.get(url + "/ledger", params={**query, "from": expected[0]}).text, "later")
+            assert later and listed(http.get(later).text) == expected[PAGE : 2 * PAGE]
+        bobs = http.get(url + "/ledger", params={"author": "bob"}).text
+        assert bobs.count(f'<td title="{bob.id}">bob</td>') == PAGE  # named as the home names it
+        none = http.get(url + "/ledger", params={"kind": MINT, "author": "bob"})
+        assert none.status_code == 200 and listed(none.text) == [] and f"No entries of kind {MINT} by bob" in none.text
+
+
+@pytest.mark.parametrize(
+    "query, line",
+    [
+        ({"kind": "funds.nope/v1"}, "kind 'funds.nope/v1' is not a kind of entry; the kinds are: "),
+        ({"author": "nobody"}, "no wallet named nobody in "),
+        ({"author": "not a name!"}, "'not a name!' is neither a wallet name nor a wallet id (32 hex digits)"),
+    ],
+)
+def test_a_filter_that_names_nothing_is_one_line_on_the_page_with_400(busy_home: tuple[Home, Wallet], query: dict, line: str) -> None:
+    home, _ = busy_home
+    with serving(home) as url:
+        answer = httpx.get(url + "/ledger", params=query)
+    assert answer.status_code == 400 and "Traceback" not in answer.text
+    (problem,) = re.findall(r'<p class="problem" id="problem">([^<]*)</p>', answer.text)
+    assert unescape(problem).startswith(line) and "\n" not in problem
+    assert 'id="filters"' in answer.text and listed(answer.text) == []  # the form stays, to put it right
+
+
+def test_the_filter_form_lists_what_it_is_given(site: str, page: Any, demo_home: Home, tmp_path: Path) -> None:
+    with open_ledger(demo_home, read_only=True) as ledger:
+        sessions = [e.pulse for e in ledger.entries(kind="agent.session/v1", author=wallet_id_of(demo_home, "invoices"))]
+    assert 0 < len(sessions) < ledger_size(demo_home) // 2  # the other profile's sessions are left out
+    page.goto(site + "/ledger")
+    page.select_option("#filters select[name=kind]", "agent.session/v1")
+    page.fill("#filters input[name=author]", "invoices")
+    page.click("#filters button")
+    page.wait_for_url("**/ledger?kind=agent.session*author=invoices")
+    page.screenshot(path=tmp_path / "filtered.png", full_page=True)
+    assert [int(t) for t in page.locator("#entries tbody tr td:first-child").all_inner_texts()] == sessions
+    assert set(page.locator("#entries tbody tr td:nth-child(3)").all_inner_texts()) == {"invoices"}
+    assert page.input_value("#filters input[name=author]") == "invoices"
+    assert page.locator("#filters select[name=kind]").input_value() == "agent.session/v1"
+    page.click("#filters a:text-is('every entry')")
+    page.wait_for_url("**/ledger")
+    assert page.locator("#entries tbody tr").count() == ledger_size(demo_home)

@@ -16,6 +16,7 @@ from agentd.cli.options import App, emit_json, json_option, pass_app
 from improver import (
     DEFAULT_ENV_HOST,
     DEFAULT_ENV_PORT,
+    ENV_IDLE_SECONDS,
     ENVIRONMENTS,
     EXPORT_PASS_OVER,
     GROUPS,
@@ -182,8 +183,19 @@ def _validation_lines(result: Validation) -> None:
     type=click.IntRange(1),
     help="With --serve: WebSocket sessions at once; one more is refused with CAPACITY_REACHED.",
 )
+@click.option(
+    "--idle-timeout",
+    "idle_seconds",
+    default=ENV_IDLE_SECONDS,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="With --serve: seconds a WebSocket connection with no episode under way may send nothing"
+    " before it is closed (code 1008).",
+)
 @pass_app
-def env(app: App, tasks_file: Path, case: str | None, serve: bool, host: str, port: int, max_sessions: int) -> int:
+def env(
+    app: App, tasks_file: Path, case: str | None, serve: bool, host: str, port: int, max_sessions: int, idle_seconds: float
+) -> int:
     """Run tasks as episodes for a trainer: the policy being trained gives the model's
     turns; the reward is the share of the task's checks that held (or its rubric's
     reward, when it has one).
@@ -198,7 +210,10 @@ def env(app: App, tasks_file: Path, case: str | None, serve: bool, host: str, po
     is printed on stderr once it listens; Ctrl-C stops it): the WebSocket session at
     /ws (reset, step, state, close), GET /health, /metadata, /schema, /state and the
     stateless POST /reset and /step. An episode that could not be run (not the
-    policy's doing) ends with outcome "errored" and reward null. See the README.
+    policy's doing) ends with outcome "errored" and reward null. A connection with no
+    episode under way that sends nothing for --idle-timeout seconds is closed with
+    code 1008; in an episode, the turn timeout (the profile's wall_seconds) applies.
+    See the README.
 
     The task file's operator words are used and, when there is a home holding the
     profile, its current lessons and limits; no home is needed.
@@ -211,7 +226,7 @@ def env(app: App, tasks_file: Path, case: str | None, serve: bool, host: str, po
     def listening(address: str, taskset: TaskSet) -> None:
         click.echo(f"serving {_n(len(taskset.tasks), 'task')} of profile {taskset.profile} as an OpenEnv environment on {address}", err=True)
 
-    serve_tasks(app.home_if_any(), tasks_file, host, port, max_sessions, listening)
+    serve_tasks(app.home_if_any(), tasks_file, host, port, max_sessions, idle_seconds, listening)
     return 0
 
 
