@@ -1,5 +1,6 @@
 """`agentd improve harvest --simulate-users MODEL`: conversations as tasks, and agentd's
-runtime carrying one on with a scripted person, in-process and as `agentd case --stdio`."""
+runtime carrying one on with a scripted person, in-process and as `agentd case --stdio`,
+and `agentd improve eval` on such tasks."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import json
 from pathlib import Path
 
 from agentd.app.agent import model_factory
+from agentd.app.evaluate import evaluate_profile
 from agentd.app.examples import install_example
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.runtime import run_case
-from improver.harness import run_task
+from improver.harness import RunResult, run_task
 from improver.tasks import load_tasks
 from improver.variant import Variant
 from tests.agentd.test_harness_agentd import STDIO
@@ -101,3 +103,26 @@ def test_a_simulated_user_that_is_not_a_model_is_refused_before_anything_is_writ
     r = agentd("improve", "harvest", "invoices", "--out", tmp_path / "talk.json", "--simulate-users", "nobody")
     assert r.code == 2 and r.err.startswith("agentd: error: --simulate-users: 'nobody' is not a model") and "Traceback" not in r.err
     assert not (tmp_path / "talk.json").exists()
+
+
+def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversation(agentd, home: Home, tmp_path: Path) -> None:
+    agentd("init")
+    conversation(home)
+    (tmp_path / "person.toml").write_text(PERSON_RULES)
+    out = tmp_path / "talk.json"
+    assert agentd("improve", "harvest", "invoices", "--out", out, "--simulate-users", f"script:{tmp_path / 'person.toml'}").code == 0
+    # The profile's agent is now one that asks which invoice before it reads and pays.
+    profile = load_profile(home, "invoices")
+    (profile.dir / "models" / "agent.toml").write_text(AGENT_RULES)
+    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json")
+    assert r.code == 0, r.err
+    report = json.loads(r.out)
+    assert [(t["task"], t["passed"], t["judged"], t["errored"]) for t in report["tasks"]] == [("talk-1", 2, 2, 0)]
+    assert report["pass_at"] == {"1": 1.0} and report["mean_reward"] == 1.0
+    # What eval ran, run by run: the person's reply, to the agent's question, and its tokens.
+    runs: list[RunResult] = []
+    evaluate_profile(home, "invoices", out, 1, [1], on_result=runs.append)
+    (data,) = [run.to_json() for run in runs]
+    assert data["outcome"] == "passed" and data["ended"]["answer"] == "Paid 7 USD to acme-ltd."
+    assert data["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
+    assert data["user_tokens"]["in"] > 0 and data["tokens"]["in"] > 0
