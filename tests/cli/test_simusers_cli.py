@@ -8,13 +8,19 @@ import asyncio
 import json
 from pathlib import Path
 
+from agentd.app.adopt import lineage_of
 from agentd.app.agent import model_factory
+from agentd.app.demo import PROFILE, record_sessions
 from agentd.app.evaluate import evaluate_profile
 from agentd.app.examples import install_example
+from agentd.app.seals import seal_tasks
+from agentd.app.tasks import harvest_profile
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.runtime import run_case
+from agentd.wallets import create_wallet
 from improver.harness import RunResult, run_task
+from improver.seal import SealRequest
 from improver.tasks import load_tasks
 from improver.variant import Variant
 from tests.agentd.test_harness_agentd import STDIO
@@ -126,3 +132,26 @@ def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversa
     assert data["outcome"] == "passed" and data["ended"]["answer"] == "Paid 7 USD to acme-ltd."
     assert data["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
     assert data["user_tokens"]["in"] > 0 and data["tokens"]["in"] > 0
+
+
+def test_a_loop_budget_below_what_a_conversation_run_may_cost_is_refused_before_anything_is_spent(agentd, home: Home, tmp_path: Path) -> None:
+    agentd("init")
+    conversation(home)  # the example's profile, and a conversation beside the example's sessions
+    profile = load_profile(home, PROFILE)
+    create_wallet(home, profile.wallet)
+    record_sessions(home, profile.dir, lambda line: None, PROFILE)
+    (tmp_path / "person.toml").write_text(PERSON_RULES)
+    work = tmp_path / "work.json"
+    harvest_profile(home, PROFILE, work, simulate=f"script:{tmp_path / 'person.toml'}")
+    assert any(task.user is not None for task in load_tasks(work).tasks)
+    seal_tasks(home, PROFILE, work, SealRequest(seed="test"), None)
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))
+    # One run of the agent may cost 2000 tokens, and its simulated user as many again.
+    r = agentd("improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--max-tokens", "3999")
+    assert r.code == 2 and r.out == ""
+    assert r.err == (
+        "agentd: error: --max-tokens 3999 is less than one run may cost (the profile's limit of 2000 tokens a run, "
+        "twice that for a task with a simulated user): give at least 4000\n"
+    )
+    assert not lineage_of(home, PROFILE).path.exists()
