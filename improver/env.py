@@ -9,13 +9,17 @@ the policy (-> written here, <- by the policy):
     -> {"request": {"messages": [..., {"role": "tool", ...}], ...}}
     <- {"message": {"role": "assistant", "content": "Paid."}}
     -> {"done": {"case": "work-3", "reward": 1.0, "passed": true, "failures": [],
-                 "calls": 1, "ended": {"how": "done", "answer": "Paid.", "reason": ""}}}
+                 "calls": 1, "ended": {"how": "done", "answer": "Paid.", "reason": ""},
+                 "user": [], "user_tokens": {"in": 0, "out": 0}}}
 
 `reward` is the share of the task's checks that held, `failures` the checks that did
 not, `calls` how many tool calls the run made. A conversation's simulated user is not the
 policy: its model is made by the `users` factory the caller injects, and its replies go
-to the agent as they would in a trial (improver.simuser); an episode whose simulated
-user leaked ends as errored, `"leaked": true` in the error line. A line from the policy that is not such
+to the agent as they would in a trial (improver.simuser); `user` in the done line is
+each `{"answer", "reply"}`: the agent's answer and the simulated user's reply to it, in
+order, and `user_tokens` what the simulated user's model used (not the policy's). An
+episode whose simulated user leaked ends as errored, `"leaked": true` in the error line
+(which never carries the leaked reply). A line from the policy that is not such
 a message ends the episode with `{"error": {"kind": "policy", "message": ...}}`; an
 episode the harness could not run (not the policy's doing) ends with `{"error": {"kind":
 "errored", ...}}`, so a trainer drops it rather than scoring it.
@@ -193,6 +197,7 @@ def done_payload(result: RunResult) -> dict[str, Any]:
         "failures": result.failures,
         "calls": len(result.run.calls),
         "ended": {"how": result.run.ended, "answer": result.run.answer, "reason": result.reason},
+        **result.conversation_json(),
     }
 
 

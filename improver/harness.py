@@ -24,6 +24,13 @@ A run comes out as one of three outcomes:
 The wall time is the candidate's own: the time the harness spends waiting for the
 model is not counted against it (see `improver.protocol.Budget`).
 
+A conversation's simulated user (improver.simuser) is the harness's side too: its
+tokens are not charged to the run's token limit, which covers the models the candidate
+calls, but held to a limit of their own, as large, over the run's attempts together; a
+simulated user that reaches it ends the run as errored. So one run of a task costs at
+most `run_cost` tokens, what a token budget over many runs relies on. Its replies, each
+with the agent's answer it replied to, and its tokens are kept in the run's result.
+
 The case a candidate is sent is named opaquely, by the start of the task's digest: a
 name like `canary-0` would tell a candidate that games its scoring which tasks are
 traps. Results keep the task's own name.
@@ -43,6 +50,7 @@ from typing import Any, Callable, Literal, Union
 
 from improver.errors import ImproverError
 from improver.protocol import (
+    DEFAULT_MAX_TOKENS,
     Agent,
     Budget,
     Case,
@@ -102,6 +110,11 @@ class RunResult:
     attempts: int = 1
     retryable: bool = True  # for an errored run: whether another try could go otherwise
     leaked: bool = False  # errored because the simulated user gave the hidden part away
+    # The conversation with the simulated user: each (the agent's answer, the person's
+    # reply), in order; after a leak the last reply is the one that leaked, which the
+    # agent never got. Its tokens are apart from `usage` (see the module's text).
+    user: tuple[tuple[str, str], ...] = ()
+    user_usage: TokenUsage = TokenUsage()
 
     @property
     def passed(self) -> bool:
@@ -119,13 +132,27 @@ class RunResult:
             "turns": self.turns,
             "attempts": self.attempts,
             **({"leaked": True} if self.leaked else {}),
+            **self.conversation_json(),
         }
+
+    def conversation_json(self) -> dict[str, Any]:
+        """What the simulated user said, to which answer, and the tokens it used."""
+        return {
+            "user": [{"answer": answer, "reply": reply} for answer, reply in self.user],
+            "user_tokens": {"in": self.user_usage.tokens_in, "out": self.user_usage.tokens_out},
+        }
+
+
+def run_cost(task: Task, limits: EpisodeLimits) -> int:
+    """The most tokens one run of `task` may cost, all its attempts together: the run's
+    limit, and for a conversation as much again for its simulated user."""
+    return limits.max_tokens * (2 if task.user is not None else 1)
 
 
 class TaskEpisode:
     """The episode side of one run: the variant's model and the task's stand-ins."""
 
-    def __init__(self, task: Task, spec: str | None, models: ModelFactory, limits: EpisodeLimits, over_stdio: bool = False) -> None:
+    def __init__(self, task: Task, spec: str | None, models: ModelFactory, limits: EpisodeLimits, over_stdio: bool, user_tokens: int) -> None:
         self.task = task
         self.standins = task.stand_ins
         self.spec = spec
@@ -143,6 +170,8 @@ class TaskEpisode:
         self.fault = ""  # how the candidate broke the run
         self.leak = ""  # how the simulated user gave the hidden part away: the run errored
         self.turns_with_user: list[tuple[str, str]] = []  # (the agent's answer, the person's reply)
+        self.user_tokens = user_tokens  # what the simulated user may spend in this attempt
+        self.user_usage = TokenUsage()
         self._model: Model | None = None
 
     async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
@@ -200,25 +229,34 @@ class TaskEpisode:
         """The simulated user's reply to the agent's `answer`, or None when the task has
         none, it has nothing more to say, it had its turns, or it failed (the run errored)
         or leaked. Its time is the model's, not the candidate's; its tokens are not the
-        candidate's either."""
+        candidate's either, but held to the simulated user's own limit."""
         user = self.task.user
         if user is None or self.error or len(self.turns_with_user) >= USER_TURNS:
+            return None
+        left = self.user_tokens - self.user_usage.total
+        if left <= 0:
+            self.error, self.final = "the simulated user used up the tokens it may spend in a run before the conversation ended", True
             return None
         view = user_view(user, self.task.task, [*self.turns_with_user, (answer, None)])
         try:
             model = self.models(user.model)
-            reply = reply_of(await self.budget.wait_for_model(model.complete(view, [], None)))
+            completion = await self.budget.wait_for_model(model.complete(view, [], min(DEFAULT_MAX_TOKENS, left)))
         except ModelMisconfigured as exc:
             self.error, self.final = f"the simulated user: {exc}", True
             return None
         except Exception as exc:  # the simulated user is the harness's side: never the candidate's fault
             self.error = f"the simulated user ({user.model}) failed: {type(exc).__name__}: {exc}"
             return None
-        if reply is not None and not self.turns_with_user and leaked(user, reply):
-            self.leak = "the simulated user gave away the whole hidden part of the task in its first reply"
+        self.user_usage = self.user_usage + completion.usage
+        reply = reply_of(completion)
+        if reply is None:
             return None
-        if reply is not None:
-            self.turns_with_user.append((answer, reply))
+        if leaked(user, [said for _, said in self.turns_with_user], reply):
+            which = "its first reply" if not self.turns_with_user else f"reply {len(self.turns_with_user) + 1}"
+            self.leak = f"the simulated user gave away all of the hidden part of the task it had yet to say at once, in {which}"
+            self.turns_with_user.append((answer, reply))  # kept for the record; the agent never gets it
+            return None
+        self.turns_with_user.append((answer, reply))
         return reply
 
     def count_output(self, size: int) -> None:
@@ -259,28 +297,36 @@ async def run_task(
 ) -> RunResult:
     """Runs `candidate` on `task` as `variant` configures it; an errored run is tried
     again up to `retries` times before it is reported as errored. Its attempts share the
-    run's token limit and are counted together, so a run never costs more than that
-    limit (what a token budget relies on). A retry that uses up what the errored attempts
-    left it without passing is reported as the errored run it retried, never scored as a
-    failure: a fresh run would have had the whole limit."""
-    attempt, spent = 1, TokenUsage()
+    run's token limit and are counted together, and so do its simulated user's, so a run
+    never costs more than `run_cost` (what a token budget relies on). A retry that uses
+    up what the errored attempts left it without passing is reported as the errored run
+    it retried, never scored as a failure: a fresh run would have had the whole limit."""
+    attempt, spent, user_spent = 1, TokenUsage(), TokenUsage()
     errored: RunResult | None = None
     while True:
         left = replace(limits, max_tokens=limits.max_tokens - spent.total)
-        result = await attempt_task(task, variant, candidate, models, left, attempt)
-        spent = spent + result.usage
+        user_left = run_cost(task, limits) - limits.max_tokens - user_spent.total
+        result = await attempt_task(task, variant, candidate, models, left, attempt, user_left)
+        spent, user_spent = spent + result.usage, user_spent + result.user_usage
         if errored is not None and not result.passed and spent.total >= limits.max_tokens:
-            return replace(errored, usage=spent, attempts=attempt)
+            return replace(errored, usage=spent, user_usage=user_spent, attempts=attempt)
         if result.outcome != "errored" or not result.retryable or attempt > retries or spent.total >= limits.max_tokens:
-            return replace(result, usage=spent)
+            return replace(result, usage=spent, user_usage=user_spent)
         errored, attempt = result, attempt + 1
 
 
 async def attempt_task(
-    task: Task, variant: Variant, candidate: Candidate, models: ModelFactory, limits: EpisodeLimits, attempt: int = 1
+    task: Task,
+    variant: Variant,
+    candidate: Candidate,
+    models: ModelFactory,
+    limits: EpisodeLimits,
+    attempt: int,
+    user_tokens: int,
 ) -> RunResult:
+    """One attempt of a run; `user_tokens` is what its simulated user may spend in it."""
     over_stdio = isinstance(candidate, Command)
-    episode = TaskEpisode(task, variant.models[0] if variant.models else None, models, limits, over_stdio)
+    episode = TaskEpisode(task, variant.models[0] if variant.models else None, models, limits, over_stdio, user_tokens)
     case = case_for(task, variant, limits)
     if isinstance(candidate, Command):
         ended = await _run_command(candidate, case, episode)
@@ -290,6 +336,11 @@ async def attempt_task(
 
 
 def _scored(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int) -> RunResult:
+    result = _judged(task, episode, ended, attempt)
+    return replace(result, user=tuple(episode.turns_with_user), user_usage=episode.user_usage)
+
+
+def _judged(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int) -> RunResult:
     usage, turns, calls = episode.budget.usage, episode.budget.turns, tuple(episode.calls)
     if episode.leak:
         # Not the candidate's doing and no test of it: errored, never scored, not retried

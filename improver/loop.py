@@ -35,7 +35,7 @@ from improver.decision import CHALLENGE, CHOOSE, SEALED, Decision, Evidence, Out
 from improver.digests import digest
 from improver.errors import ImproverError
 from improver.gates import SealedText, turned_down
-from improver.harness import Candidate, ModelFactory
+from improver.harness import Candidate, ModelFactory, run_cost
 from improver.lineage import KIND, Lineage, chosen_counts, comparison_json
 from improver.practice import with_practice
 from improver.proposer import TOOL_NAME, Failed, Proposal, Tried, describe, messages_for, propose
@@ -106,12 +106,15 @@ class Loop:
             self.baseline_runs = decision.BASELINE_FACTOR * self.runs
         if self.baseline_runs < self.runs:
             raise Stop(f"--baseline-runs ({self.baseline_runs}) must be at least --runs ({self.runs})")
-        if self.max_tokens is not None and self.max_tokens < self.limits.max_tokens:
+        self.train = with_practice(self.seal, self.practice)
+        most = max((run_cost(t, self.limits) for t in [*self.train.tasks, *self.seal.sealed.tasks]), default=self.limits.max_tokens)
+        if self.max_tokens is not None and self.max_tokens < most:
+            # A conversation's simulated user has an allowance of its own, as large as the run's.
+            users = ", twice that for a task with a simulated user" if most > self.limits.max_tokens else ""
             raise BudgetTooSmall(
                 f"--max-tokens {self.max_tokens} is less than one run may cost (the profile's limit of "
-                f"{self.limits.max_tokens} tokens a run): give at least {self.limits.max_tokens}"
+                f"{self.limits.max_tokens} tokens a run{users}): give at least {most}"
             )
-        self.train = with_practice(self.seal, self.practice)
         self.sealed_text = SealedText.of(self.seal.real_tasks)
         self.used = TokenUsage()
         self.stopping = asyncio.Event()
@@ -471,16 +474,18 @@ class Loop:
 
     async def _trial(self, variant: Variant, tasks: Sequence[Task], runs: int) -> TrialResult:
         """Runs `tasks` `runs` times each. Under a token budget, in batches that fit what is
-        left with every run at its own token limit (the harness holds each model call to
-        what its run has left), so no batch can pass the budget whatever its runs cost;
-        the loop stops when not one more run fits."""
+        left with every run at the most it may cost (its own token limit, and its simulated
+        user's: the harness holds each model call to what its run has left), so no batch
+        can pass the budget whatever its runs cost; the loop stops when not one more run
+        fits."""
         if self.max_tokens is None:
             return await self._run_trial(variant, tasks, runs)
+        per_run = max(run_cost(task, self.limits) for task in tasks)
         todo = [(task, runs) for task in tasks]  # each task and the runs of it still to go
         parts = []
         while todo:
-            self._go(expected=self.limits.max_tokens)
-            fit = (self.max_tokens - self.used.total) // self.limits.max_tokens
+            self._go(expected=per_run)
+            fit = (self.max_tokens - self.used.total) // per_run
             first, count = todo[0]
             if fit < count:  # part of one task's runs
                 parts.append(await self._run_trial(variant, [first], fit))

@@ -8,10 +8,16 @@ answers (it finishes or asks a person), a model playing that person, under
 the agent as its next user message, or says it has nothing more to say. It gets at most
 `USER_TURNS` replies; the run is scored, as any other, on where it ended.
 
-A simulated user whose first reply gives away the whole hidden part (it shares a run of
-eight words, the gates' overlap test, with every message the person said later, and
-there were at least two) has leaked: the episode is not the agent's test any more, and
+A simulated user whose reply gives away, at once, everything the person had yet to say
+has leaked: the reply shares a run of eight words (the gates' overlap test) with every
+message of the hidden part that no earlier reply shared one with, and there were at
+least two such messages left. The first reply is checked against the whole hidden part,
+each later one against what remains. The episode is not the agent's test any more, and
 it ends as errored, never scored as failed.
+
+Its model is the harness's side, not the candidate's: its tokens are not charged to the
+run's token limit but held to one of their own, as large, over the run's attempts
+together, and reported with the run (improver.harness), as are its replies.
 
 Validation replays the recorded person (`RecordedPerson`): the same model seat, saying
 exactly what the person said, in order.
@@ -20,7 +26,7 @@ exactly what the person said, in order.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from improver.errors import ImproverError
 from improver.gates import word_runs
@@ -82,12 +88,16 @@ def reply_of(completion: Completion) -> str | None:
     return None if not text or NOTHING_MORE in text else text
 
 
-def leaked(user: SimulatedUser, first_reply: str) -> bool:
-    """Whether the first reply gives away the whole hidden part (see the module's text)."""
-    if len(user.said) < 2:
+def leaked(user: SimulatedUser, earlier: Sequence[str], reply: str) -> bool:
+    """Whether `reply`, after the simulated user's `earlier` replies, gives away at once
+    all of the hidden part they had not yet said, at least two messages of it (see the
+    module's text)."""
+    told: set[tuple[str, ...]] = set().union(*(word_runs(text) for text in earlier))
+    left = [text for text in user.said if not word_runs(text) & told]
+    if len(left) < 2:
         return False
-    shown = word_runs(first_reply)
-    return all(word_runs(text) & shown for text in user.said)
+    shown = word_runs(reply)
+    return all(word_runs(text) & shown for text in left)
 
 
 class RecordedPerson:

@@ -85,9 +85,11 @@ class TrialResult:
 
     @property
     def usage(self) -> TokenUsage:
+        """Every token the trial spent: its runs', and their simulated users' (counted
+        apart in each run, but spent all the same, so a token budget counts them)."""
         total = TokenUsage()
         for r in self.results:
-            total = total + r.usage
+            total = total + r.usage + r.user_usage
         return total
 
     @property

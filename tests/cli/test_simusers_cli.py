@@ -1,5 +1,6 @@
 """`agentd improve harvest --simulate-users MODEL`: conversations as tasks, and agentd's
-runtime carrying one on with a scripted person, in-process and as `agentd case --stdio`."""
+runtime carrying one on with a scripted person, in-process and as `agentd case --stdio`,
+and `agentd improve eval` on such tasks."""
 
 from __future__ import annotations
 
@@ -7,12 +8,19 @@ import asyncio
 import json
 from pathlib import Path
 
+from agentd.app.adopt import lineage_of
 from agentd.app.agent import model_factory
+from agentd.app.demo import PROFILE, record_sessions
+from agentd.app.evaluate import evaluate_profile
 from agentd.app.examples import install_example
+from agentd.app.seals import seal_tasks
+from agentd.app.tasks import harvest_profile
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.runtime import run_case
-from improver.harness import run_task
+from agentd.wallets import create_wallet
+from improver.harness import RunResult, run_task
+from improver.seal import SealRequest
 from improver.tasks import load_tasks
 from improver.variant import Variant
 from tests.agentd.test_harness_agentd import STDIO
@@ -101,3 +109,49 @@ def test_a_simulated_user_that_is_not_a_model_is_refused_before_anything_is_writ
     r = agentd("improve", "harvest", "invoices", "--out", tmp_path / "talk.json", "--simulate-users", "nobody")
     assert r.code == 2 and r.err.startswith("agentd: error: --simulate-users: 'nobody' is not a model") and "Traceback" not in r.err
     assert not (tmp_path / "talk.json").exists()
+
+
+def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversation(agentd, home: Home, tmp_path: Path) -> None:
+    agentd("init")
+    conversation(home)
+    (tmp_path / "person.toml").write_text(PERSON_RULES)
+    out = tmp_path / "talk.json"
+    assert agentd("improve", "harvest", "invoices", "--out", out, "--simulate-users", f"script:{tmp_path / 'person.toml'}").code == 0
+    # The profile's agent is now one that asks which invoice before it reads and pays.
+    profile = load_profile(home, "invoices")
+    (profile.dir / "models" / "agent.toml").write_text(AGENT_RULES)
+    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json")
+    assert r.code == 0, r.err
+    report = json.loads(r.out)
+    assert [(t["task"], t["passed"], t["judged"], t["errored"]) for t in report["tasks"]] == [("talk-1", 2, 2, 0)]
+    assert report["pass_at"] == {"1": 1.0} and report["mean_reward"] == 1.0
+    # What eval ran, run by run: the person's reply, to the agent's question, and its tokens.
+    runs: list[RunResult] = []
+    evaluate_profile(home, "invoices", out, 1, [1], on_result=runs.append)
+    (data,) = [run.to_json() for run in runs]
+    assert data["outcome"] == "passed" and data["ended"]["answer"] == "Paid 7 USD to acme-ltd."
+    assert data["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
+    assert data["user_tokens"]["in"] > 0 and data["tokens"]["in"] > 0
+
+
+def test_a_loop_budget_below_what_a_conversation_run_may_cost_is_refused_before_anything_is_spent(agentd, home: Home, tmp_path: Path) -> None:
+    agentd("init")
+    conversation(home)  # the example's profile, and a conversation beside the example's sessions
+    profile = load_profile(home, PROFILE)
+    create_wallet(home, profile.wallet)
+    record_sessions(home, profile.dir, lambda line: None, PROFILE)
+    (tmp_path / "person.toml").write_text(PERSON_RULES)
+    work = tmp_path / "work.json"
+    harvest_profile(home, PROFILE, work, simulate=f"script:{tmp_path / 'person.toml'}")
+    assert any(task.user is not None for task in load_tasks(work).tasks)
+    seal_tasks(home, PROFILE, work, SealRequest(seed="test"), None)
+    toml = home.profiles_dir / PROFILE / "profile.toml"
+    toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))
+    # One run of the agent may cost 2000 tokens, and its simulated user as many again.
+    r = agentd("improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--max-tokens", "3999")
+    assert r.code == 2 and r.out == ""
+    assert r.err == (
+        "agentd: error: --max-tokens 3999 is less than one run may cost (the profile's limit of 2000 tokens a run, "
+        "twice that for a task with a simulated user): give at least 4000\n"
+    )
+    assert not lineage_of(home, PROFILE).path.exists()

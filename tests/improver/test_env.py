@@ -70,6 +70,8 @@ def test_an_episode_runs_request_by_request_to_done_with_the_reward() -> None:
             "failures": [],
             "calls": 2,
             "ended": {"how": "done", "answer": "Paid.", "reason": ""},
+            "user": [],  # no simulated user: nothing said, no tokens
+            "user_tokens": {"in": 0, "out": 0},
         }
     }
     assert result.passed

@@ -12,17 +12,21 @@ from typing import Any
 from openenv.core.generic_client import GenericEnvClient
 
 from improver.env import run_episode
-from improver.harness import RunResult, run_task
+from improver.harness import RunResult, run_cost, run_task
 from improver.harvest import Session, harvest
 from improver.openenv import EnvServer, EnvSetup, address, listen
+from improver.protocol import Completion, EpisodeLimits, TokenUsage
 from improver.simuser import NOTHING_MORE, SimulatedUser, continued
 from improver.tasks import Task, TaskSet, parse_task
+from improver.trials import run_trials
 from improver.validate import check_task
 from improver.variant import Variant
 from tests.improver.taskkit import OPERATOR, TOOLS, ScriptedModel, call, calls, follows_the_protocol, says
 
 FIRST = "Please pay the Acme invoice that came in this morning."
 LATER = "It is invoice 23, pay 7 USD to acme-ltd as it says."
+TEAM = "And tell the team it was paid, once you have paid it today."
+RECEIPT = "Please also keep a copy of the receipt in the shared folder."
 USER_MODEL = "script:user"
 
 
@@ -68,10 +72,26 @@ def agent_model() -> ScriptedModel:
     return ScriptedModel(script, "script:agent")
 
 
-def run(task: Task, user: ScriptedModel) -> RunResult:
-    agent = agent_model()
-    models = {"script:agent": agent, USER_MODEL: user}
-    return asyncio.run(run_task(task, Variant(OPERATOR, "", ("script:agent",)), follows_the_protocol, models.__getitem__, retries=1))
+def run(task: Task, user: ScriptedModel | Tallied, agent: ScriptedModel | Tallied | None = None, limits: EpisodeLimits = EpisodeLimits()) -> RunResult:
+    models = {"script:agent": agent or agent_model(), USER_MODEL: user}
+    variant = Variant(OPERATOR, "", ("script:agent",))
+    return asyncio.run(run_task(task, variant, follows_the_protocol, models.__getitem__, limits, retries=1))
+
+
+class Tallied:
+    """A scripted model that keeps the sum of the tokens it reported; with `cost`, it
+    reports that many for each answer (no more than the call allows), as a wordy one would."""
+
+    def __init__(self, model: ScriptedModel, cost: int | None = None) -> None:
+        self.model, self.name, self.cost = model, model.name, cost
+        self.used = TokenUsage()
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        completion = await self.model.complete(messages, tools, max_tokens)
+        if self.cost is not None:
+            completion = replace(completion, usage=TokenUsage(min(self.cost, max_tokens or self.cost), 0))
+        self.used = self.used + completion.usage
+        return completion
 
 
 def test_without_a_model_conversations_are_passed_over_and_with_one_they_make_tasks() -> None:
@@ -117,6 +137,39 @@ def test_the_agent_goes_on_with_the_simulated_users_reply_and_passes() -> None:
     assert second[-2:] == [{"role": "assistant", "content": LATER}, {"role": "user", "content": "Paid."}]
 
 
+def test_the_run_keeps_what_the_simulated_user_said_and_its_tokens_apart_from_the_candidates() -> None:
+    agent, user = Tallied(agent_model()), Tallied(ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL))
+    result = run(talk_task(), user, agent)
+    assert result.passed and result.user == (("Which invoice, and to whom?", LATER),)
+    # The candidate's tokens are its model's alone; the simulated user's are kept beside them.
+    assert (result.usage, result.user_usage) == (agent.used, user.used) and user.used.total > 0
+    data = result.to_json()
+    assert data["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
+    assert data["user_tokens"] == {"in": user.used.tokens_in, "out": user.used.tokens_out}
+    assert data["tokens"] == {"in": agent.used.tokens_in, "out": agent.used.tokens_out}
+
+
+def test_a_trial_counts_the_simulated_users_tokens_in_what_it_spent() -> None:
+    agent, user = Tallied(agent_model()), Tallied(ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL))
+    models = {"script:agent": agent, USER_MODEL: user}
+    task = talk_task()
+    trial = asyncio.run(run_trials(Variant(OPERATOR, "", ("script:agent",)), [task], follows_the_protocol, models.__getitem__, runs=3))
+    assert trial.passed == 3 and user.used.total > 0
+    # What a token budget is charged: both sides; and one run is fitted at both sides' most.
+    assert trial.usage == agent.used + user.used
+    assert run_cost(task, EpisodeLimits(max_tokens=1000)) == 2000
+
+
+def test_a_simulated_user_held_to_its_own_tokens_ends_the_run_as_errored_not_the_candidates_limit() -> None:
+    later = (LATER, TEAM, RECEIPT)
+    user = Tallied(ScriptedModel([says(text) for text in later], USER_MODEL), cost=1000)
+    result = run(talk_task(later), user, limits=EpisodeLimits(max_tokens=1500))
+    # 1000 tokens, then the 500 its allowance left: nothing left for the third reply.
+    assert (result.outcome, result.leaked, result.attempts) == ("errored", False, 1)
+    assert "simulated user used up the tokens" in result.reason and result.user_usage.total == 1500
+    assert [reply for _, reply in result.user] == [LATER, TEAM] and result.usage.total < 1500
+
+
 def test_a_simulated_user_that_says_nothing_more_leaves_the_task_undone() -> None:
     result = run(talk_task(), ScriptedModel([says(NOTHING_MORE)], USER_MODEL))
     assert result.outcome == "failed" and result.run.calls == ()
@@ -128,6 +181,27 @@ def test_a_simulated_user_that_reveals_the_whole_hidden_part_at_once_leaks_the_e
     result = run(talk_task(later), user)
     assert (result.outcome, result.leaked, result.reward, result.attempts) == ("errored", True, 0.0, 1)
     assert "hidden part" in result.reason and result.to_json()["leaked"] is True
+
+
+def test_a_later_reply_that_gives_away_all_that_was_left_to_say_leaks_the_episode() -> None:
+    later = (LATER, TEAM, RECEIPT)
+    user = ScriptedModel([says(LATER), says(f"{TEAM} {RECEIPT}")], USER_MODEL)
+    result = run(talk_task(later), user)
+    assert (result.outcome, result.leaked, result.reward, result.attempts) == ("errored", True, 0.0, 1)
+    assert "reply 2" in result.reason and "hidden part" in result.reason
+    # The record shows the leaked reply; the agent, which had paid, never got it.
+    assert result.user == (("Which invoice, and to whom?", LATER), ("Paid.", f"{TEAM} {RECEIPT}"))
+    assert result.run.answer == "Paid." and [c.tool for c in result.run.calls] == ["read_invoice", "pay"]
+
+
+def test_an_honest_conversation_is_not_flagged_however_its_replies_fall() -> None:
+    later = (LATER, TEAM, RECEIPT)
+    # One message a reply; two of three at once (one still left to say), then the last.
+    for replies in ([LATER, TEAM, RECEIPT], [f"{LATER} {TEAM}", RECEIPT]):
+        user = ScriptedModel([*(says(text) for text in replies), says(NOTHING_MORE)], USER_MODEL)
+        result = run(talk_task(later), user)
+        assert (result.outcome, result.leaked) == ("passed", False), result.reason
+        assert [reply for _, reply in result.user] == replies and "leaked" not in result.to_json()
 
 
 def test_a_simulated_user_that_fails_errors_the_run_rather_than_failing_it() -> None:
@@ -163,7 +237,9 @@ def over_pipes(task: Task, user: ScriptedModel | None) -> tuple[list[dict[str, A
 
 def test_a_trainers_episode_goes_on_with_the_simulated_user_and_gets_its_reward() -> None:
     received, result = over_pipes(talk_task(), ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL))
-    assert received[-1]["done"]["reward"] == 1.0 and result.passed
+    done = received[-1]["done"]
+    assert done["reward"] == 1.0 and result.passed
+    assert done["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}] and done["user_tokens"]["in"] > 0
     # The policy saw the person's reply as the next user message, never the hidden part before it.
     requests = [r["request"]["messages"] for r in received if "request" in r]
     assert all(LATER not in json.dumps(m) for m in requests[:1]) and {"role": "user", "content": LATER} in requests[1]
