@@ -3,7 +3,8 @@
 Each round the coder changes a copy of the code as it stands (the source's commit, with
 any release this run kept). The copy is checked and diffed in a fresh clone
 (improver/git.py), the patch held to its limits (improver/patchlimits.py), built and
-tested in the sandbox on another fresh clone with the patch applied, and the built tree
+tested in the sandbox on another fresh clone with the patch applied (the tree writable
+for the build alone: the test sees it read-only, as the candidate does), and the built tree
 becomes a candidate program run in the sandbox, read-only, with no network. From there
 on the change is the loop's like any other (improver/loop.py): staged trials, the
 screen on the tasks to choose on, the confirmation on the sealed tasks at the seal's
@@ -93,14 +94,16 @@ class Workshop:
         return patch, None
 
     async def built(self, patch: bytes) -> tuple[Path | None, str]:
-        """A fresh tree with `patch` applied, built and tested in the sandbox; or why not."""
+        """A fresh tree with `patch` applied, built and tested in the sandbox; or why not.
+        Only the build writes to the tree: from the test on it is frozen, so what the test
+        passed is what the candidate runs (scratch space is the sandbox's own /tmp)."""
         folder = self.fresh("tree")
         tree = files_of(clone_at(self.origin, self.commit, folder / "clone", patch), folder / "tree")
         shutil.rmtree(folder / "clone")
-        for what, command in (("build", self.commands.build), ("test", self.commands.test)):
+        for what, command, writable in (("build", self.commands.build, True), ("test", self.commands.test, False)):
             if not command:
                 continue
-            result = await self.run(command, tree, writable=True)
+            result = await self.run(command, tree, writable=writable)
             if not result.ok:
                 shutil.rmtree(folder)
                 return None, f"the {what} failed ({result.describe()}){_tail(result)}"
