@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from improver.archive import Archived
 from improver.coder import INSTRUCTIONS, Coded, code, messages_for
-from improver.decision import Decision
+from improver.decision import Decision, Outcome
 from improver.errors import ImproverError
 from improver.git import clone_at, diff_of, files_of, holds, mirror, refused, source_commit
 from improver.harness import Candidate, Command
@@ -177,22 +177,24 @@ class CodeLoop(Loop):
         if tree is None:
             raise Stop(f"the code as it stands (commit {commit[:12]}) cannot be scored: {why}")
         self.built[self.current.id] = Built(tree, b"", "the code as it stands")
-        self._emit("code", f"the code as it stands: commit {commit[:12]} of {self.workshop.source}, built and tested", commit=commit)
         await super()._baseline()
+
+    def _as_it_is(self, base: Archived, measured: bool, name: str = "", **more: Any) -> None:
+        """Said whether measured now or found in the archive: no round header repeats it."""
+        commit = self.workshop.commit
+        super()._as_it_is(base, True, f"the code as it stands ({commit[:12]})", commit=commit, **more)
 
     async def _round(self) -> None:
         self._go(expected=self.limits.max_tokens)  # no round unless a run of what it codes could follow
         parent = self._archived(self.current)
         assert parent is not None  # the baseline put it there
-        base = self.built[self.current.id]
-        self._emit("round", f"round {self.round}: the coder changes {base.summary}, {parent.counts()}", parent=parent.number)
-        copy = self.workshop.copy_for_coder(base.patch)
+        copy = self.workshop.copy_for_coder(self.built[self.current.id].patch)
         history = self._history() if self.settings.show_history else []
         messages = messages_for(INSTRUCTIONS, parent.counts(), self._failed(parent), history, self.settings.failed_shown)
         try:
             coded = await self._unless_stopped(code(self.proposer, messages, copy, lambda c: self.workshop.coder_command(copy, c), max_tokens=self.left()))
         except ProviderError as exc:
-            self._emit("proposer", f"round {self.round}: the coder errored ({exc}); no change this round")
+            self._emit("proposer", f"round {self.round}: the coder errored ({exc}); no change this round", round=self.round)
             return
         self.used = self.used + coded.usage
         self._check_canary(coded.said)
@@ -222,6 +224,19 @@ class CodeLoop(Loop):
         task = self.sealed_text.shared_with("\n".join(line for f in parse(patch) for line in f.added))
         return f"it shares a run of words with sealed task {task}" if task else None
 
+    def _decide(self, said: Decision, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /,
+                **data: Any) -> None:  # fmt: skip
+        """A decision as its round's one line: "round N: LABEL: turned down: why", or, kept,
+        "round N: LABEL: kept as release R: its figures" (the step is in the event's data and
+        the lineage). The loop words each as VERB LABEL: WHAT; the round and the label come first here."""
+        verb, found, what = text.partition(f"{label}: ")
+        if found:
+            verb = verb.strip(" :")
+            if said.outcome is Outcome.KEPT and self.release is not None:
+                verb, what = f"kept as release {self.release['release']}", what.removesuffix(f", as step {data['step']}")
+            text = f"{label}: {verb}: {what}"
+        super()._decide(said, f"round {self.round}: {text}", label, change, parent, went, **data, round=self.round)
+
     def _keep(self, change: Variant, label: str, parent: Archived, said: Decision, screen: Comparison,
               number: int, errored: dict[str, int]) -> None:  # fmt: skip
         built = self.built[change.id]
@@ -229,8 +244,8 @@ class CodeLoop(Loop):
         save(self.routes, self.release, built.patch)  # before its claim: a claim never names a patch not kept
         super()._keep(change, label, parent, said, screen, number, errored)
         rid = release_id(change.commit, change.patch)
-        self._emit("release", f"kept as release {rid}: its patch is {self.routes.release_patch(rid)}", release=rid,
-                   patch=str(self.routes.release_patch(rid)))  # fmt: skip
+        patch = str(self.routes.release_patch(rid))
+        self._emit("release", f"its patch is {patch}", release=rid, patch=patch)
         if self.apply_patch:
             self.apply_patch(built.patch)
             self._emit("applied", f"release {rid} applied to {self.workshop.source}", release=rid)
