@@ -109,6 +109,8 @@ def test_json_lines_and_a_candidate_that_prints_garbage_keep_nothing(agentd, hom
     events = [json.loads(line) for line in r.out.splitlines()]
     baseline = next(e for e in events if e["event"] == "baseline")
     assert baseline["passed"] == 0 and baseline["judged"] > 0
+    assert baseline["text"] == f"the code as it stands ({baseline['commit'][:12]}): 0/{baseline['judged']} runs of the tasks to choose on passed"
+    assert [e["round"] for e in events if e["event"] == "turned down"] == [1]  # the round's one line, its number as data
     assert not any(e["event"] in ("kept", "release") for e in events)
     assert agentd("improve", "releases", CODE).out == f"profile {CODE} has no release yet\n"
 
