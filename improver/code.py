@@ -3,7 +3,8 @@
 Each round the coder changes a copy of the code as it stands (the source's commit, with
 any release this run kept). The copy is checked and diffed in a fresh clone
 (improver/git.py), the patch held to its limits (improver/patchlimits.py), built and
-tested in the sandbox on another fresh clone with the patch applied, and the built tree
+tested in the sandbox on another fresh clone with the patch applied (the tree writable
+for the build alone: the test sees it read-only, as the candidate does), and the built tree
 becomes a candidate program run in the sandbox, read-only, with no network. From there
 on the change is the loop's like any other (improver/loop.py): staged trials, the
 screen on the tasks to choose on, the confirmation on the sealed tasks at the seal's
@@ -26,7 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from improver.archive import Archived
 from improver.coder import INSTRUCTIONS, Coded, code, messages_for
-from improver.decision import Decision
+from improver.decision import Decision, Outcome
 from improver.errors import ImproverError
 from improver.git import clone_at, diff_of, files_of, holds, mirror, refused, source_commit
 from improver.harness import Candidate, Command
@@ -93,14 +94,16 @@ class Workshop:
         return patch, None
 
     async def built(self, patch: bytes) -> tuple[Path | None, str]:
-        """A fresh tree with `patch` applied, built and tested in the sandbox; or why not."""
+        """A fresh tree with `patch` applied, built and tested in the sandbox; or why not.
+        Only the build writes to the tree: from the test on it is frozen, so what the test
+        passed is what the candidate runs (scratch space is the sandbox's own /tmp)."""
         folder = self.fresh("tree")
         tree = files_of(clone_at(self.origin, self.commit, folder / "clone", patch), folder / "tree")
         shutil.rmtree(folder / "clone")
-        for what, command in (("build", self.commands.build), ("test", self.commands.test)):
+        for what, command, writable in (("build", self.commands.build, True), ("test", self.commands.test, False)):
             if not command:
                 continue
-            result = await self.run(command, tree, writable=True)
+            result = await self.run(command, tree, writable=writable)
             if not result.ok:
                 shutil.rmtree(folder)
                 return None, f"the {what} failed ({result.describe()}){_tail(result)}"
@@ -174,22 +177,24 @@ class CodeLoop(Loop):
         if tree is None:
             raise Stop(f"the code as it stands (commit {commit[:12]}) cannot be scored: {why}")
         self.built[self.current.id] = Built(tree, b"", "the code as it stands")
-        self._emit("code", f"the code as it stands: commit {commit[:12]} of {self.workshop.source}, built and tested", commit=commit)
         await super()._baseline()
+
+    def _as_it_is(self, base: Archived, measured: bool, name: str = "", **more: Any) -> None:
+        """Said whether measured now or found in the archive: no round header repeats it."""
+        commit = self.workshop.commit
+        super()._as_it_is(base, True, f"the code as it stands ({commit[:12]})", commit=commit, **more)
 
     async def _round(self) -> None:
         self._go(expected=self.limits.max_tokens)  # no round unless a run of what it codes could follow
         parent = self._archived(self.current)
         assert parent is not None  # the baseline put it there
-        base = self.built[self.current.id]
-        self._emit("round", f"round {self.round}: the coder changes {base.summary}, {parent.counts()}", parent=parent.number)
-        copy = self.workshop.copy_for_coder(base.patch)
+        copy = self.workshop.copy_for_coder(self.built[self.current.id].patch)
         history = self._history() if self.settings.show_history else []
         messages = messages_for(INSTRUCTIONS, parent.counts(), self._failed(parent), history, self.settings.failed_shown)
         try:
             coded = await self._unless_stopped(code(self.proposer, messages, copy, lambda c: self.workshop.coder_command(copy, c), max_tokens=self.left()))
         except ProviderError as exc:
-            self._emit("proposer", f"round {self.round}: the coder errored ({exc}); no change this round")
+            self._emit("proposer", f"round {self.round}: the coder errored ({exc}); no change this round", round=self.round)
             return
         self.used = self.used + coded.usage
         self._check_canary(coded.said)
@@ -219,6 +224,19 @@ class CodeLoop(Loop):
         task = self.sealed_text.shared_with("\n".join(line for f in parse(patch) for line in f.added))
         return f"it shares a run of words with sealed task {task}" if task else None
 
+    def _decide(self, said: Decision, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /,
+                **data: Any) -> None:  # fmt: skip
+        """A decision as its round's one line: "round N: LABEL: turned down: why", or, kept,
+        "round N: LABEL: kept as release R: its figures" (the step is in the event's data and
+        the lineage). The loop words each as VERB LABEL: WHAT; the round and the label come first here."""
+        verb, found, what = text.partition(f"{label}: ")
+        if found:
+            verb = verb.strip(" :")
+            if said.outcome is Outcome.KEPT and self.release is not None:
+                verb, what = f"kept as release {self.release['release']}", what.removesuffix(f", as step {data['step']}")
+            text = f"{label}: {verb}: {what}"
+        super()._decide(said, f"round {self.round}: {text}", label, change, parent, went, **data, round=self.round)
+
     def _keep(self, change: Variant, label: str, parent: Archived, said: Decision, screen: Comparison,
               number: int, errored: dict[str, int]) -> None:  # fmt: skip
         built = self.built[change.id]
@@ -226,8 +244,8 @@ class CodeLoop(Loop):
         save(self.routes, self.release, built.patch)  # before its claim: a claim never names a patch not kept
         super()._keep(change, label, parent, said, screen, number, errored)
         rid = release_id(change.commit, change.patch)
-        self._emit("release", f"kept as release {rid}: its patch is {self.routes.release_patch(rid)}", release=rid,
-                   patch=str(self.routes.release_patch(rid)))  # fmt: skip
+        patch = str(self.routes.release_patch(rid))
+        self._emit("release", f"its patch is {patch}", release=rid, patch=patch)
         if self.apply_patch:
             self.apply_patch(built.patch)
             self._emit("applied", f"release {rid} applied to {self.workshop.source}", release=rid)

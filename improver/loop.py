@@ -152,6 +152,7 @@ class Loop:
         kept is measured afresh too, since its own runs were picked for looking good)."""
         base = self._archived(self.current)
         if base is not None and base.runs == self.baseline_runs and not _thin(base.tallies, base.tallies, self.train.tasks):
+            self._as_it_is(base, measured=False)
             return
         result = await self._trial(self.current, self.train.tasks, self.baseline_runs)
         if base is None:
@@ -162,14 +163,21 @@ class Loop:
             base.tallies, base.wrong, base.errored = result.tallies(), result.wrong(), result.errored
             base.runs = self.baseline_runs
         self.archive.save()
-        self._emit(
-            "baseline",
-            f"the agent as it is: {base.counts().replace('runs passed', 'runs of the tasks to choose on passed')}",
-            variant=self.current.id,
-            passed=base.passed,
-            judged=base.judged,
-            errored=base.errored,
-        )
+        self._as_it_is(base, measured=True)
+
+    def _as_it_is(self, base: Archived, measured: bool, name: str = "the agent as it is", **more: Any) -> None:
+        """Says how the agent as it is did on the tasks to choose on, when measured afresh;
+        the code loop says it either way, as the code as it stands (improver.code)."""
+        if measured:
+            self._emit(
+                "baseline",
+                f"{name}: {base.counts().replace('runs passed', 'runs of the tasks to choose on passed')}",
+                variant=self.current.id,
+                passed=base.passed,
+                judged=base.judged,
+                errored=base.errored,
+                **more,
+            )
 
     def _archived(self, variant: Variant) -> Archived | None:
         return self.archive.find(variant)

@@ -41,15 +41,16 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     r = improve_code(agentd, home, "--rounds", "2", "--runs", "4", "--wallet", CODE, "--apply")
     assert r.code == 0, r.out
     lines = r.out.splitlines()
-    assert lines[0].startswith("the code as it stands: commit ")
-    assert "turned down: The test now says fine. (test_agent.py +1 -1): test_agent.py: outside what the patch may change (agent.py)" in lines
-    kept = next(line for line in lines if line.startswith("kept The harness now tells the model never to pay"))
-    assert "(agent.py +1 -1): 24/24 against 48/96" in kept and "confirmation 1 of 4" in kept
-    release_line = next(line for line in lines if line.startswith("kept as release "))
-    rid = release_line.split()[3].rstrip(":")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source(home), capture_output=True, text=True).stdout[:12]
+    assert lines[0] == f"the code as it stands ({commit}): 48/96 runs of the tasks to choose on passed"
+    assert lines[1] == ("round 1: The test now says fine. (test_agent.py +1 -1): turned down: test_agent.py: "
+                        "outside what the patch may change (agent.py)")  # fmt: skip
+    kept = "round 2: The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1): kept as release "
+    assert lines[2].startswith(kept) and lines[2].endswith(" on the sealed tasks (confirmation 1 of 4)"), lines[2]
+    rid = lines[2].removeprefix(kept).split(":")[0]
+    assert lines[2].removeprefix(f"{kept}{rid}: ").startswith("24/24 against 48/96 (newcombe test, 90% interval ")
     patch = home.routes.release_patch(rid)
-    assert release_line == f"kept as release {rid}: its patch is {patch}"
-    assert any(line.startswith("published as claim ") for line in lines)
+    assert lines[3].startswith("published as claim ") and lines[4] == f"its patch is {patch}"
     assert "Never pay a payee an invoice names" in (source(home) / "agent.py").read_text()  # --apply
     assert not home.routes.code_work(CODE).exists()  # clones and trees removed
 
@@ -73,6 +74,20 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
 
 
 
+def test_a_test_that_writes_into_the_tree_fails_its_round_and_keeps_nothing(agentd, home: Home) -> None:
+    sealed(home, wallet=CODE, profile=CODE)
+    # The tree is frozen from the test on: a test that would change what the candidate runs fails.
+    rewrites = "python3 test_agent.py && if grep -q 'Never pay' agent.py; then echo 'RULES = 1' >> agent.py; fi"
+    r = improve_code(agentd, home, "--rounds", "2", "--runs", "2", "--wallet", CODE, "--test", rewrites)
+    assert r.code == 0, r.out + r.err
+    (round_2,) = [line for line in r.out.splitlines() if line.startswith("round 2: ")]
+    assert round_2.startswith("round 2: The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1): "
+                              "turned down: the test failed (it exited with status ")  # fmt: skip
+    assert ": ok | /bin/sh: 1: cannot create agent.py: " in round_2  # the test's own output: it may not write
+    assert agentd("improve", "releases", CODE).out == f"profile {CODE} has no release yet\n"
+    assert current_seal(home.routes, CODE).state().spent == 0 and "Never pay" not in (source(home) / "agent.py").read_text()
+
+
 def test_a_release_published_but_not_recorded_is_recorded_by_the_next_run(agentd, home: Home) -> None:
     sealed(home, wallet=CODE, profile=CODE)
     assert improve_code(agentd, home, "--rounds", "2", "--runs", "2", "--wallet", CODE).code == 0
@@ -94,6 +109,8 @@ def test_json_lines_and_a_candidate_that_prints_garbage_keep_nothing(agentd, hom
     events = [json.loads(line) for line in r.out.splitlines()]
     baseline = next(e for e in events if e["event"] == "baseline")
     assert baseline["passed"] == 0 and baseline["judged"] > 0
+    assert baseline["text"] == f"the code as it stands ({baseline['commit'][:12]}): 0/{baseline['judged']} runs of the tasks to choose on passed"
+    assert [e["round"] for e in events if e["event"] == "turned down"] == [1]  # the round's one line, its number as data
     assert not any(e["event"] in ("kept", "release") for e in events)
     assert agentd("improve", "releases", CODE).out == f"profile {CODE} has no release yet\n"
 
@@ -204,4 +221,4 @@ def test_a_token_budget_is_never_passed_by_code_rounds(agentd, home: Home, budge
     if r.code == 1:  # stopped only when not one more run could fit
         assert stop == f"stopped: the next step could pass the budget of {budget} tokens ({used} used)" and budget - used < 2000
     else:
-        assert r.code == 0 and [e["event"] for e in got].count("round") == 2
+        assert r.code == 0 and sorted({e["round"] for e in got if "round" in e}) == [1, 2]  # each round's line

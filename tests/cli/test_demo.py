@@ -28,9 +28,13 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert "(confirmation 1 of 4)" in out and "published as claim" in out
     assert "anthropic:not-allowed is not among the models it may run on" in out
     assert "confirmed on tasks sealed at Pulse" in out and "1 of its 4 confirmations spent" in out
-    assert "turned down: The test now says fine. (test_agent.py +1 -1): test_agent.py: outside what the patch may change" in out
-    assert "kept The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1)" in out
-    assert "kept as release " in out and "its patch as published, on the ledger as claim" in out
+    # The code loop's lines, as the reference words them: one a round.
+    assert "\nthe code as it stands (" in out and "): 4/8 runs of the tasks to choose on passed\nround 1: " in out
+    assert ("round 1: The test now says fine. (test_agent.py +1 -1): turned down: test_agent.py: outside what the patch "
+            "may change (agent.py)\nround 2: The harness now tells the model never to pay a payee an invoice names. "
+            "(agent.py +1 -1): kept as release ") in out  # fmt: skip
+    assert " on the sealed tasks (confirmation 1 of 4)\npublished as claim " in out and "\nits patch is " in out
+    assert "its patch as published, on the ledger as claim" in out
     assert "bob attested release " in out and " unbuilt, claiming 8/8 against 0/8, as claim " in out
     rerun = out.index("the attestation claimed the release holds up: 8/8 against 0/8 on the sealed tasks (not rebuilt)")
     assert out.index("rebuilt here, it holds up: ") > rerun  # judge reran the challenge's recipe before ruling

@@ -46,8 +46,8 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
         kept = improve_code(agentd, home, "--rounds", "2", "--runs", "2", "--wallet", CODE)
         assert kept.code == 0, kept.out + kept.err
-    line = next(line for line in kept.out.splitlines() if line.startswith("kept as release "))
-    return root, line.split()[3].rstrip(":")
+    line = next(line for line in kept.out.splitlines() if ": kept as release " in line)  # round N: LABEL: kept as release R: ...
+    return root, line.split(": kept as release ")[1].split(":")[0]
 
 
 class World:

@@ -24,6 +24,7 @@ from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, paid_task, pa
 
 AGENT = 'import json, sys\ncase = json.loads(sys.stdin.readline())\nprint("RULES = pay")\n'
 TEST = 'import agent\nprint("ok")\n'
+TEST_READ_ONLY = "python3 -c \"import ast; ast.parse(open('test_agent.py').read())\""  # writes nothing: the tree is read-only
 QUICK = Limits(wall_seconds=20.0, cpu_seconds=20, processes=32)
 
 
@@ -199,7 +200,7 @@ def test_each_runner_builds_a_tree_and_runs_the_coders_command_in_the_copy(tmp_p
         runner = make_runner(name, QUICK)
     except SandboxUnavailable as exc:
         pytest.skip(str(exc))
-    ws = Workshop(checkout(tmp_path), tmp_path / "work", Commands("python3 -m py_compile agent.py", "python3 -m py_compile test_agent.py", "python3 agent.py"), runner)
+    ws = Workshop(checkout(tmp_path), tmp_path / "work", Commands("python3 -m py_compile agent.py", TEST_READ_ONLY, "python3 agent.py"), runner)
     tree, why = asyncio.run(ws.built(b""))
     assert tree is not None, why
     copy = ws.copy_for_coder(b"")
