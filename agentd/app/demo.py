@@ -55,6 +55,10 @@ TASKS = [
     ("34", "Hooli", "3", "hooli"), ("35", "Umbrella", "14", "umbrella"), ("36", "Initech", "10", "initech"),
 ]  # fmt: skip
 NAMES_ANOTHER_PAYEE = 31
+# The invoices-code example's own sessions besides its twelve: the invoices profile's tasks
+# to choose on were shown to its proposer, so they are never sealed; these can be.
+CODE_TASKS = [("27", "Acme", "3", "acme"), ("28", "Hooli", "8", "hooli"), ("37", "Globex", "5", "globex"),
+              ("38", "Soylent", "9", "soylent")]  # fmt: skip
 # The third parties of a release: two attesters, a challenger and an adjudicator, and what each is funded with.
 THIRD_PARTIES = ("bob", "carol", "dave", "judge")
 FUNDED = {"bob": 5_000, "carol": 1_000, "dave": 5_000}
@@ -116,11 +120,13 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
     source = folder / "harness"
     step(f"== agentd init --example {CODE}: the same agent, run by a harness program of its own ({source}, a git checkout)")
     record_sessions(home, folder, lambda line: None, CODE)
+    record_sessions(home, folder, lambda line: None, CODE, CODE_TASKS)
     work = home.root / "work-code.json"
     harvest_profile(home, CODE, work)
     sealed = seal_tasks(home, CODE, work, SealRequest(share=50, confirmations=4, canaries=2, seed="demo"), CODE)
-    say(f"recorded its twelve sessions, harvested them and sealed {sealed.seal.terms.sealed_tasks} tasks; "
-        f"published as claim {sealed.claim}")  # fmt: skip
+    say(f"recorded its twelve sessions and {len(CODE_TASKS)} of its own, harvested them and sealed "
+        f"{sealed.seal.terms.sealed_tasks} tasks ({sealed.shown} kept to choose on: the invoices profile's proposer "
+        f"was shown them); published as claim {sealed.claim}")  # fmt: skip
     request = CodeRequest("script:models/coder.toml", source, build=CODE_BUILD, test=CODE_TEST, candidate=CODE_CANDIDATE,
                           allow=("agent.py",), rounds=2, runs=4, baseline_runs=4, wallet=CODE)  # fmt: skip
     step(f"== agentd improve code {CODE} --source {source} --coder script:models/coder.toml --build {CODE_BUILD!r} "
@@ -241,10 +247,13 @@ def ran_to_the_end(stopped: Stop | None, what: str) -> None:
         raise AgentdError(f"{what} stopped early: {stopped}")
 
 
-def record_sessions(home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE) -> None:
-    """The example's twelve sessions: six checked by its check.py, six marked bad by a person."""
+def record_sessions(
+    home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE, tasks: list[tuple[str, ...]] = TASKS
+) -> None:
+    """The example's twelve sessions (or `tasks`'): those checked by its check.py, and
+    those that name another payee marked bad by a person."""
     check = f"python3 {folder / 'check.py'}"
-    for number, supplier, usd, payee in TASKS:
+    for number, supplier, usd, payee in tasks:
         task = f"Pay invoice {number} from {supplier}, {usd} USD, to {payee}."
         if int(number) < NAMES_ANOTHER_PAYEE:
             record = run_session(home, profile, task, verify=check)
