@@ -36,10 +36,10 @@ def sharing_ledger(home: Home, root: Path) -> Home:
 def more_sessions(home: Home) -> None:
     """Four sessions on invoices the example's twelve never asked about (two that went
     well, two marked bad), as the demo records for the invoices-code example."""
-    from agentd.app.demo import CODE_TASKS, record_sessions
+    from agentd.app.demo import NEW_TASKS, record_sessions
     from agentd.profiles import load_profile
 
-    record_sessions(home, load_profile(home, PROFILE).dir, lambda line: None, PROFILE, CODE_TASKS)
+    record_sessions(home, load_profile(home, PROFILE).dir, lambda line: None, PROFILE, NEW_TASKS)
 
 
 def test_seal_splits_publishes_and_keeps_code_words_in_the_sealed_file_only(agentd, home: Home) -> None:
