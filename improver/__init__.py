@@ -89,6 +89,7 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "Routes": ("routes", "Routes"),
     "Seal": ("seal", "Seal"),
     "SealRequest": ("seal", "SealRequest"),
+    "ShownTasks": ("seal", "ShownTasks"),
     "claim_body": ("seal", "claim_body"),
     "current_seal": ("seal", "current_seal"),
     "make_seal": ("seal", "make_seal"),
@@ -283,7 +284,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
     from improver.release import releases as releases_of
     from improver.routes import Routes
     from improver.rubric import Rubric, parse_rubric
-    from improver.seal import Seal, SealRequest, claim_body, current_seal, make_seal, open_seal, seals_of
+    from improver.seal import Seal, SealRequest, ShownTasks, claim_body, current_seal, make_seal, open_seal, seals_of
     from improver.separation import LEFT_OUT, Separation, seal_claims
     from improver.settings import FILE as SETTINGS_FILE
     from improver.settings import Settings, load_settings, save_settings, settings_text

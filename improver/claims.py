@@ -62,8 +62,33 @@ def _seal(state: State, entry: Entry) -> None:
     sealed: dict[str, str] = state.ns("sealed_contents")
     again = next((c for c in contents if c in sealed), None)
     _require(again is None, f"a task with content key {again} was sealed already, by claim {sealed.get(again or '')}")
+    shown = body.get("shown", [])  # absent from seals published before it was carried
+    _require(
+        isinstance(shown, list) and all(isinstance(c, str) and HEX64.fullmatch(c) for c in shown),
+        "shown must be a list of the content keys (SHA-256 in hex) of the tasks to choose on",
+    )
+    # A task to choose on is shown to the proposer: it is never sealed, before or after.
+    # Read without `ns`, which would add an empty namespace to the fold of a ledger whose
+    # claims never carried `shown`, and so make its stored snapshots disagree.
+    seen = state.namespaces.get("shown_contents", {})
+    shown_before = next((c for c in contents if c in seen or c in shown), None)
+    _require(
+        shown_before is None,
+        f"a task with content key {shown_before} was shown to a proposer, to choose on, by claim "
+        f"{seen.get(shown_before or '', entry.claim_id)}: a task a proposer saw is never sealed",
+    )
+    sealed_shown = next((c for c in shown if c in sealed), None)
+    _require(
+        sealed_shown is None,
+        f"a task with content key {sealed_shown} was sealed by claim {sealed.get(sealed_shown or '')}: "
+        "a sealed task is never shown to a proposer",
+    )
     for content in contents:
         sealed[content] = entry.claim_id
+    if shown:
+        seen = state.ns("shown_contents")
+        for content in shown:
+            seen.setdefault(content, entry.claim_id)
     seals[entry.claim_id] = {"seal": body["seal"], "pulse": entry.pulse, "confirmations": k, "spent": 0}
 
 

@@ -13,6 +13,10 @@ failures, none of which a candidate is meant to be shown (the harness gives a ca
 opaque name); and the sealed part is kept in the order of its tasks' digests, which for
 a canary covers its secret code word, so not even its place sets a canary apart.
 
+A task an earlier seal (here, or any home's claim on a shared ledger) had to choose on
+was shown to a proposer, with its runs' outcomes: it is never sealed. It stays on the
+side to choose on, and the sealed part is drawn from the tasks never shown.
+
 Two files go to the routes folder: `PROFILE-train-ID.json`, a plain task set, and
 `PROFILE-sealed-ID.json`, which holds the seal's terms, the sealed tasks (the code words
 live only here) and its state: confirmations spent, whether it has been asked anything,
@@ -27,6 +31,7 @@ import hashlib
 import json
 import secrets
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -247,7 +252,9 @@ def current_seal(routes: Routes, profile: str) -> Seal:
 # -- making a seal -----------------------------------------------------------------------
 
 
-def split(taskset: TaskSet, share: int, seed: str) -> tuple[list[Task], list[Task]]:
+def split(
+    taskset: TaskSet, share: int, seed: str, shown: Mapping[str, str] | None = None
+) -> tuple[list[Task], list[Task]]:
     """(tasks to choose on, sealed tasks): about `share` percent sealed, drawn by hashing.
 
     The draw is made within each outcome (tasks from sessions that went well, badly, or
@@ -256,11 +263,20 @@ def split(taskset: TaskSet, share: int, seed: str) -> tuple[list[Task], list[Tas
     the groups of identical tasks (one content key) are ranked by a hash of the set's
     digest, the seed and the key, and whole groups are sealed in that order until the
     share is reached, so a group is never split (and may take the share past the mark).
+
+    A task in `shown` (content key -> the seal that showed it) was on an earlier seal's
+    side to choose on, so a proposer has seen it: it stays to choose on and is never
+    drawn. The share is still of the whole set, so when an outcome's never-shown tasks
+    fall short of it the split is refused (ShownTasks) rather than made smaller.
     """
+    shown = shown or {}
     sealed: set[str] = set()  # content keys
     for outcome in sorted({str(t.source.get("outcome")) for t in taskset.tasks}):
-        sizes = Counter(t.content_key for t in taskset.tasks if str(t.source.get("outcome")) == outcome)
-        wanted = round(sum(sizes.values()) * share / 100)
+        keys = [t.content_key for t in taskset.tasks if str(t.source.get("outcome")) == outcome]
+        wanted = round(len(keys) * share / 100)
+        sizes = Counter(key for key in keys if key not in shown)
+        if sum(sizes.values()) < wanted:
+            raise ShownTasks(_too_few(taskset, share, outcome, len(keys), wanted, sum(sizes.values()), shown))
         taken = sum(n for key, n in sizes.items() if key in sealed)  # identical tasks of another outcome
         for key in sorted(sizes, key=lambda k: _draw(taskset.digest, seed, k)):
             if taken >= wanted:
@@ -269,6 +285,22 @@ def split(taskset: TaskSet, share: int, seed: str) -> tuple[list[Task], list[Tas
                 sealed.add(key)
                 taken += sizes[key]
     return [t for t in taskset.tasks if t.content_key not in sealed], [t for t in taskset.tasks if t.content_key in sealed]
+
+
+class ShownTasks(ImproverError):
+    """Too few tasks of the set were never shown to a proposer for the share asked."""
+
+
+def _too_few(taskset: TaskSet, share: int, outcome: str, size: int, wanted: int, fresh: int, shown: Mapping[str, str]) -> str:
+    kept = [t for t in taskset.tasks if t.content_key in shown]
+    # One of this outcome's: those are the ones that left it short.
+    named = next(t for t in kept if str(t.source.get("outcome")) == outcome)
+    return (
+        f"{len(kept)} of the {len(taskset.tasks)} tasks were shown to a proposer before (task {named.name}, by "
+        f"{shown[named.content_key]}), so they stay to choose on and are never sealed; that leaves {fresh} of the "
+        f"{size} tasks whose outcome was {outcome} to seal, fewer than the {wanted} a share of {share}% takes: "
+        "lower --share or harvest more tasks"
+    )
 
 
 def _draw(set_digest: str, seed: str, content_key: str) -> str:
@@ -303,11 +335,12 @@ class SealRequest:
 
 def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, separation: Separation) -> Seal:
     """Splits a validated task set and writes both files; refuses bad requests whole, and
-    any task exported or sealed before (improver.separation)."""
+    any task exported or sealed before (improver.separation). Tasks a proposer was shown
+    stay to choose on (`split`)."""
     _check_request(taskset, request)
     separation.check_sealable(taskset.tasks)
     seed = request.seed if request.seed is not None else secrets.token_hex(8)
-    choose, sealed = split(taskset, request.share, seed)
+    choose, sealed = split(taskset, request.share, seed, separation.shown)
     if not choose or not sealed:
         part = "tasks to choose on" if not choose else "sealed tasks"
         raise ImproverError(
@@ -362,7 +395,13 @@ def _check_request(taskset: TaskSet, request: SealRequest) -> None:
 
 
 def claim_body(seal: Seal) -> dict[str, Any]:
-    """The agent.seal/v1 body: the terms, which name both parts only by digest, and the
+    """The agent.seal/v1 body: the terms, which name both parts only by digest, the
     content keys of the sealed tasks (digests too), so that no home sharing the ledger
-    seals them again or exports them."""
-    return {"seal": seal.id, **seal.terms.to_json(), "contents": sorted({t.content_key for t in seal.real_tasks})}
+    seals them again or exports them, and those of the tasks to choose on (`shown`: a
+    proposer sees them), so that no home sharing the ledger ever seals them."""
+    return {
+        "seal": seal.id,
+        **seal.terms.to_json(),
+        "contents": sorted({t.content_key for t in seal.real_tasks}),
+        "shown": sorted({t.content_key for t in seal.train().tasks}),
+    }

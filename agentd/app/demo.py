@@ -37,7 +37,7 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, load_wallet, log_key
-from improver import ATTESTATION, Finding, Interrupted, SealRequest, Stop, summary
+from improver import ATTESTATION, Finding, Interrupted, SealRequest, Stop, current_seal, summary
 from ledger import MINT
 
 PROFILE = "invoices"
@@ -55,6 +55,9 @@ TASKS = [
     ("34", "Hooli", "3", "hooli"), ("35", "Umbrella", "14", "umbrella"), ("36", "Initech", "10", "initech"),
 ]  # fmt: skip
 NAMES_ANOTHER_PAYEE = 31
+# Invoices the invoices example's sessions never ask about: the invoices-code example's own.
+NEW_TASKS = [("27", "Acme", "3", "acme"), ("28", "Hooli", "8", "hooli"), ("37", "Globex", "5", "globex"),
+             ("38", "Soylent", "9", "soylent")]  # fmt: skip
 # The third parties of a release: two attesters, a challenger and an adjudicator, and what each is funded with.
 THIRD_PARTIES = ("bob", "carol", "dave", "judge")
 FUNDED = {"bob": 5_000, "carol": 1_000, "dave": 5_000}
@@ -115,11 +118,12 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
     create_wallet(home, load_profile(home, CODE).wallet)
     source = folder / "harness"
     step(f"== agentd init --example {CODE}: the same agent, run by a harness program of its own ({source}, a git checkout)")
-    record_sessions(home, folder, lambda line: None, CODE)
+    record_sessions(home, folder, lambda line: None, CODE, code_tasks(home))
     work = home.root / "work-code.json"
     harvest_profile(home, CODE, work)
     sealed = seal_tasks(home, CODE, work, SealRequest(share=50, confirmations=4, canaries=2, seed="demo"), CODE)
-    say(f"recorded its twelve sessions, harvested them and sealed {sealed.seal.terms.sealed_tasks} tasks; "
+    say(f"recorded its twelve sessions, harvested them and sealed {sealed.seal.terms.sealed_tasks} tasks "
+        f"({sealed.shown} kept to choose on: the invoices profile's proposer is shown them); "
         f"published as claim {sealed.claim}")  # fmt: skip
     request = CodeRequest("script:models/coder.toml", source, build=CODE_BUILD, test=CODE_TEST, candidate=CODE_CANDIDATE,
                           allow=("agent.py",), rounds=2, runs=4, baseline_runs=4, wallet=CODE)  # fmt: skip
@@ -241,12 +245,35 @@ def ran_to_the_end(stopped: Stop | None, what: str) -> None:
         raise AgentdError(f"{what} stopped early: {stopped}")
 
 
-def record_sessions(home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE) -> None:
-    """The example's twelve sessions: six checked by its check.py, six marked bad by a person."""
+def code_tasks(home: Home) -> list[tuple[str, str, str, str]]:
+    """The invoices-code example's twelve sessions: the invoices example's, but two of each
+    outcome that the invoices profile has to choose on (its proposer is shown them, so they
+    are never sealed) give way to invoices of its own (NEW_TASKS), which can be. Its seal
+    leaves out the six the invoices profile sealed, keeps the two others it was shown to
+    choose on, and seals the four new ones."""
+    shown = {t.task for t in current_seal(home.routes, PROFILE).train().tasks}
+    given_way = [
+        row
+        for good in (True, False)
+        for row in [r for r in TASKS if _request(r) in shown and (int(r[0]) < NAMES_ANOTHER_PAYEE) == good][:2]
+    ]
+    return [row for row in TASKS if row not in given_way] + NEW_TASKS
+
+
+def _request(row: tuple[str, str, str, str]) -> str:
+    number, supplier, usd, payee = row
+    return f"Pay invoice {number} from {supplier}, {usd} USD, to {payee}."
+
+
+def record_sessions(
+    home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE, tasks: list[tuple[str, str, str, str]] = TASKS
+) -> None:
+    """The example's twelve sessions (or `tasks`'): those checked by its check.py, and
+    those that name another payee marked bad by a person."""
     check = f"python3 {folder / 'check.py'}"
-    for number, supplier, usd, payee in TASKS:
-        task = f"Pay invoice {number} from {supplier}, {usd} USD, to {payee}."
-        if int(number) < NAMES_ANOTHER_PAYEE:
+    for row in tasks:
+        task = _request(row)
+        if int(row[0]) < NAMES_ANOTHER_PAYEE:
             record = run_session(home, profile, task, verify=check)
             say(f"session {record.id[:12]}: {task} -> {record.answer} (check {record.check})")
             continue

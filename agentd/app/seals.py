@@ -20,11 +20,11 @@ from pathlib import Path
 
 from agentd.app.ledger import open_ledger
 from agentd.app.tasks import separation_of
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, WrongValue
 from agentd.home import PRIVATE_DIR, Home
 from agentd.profiles import load_profile
 from agentd.wallets import load_wallet
-from improver import ImproverError, Routes, Seal, SealRequest, claim_body, load_tasks, make_seal, open_seal
+from improver import ImproverError, Routes, Seal, SealRequest, ShownTasks, claim_body, load_tasks, make_seal, open_seal
 from ledger import Ledger, LedgerError
 
 SEAL_KIND = "agent.seal/v1"
@@ -35,6 +35,7 @@ class Sealed:
     seal: Seal
     claim: str | None
     pulse: int | None
+    shown: int = 0  # tasks kept to choose on for having been shown to a proposer before
 
 
 def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wallet: str | None) -> Sealed:
@@ -50,12 +51,17 @@ def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wall
         home.pending_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix=f"{profile}-", dir=home.pending_dir))
         try:
-            staged = make_seal(taskset, Routes(folder), request, separation_of(home, profile, ledger))
+            separation = separation_of(home, profile, ledger)
+            try:
+                staged = make_seal(taskset, Routes(folder), request, separation)
+            except ShownTasks as exc:  # too few never-shown tasks for the --share given
+                raise WrongValue(str(exc)) from None
+            shown = sum(1 for t in taskset.tasks if t.content_key in separation.shown)
             if signer is None:
-                return Sealed(_put_in_place(home, staged), None, None)
+                return Sealed(_put_in_place(home, staged), None, None, shown)
             entry = ledger.append(signer, SEAL_KIND, claim_body(staged))
             staged.record_claim(entry.claim_id, entry.pulse)
-            return Sealed(_put_in_place(home, staged), entry.claim_id, entry.pulse)
+            return Sealed(_put_in_place(home, staged), entry.claim_id, entry.pulse, shown)
         except BaseException:
             _settle_quietly(home, folder, ledger)
             raise
@@ -110,9 +116,12 @@ def _claim_of(ledger: Ledger, seal: Seal) -> tuple[str, int] | None:
     state = seal.state()
     if state.claim is not None and state.pulse is not None:
         return state.claim, state.pulse
-    body = claim_body(seal)
+    # The terms name both parts by digest, so they pick out the seal's claim without its
+    # tasks to choose on, which may have been moved out of the staged folder already (and
+    # a claim made before `shown` was carried has none).
+    terms = {"seal": seal.id, **seal.terms.to_json()}
     for entry in ledger.entries(kind=SEAL_KIND):
-        if entry.body == body:
+        if all(entry.body.get(name) == value for name, value in terms.items()):
             return entry.claim_id, entry.pulse
     return None
 

@@ -128,10 +128,11 @@ def exported(home: Home, profile: str) -> ExportRecord:
 
 
 def separation_of(home: Home, profile: str, ledger: Ledger | None = None) -> Separation:
-    """What is sealed (this home's seals of the profile and every seal claim on the
-    ledger, `ledger` or the home's, read alone) and what was exported."""
+    """What is sealed and what a proposer was shown (this home's seals of the profile
+    and every seal claim on the ledger, `ledger` or the home's, read alone) and what was
+    exported."""
     seals = [open_seal(path) for path in seals_of(home.routes, profile)]
-    local = [(seal.id, seal.state().claim, seal.real_tasks) for seal in seals]
+    local = [(seal.id, seal.state().claim, seal.real_tasks, seal.train().tasks) for seal in seals]
     if ledger is not None:
         claims = seal_claims(ledger)
     elif home.ledger_url == f"sqlite:///{home.ledger_db}" and not home.ledger_db.exists():

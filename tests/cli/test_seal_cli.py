@@ -9,17 +9,37 @@ from pathlib import Path
 import pytest
 
 from agentd.app.demo import PROFILE
+from agentd.errors import WrongValue
 from agentd.home import Home
 from improver.errors import ImproverError
 from improver.seal import SealSpent, code_word, open_seal, split
 from improver.tasks import load_tasks
 from tests.atonce import all_at_once
+from tests.cli.test_home_cli import agentd_at
 from tests.cli.test_wallet_cli import one_error_line
 from tests.examplekit import harvested, sealed
 
 
 def seal_cli(agentd, work: Path, *args: str):
     return agentd("improve", "seal", PROFILE, "--tasks", str(work), *args)
+
+
+def sharing_ledger(home: Home, root: Path) -> Home:
+    """Another home, whose ledger is `home`'s."""
+    other = Home(root)
+    other.root.mkdir()
+    (other.root / "config.toml").write_text(f'[ledger]\nurl = "sqlite:///{home.ledger_db}"\n')
+    shutil.copy(home.root / "log-key.json", other.root / "log-key.json")
+    return other
+
+
+def more_sessions(home: Home) -> None:
+    """Four sessions on invoices the example's twelve never asked about (two that went
+    well, two marked bad), as the demo records for the invoices-code example."""
+    from agentd.app.demo import NEW_TASKS, record_sessions
+    from agentd.profiles import load_profile
+
+    record_sessions(home, load_profile(home, PROFILE).dir, lambda line: None, PROFILE, NEW_TASKS)
 
 
 def test_seal_splits_publishes_and_keeps_code_words_in_the_sealed_file_only(agentd, home: Home) -> None:
@@ -232,10 +252,7 @@ def test_a_task_another_home_sealed_on_a_shared_ledger_is_not_sealed_here(agentd
     from improver.seal import SealRequest
 
     first = sealed(home)
-    other = Home(tmp_path / "other")
-    other.root.mkdir()
-    (other.root / "config.toml").write_text(f'[ledger]\nurl = "sqlite:///{home.ledger_db}"\n')
-    shutil.copy(home.root / "log-key.json", other.root / "log-key.json")
+    other = sharing_ledger(home, tmp_path / "other")
     harvested(other)  # the same sessions, recorded in the other home: the same tasks, left out
     assert load_tasks(other.root / "work.json").tasks
     assert harvest_profile(other, PROFILE, None).left_out["sealed"] == first.seal.terms.sealed_tasks
@@ -259,3 +276,82 @@ def test_export_then_harvest_again_leaves_the_exported_out_and_seals(agentd, hom
     r = seal_cli(agentd, home.root / "fresh.json", "--seed", "s")
     assert r.code == 0, r.err
     assert r.out.startswith("sealed 2 of 4 tasks")
+
+
+def test_a_task_an_earlier_seal_had_to_choose_on_is_never_sealed_later(agentd, home: Home) -> None:
+    first = sealed(home).seal
+    shown = {t.content_key for t in first.train().tasks}
+    more_sessions(home)
+    r = agentd("improve", "harvest", PROFILE, "--out", str(home.root / "more.json"))
+    assert r.code == 0, r.err
+    assert {t.content_key for t in load_tasks(home.root / "more.json").tasks} >= shown  # shown, so harvested again
+    r = seal_cli(agentd, home.root / "more.json", "--seed", "again", "--wallet", PROFILE)
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0].startswith(
+        "sealed 4 of 10 tasks for profile invoices (with 2 canaries), 6 left to choose changes on "
+        "(6 of them kept there for having been shown to a proposer before); "
+    )
+    second = open_seal(Path(r.out.splitlines()[3].removeprefix("sealed tasks: ").removesuffix(" (no proposer is shown them)")))
+    assert not {t.content_key for t in second.real_tasks} & shown
+    assert {t.content_key for t in second.train().tasks} == shown
+    entry = json.loads(agentd("ledger", "show", second.state().claim, "--json").out)
+    assert entry["body"]["shown"] == sorted(shown)
+    assert entry["body"]["contents"] == sorted(t.content_key for t in second.real_tasks)
+
+
+def test_a_seal_with_only_shown_tasks_left_is_refused_naming_the_seal_that_showed_them(agentd, home: Home) -> None:
+    first = sealed(home)
+    r = agentd("improve", "harvest", PROFILE, "--out", str(home.root / "again.json"))
+    assert r.code == 0, r.err
+    r = seal_cli(agentd, home.root / "again.json", "--seed", "again", "--json")
+    line = one_error_line(r, code=2)
+    assert line.startswith("agentd: error: 6 of the 6 tasks were shown to a proposer before (task again-")
+    assert f", by seal {first.seal.id} (claim {first.claim[:16]})), so they stay to choose on and are never sealed; " in line
+    assert line.endswith(
+        "that leaves 0 of the 3 tasks whose outcome was bad to seal, fewer than the 2 a share of 50% takes: "
+        "lower --share or harvest more tasks"
+    )
+    assert len(list(home.routes.root.glob("*-sealed-*"))) == 1 and not any(home.pending_dir.iterdir())
+
+
+def test_a_task_another_home_had_to_choose_on_is_not_sealed_here(agentd, home: Home, tmp_path: Path) -> None:
+    from agentd.app.seals import seal_tasks
+    from agentd.app.tasks import harvest_profile
+    from improver.seal import SealRequest
+
+    first = sealed(home)
+    shown = {t.content_key for t in first.seal.train().tasks}
+    other = sharing_ledger(home, tmp_path / "other")
+    only_shown = harvested(other)  # the same sessions: the sealed ones are left out, the shown ones are not
+    assert {t.content_key for t in load_tasks(only_shown).tasks} == shown
+    with pytest.raises(WrongValue, match=rf"6 of the 6 tasks were shown to a proposer before \(task work-\d+, by seal {first.seal.id} \(claim {first.claim[:16]}\)\)"):
+        seal_tasks(other, PROFILE, only_shown, SealRequest(seed="elsewhere"), None)
+    more_sessions(other)
+    more = tmp_path / "more.json"
+    harvest_profile(other, PROFILE, more)
+    r = agentd_at(other.root, "improve", "seal", PROFILE, "--tasks", str(more), "--seed", "elsewhere", "--wallet", PROFILE, "--json")
+    assert r.code == 0, r.err
+    made = json.loads(r.out)
+    assert made["kept_shown"] == 6 and made["sealed_tasks"] == 4 and made["train_tasks"] == 6
+    assert not {t.content_key for t in open_seal(Path(made["sealed_file"])).real_tasks} & shown
+
+
+def test_a_seal_claim_made_before_shown_was_carried_is_read_and_says_nothing_of_its_tasks_to_choose_on(
+    agentd, home: Home, tmp_path: Path
+) -> None:
+    from agentd.app.ledger import open_ledger
+    from agentd.app.seals import seal_tasks
+    from agentd.wallets import load_wallet
+    from improver.seal import SealRequest, claim_body
+
+    first = sealed(home, wallet=None).seal
+    body = {name: value for name, value in claim_body(first).items() if name != "shown"}  # as published before
+    with open_ledger(home) as ledger:
+        ledger.append(load_wallet(home, PROFILE), "agent.seal/v1", body)
+    other = sharing_ledger(home, tmp_path / "other")
+    work = harvested(other)
+    tasks = load_tasks(work).tasks
+    # Its sealed tasks are left out as before; what it had to choose on, the claim does not say.
+    assert {t.content_key for t in tasks} == {t.content_key for t in first.train().tasks}
+    made = seal_tasks(other, PROFILE, work, SealRequest(seed="elsewhere"), None)
+    assert made.shown == 0 and made.seal.terms.sealed_tasks == 4  # two of each outcome

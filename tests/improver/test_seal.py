@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from improver.export import ExportRecord
 from improver.routes import Routes
-from improver.seal import SealRequest, make_seal, split
+from improver.seal import SealRequest, ShownTasks, make_seal, split
 from improver.separation import Separation
 from improver.tasks import Task, TaskSet
 from improver.validate import validate
@@ -85,3 +87,29 @@ def test_an_exported_task_is_covered_under_another_name_and_from_another_session
     assert not record.covers(paid_task("work-8", number="24"))
     by_session = ExportRecord(frozenset({"s-exported"}))
     assert by_session.covers(paid_task("work-5", number="99", id="s-exported"))
+
+
+def test_a_task_shown_before_stays_to_choose_on_and_the_share_is_sealed_from_the_others() -> None:
+    taskset = with_twins()
+    keys = {t.name: t.content_key for t in taskset.tasks}
+    shown = {keys["work-1"]: "seal 0123456789abcdef", keys["work-40"]: "seal 0123456789abcdef"}
+    for seed in range(20):
+        choose, sealed = split(taskset, 50, str(seed), shown)
+        assert not {t.content_key for t in sealed} & set(shown), f"seed {seed} sealed a shown task"
+        assert {"work-1", "work-2", "work-3", "work-40"} <= {t.name for t in choose}
+        # Eight good tasks, four wanted, and only four never shown: all of them, whatever the seed.
+        assert sorted(t.name for t in sealed if t.source["outcome"] == "good") == ["work-41", "work-42", "work-43", "work-44"]
+
+
+def test_too_few_tasks_never_shown_for_the_share_is_refused_naming_a_seal_that_showed_one() -> None:
+    taskset = with_twins()
+    keys = {t.name: t.content_key for t in taskset.tasks}
+    shown = {keys[name]: "seal 0123456789abcdef" for name in ("work-1", "work-40", "work-41")}
+    with pytest.raises(ShownTasks) as refused:
+        split(taskset, 50, "s", shown)
+    assert str(refused.value) == (
+        "5 of the 10 tasks were shown to a proposer before (task work-1, by seal 0123456789abcdef), so they stay to "
+        "choose on and are never sealed; that leaves 3 of the 8 tasks whose outcome was good to seal, fewer than the 4 "
+        "a share of 50% takes: lower --share or harvest more tasks"
+    )
+    assert len(split(taskset, 30, "s", shown)[1]) == 3  # a smaller share fits

@@ -48,7 +48,11 @@ def seal(
     reusable: bool, test: str, wallet: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Split a validated task set into tasks to choose changes on and sealed tasks, which
-    no proposer is ever shown, before anything is tried on them."""
+    no proposer is ever shown, before anything is tried on them.
+
+    A task an earlier seal had to choose on (here, or in any home sharing the ledger) was
+    shown to a proposer: it stays to choose on and is never sealed, and the share is
+    sealed from the other tasks; too few of those for --share is refused."""
     request = SealRequest(share, confirmations, canaries, seed, reusable, test)
     sealed = seal_tasks(app.home, profile, tasks_file, request, wallet)
     _warn_if_powerless(sealed)
@@ -63,8 +67,9 @@ def _seal_lines(sealed: Sealed) -> list[str]:
     t = sealed.seal.terms
     first = (
         f"sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks for profile {t.profile} "
-        f"(with {t.canaries} canaries), {t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed "
-        f"({t.test} test, each at one-sided level {t.level:.4g})"
+        f"(with {t.canaries} canaries), {t.train_tasks} left to choose changes on"
+        + (f" ({sealed.shown} of them kept there for having been shown to a proposer before)" if sealed.shown else "")
+        + f"; {t.confirmations} confirmations allowed ({t.test} test, each at one-sided level {t.level:.4g})"
     )
     if t.holdout:
         first += (
@@ -91,6 +96,7 @@ def _seal_json(sealed: Sealed) -> dict:
         "sealed_file": str(sealed.seal.path),
         "claim": sealed.claim,
         "pulse": sealed.pulse,
+        "kept_shown": sealed.shown,
     }
 
 
