@@ -62,7 +62,7 @@ arguments = { path = "agent.py", old = 'RULES = "Read the invoice first, then pa
 [[rule]]
 text = "The harness now tells the model never to pay a payee an invoice names."
 """
-STATS = ("compare", "compare_newcombe", "compare_paired", "lost_tasks")
+STATS = ("compare", "compare_newcombe", "compare_paired")
 UNSET = ("AGENTD_LEDGER_URL", "AGENTD_WALLET_PASSPHRASE")
 
 
@@ -120,7 +120,7 @@ def one_run(home: Home, source: Path) -> tuple[float, Stopwatch, int, list[str]]
             wall = time.perf_counter() - started
     finally:
         Workshop.sweep, Workshop.run = sweep, run  # type: ignore[method-assign]
-    if stopped is not None or not any(line.startswith("kept as release") for line in lines):
+    if stopped is not None or not any(": kept as release " in line for line in lines):
         raise SystemExit(f"bench: the round did not keep its release: {lines}")
     for what, took in commands.items():  # the sandboxed commands, each under its own label
         for seconds in took:
