@@ -6,7 +6,9 @@ the bench prints:
 
 1. `verify` with 1 and with 2 jobs, each in a process of its own: entries a second
    beside the raw Ed25519 verify rate (`cryptography`, one call per message of the size
-   an entry's signature covers) measured just before and after it, times the jobs; the
+   an entry's signature covers) of as many processes at once as jobs, measured just
+   before and after it (and beside one process's raw rate times the jobs, which two
+   processes on a machine of shared cores do not reach); the
    CPU it used an entry beside a raw verify's, measured in the same process just before
    and after it (on a machine others share, the share that holds when cores are free);
    and the process's peak memory (its peak RSS less that of a process that only opened
@@ -20,8 +22,8 @@ process, beside `python3 -c "import click"` in the same run (goal: within 0.2 s)
 
 Before the sizes: `append_many` while building, beside the raw sign rate measured in
 rounds between the batches. Goals: open, append and proof flat in n (within 2x from
-the smallest size to the largest); verify >= 80% of the raw verify rate x jobs with
-flat memory. With --snapshot-costs, also what reading and writing a large snapshot
+the smallest size to the largest); verify >= 80% of the raw verify rate of as many processes as jobs,
+with flat memory. With --snapshot-costs, also what reading and writing a large snapshot
 costs beside folding an entry (ledger.log's SNAPSHOT_BYTES_PER_ENTRY rests on it).
 Other processes on the machine lower every figure, the raw ones included, so compare
 the ratios, and rerun on a quiet machine. Nothing is kept: the ledgers live in a
@@ -147,20 +149,21 @@ def measure(url: str, size: int, rules: RuleSet, key: Wallet, wallets: list[Wall
     row: dict[str, Any] = {"size": size}
     baseline = _run_verify(url, 0)
     for jobs in (1, 2):
-        before = raw.verify_rate()
+        # The limit for `jobs` jobs is raw verify in that many processes at once, measured
+        # just before and after: two processes on this kind of machine reach less than
+        # twice one's rate (shared cores and caches), and no audit can beat raw verify.
+        before, before_one = raw.verify_rate_in(jobs), raw.verify_rate()
         done = _run_verify(url, jobs)
-        after = raw.verify_rate()
-        limit = (before + after) / 2 * jobs
+        after, after_one = raw.verify_rate_in(jobs), raw.verify_rate()
         row[f"verify{jobs}"] = {
             "rate": done["size"] / done["seconds"],
-            "limit": limit,
+            "limit": (before + after) / 2,
+            "single_x_jobs": (before_one + after_one) / 2 * jobs,
             "seconds": done["seconds"],
             "cpu_us": done["cpu"] / done["size"] * 1e6,
             "raw_cpu_us": done["raw_cpu_us"],
             "memory_mb": (done["peak_kb"] - baseline["opened_kb"]) / 1024,
         }
-        if jobs == 2:
-            row["together"] = raw.verify_rate_in(2)
     opens, appends = [], []
     for i in range(OPENS):
         began = time.perf_counter()
@@ -192,8 +195,10 @@ def _run_verify(url: str, jobs: int) -> dict[str, Any]:
 
 
 def report(rows: list[dict[str, Any]]) -> None:
-    print(f"raw Ed25519 verify, this run: {statistics.median(r['verify1']['limit'] for r in rows):,.0f}/s "
-          "(measured before and after each verify)")  # fmt: skip
+    for jobs in (1, 2):
+        limits = [r[f"verify{jobs}"]["limit"] for r in rows]
+        print(f"raw Ed25519 verify in {jobs} process{'es' * (jobs > 1)} at once, this run: "
+              f"{min(limits):,.0f}-{max(limits):,.0f}/s (measured before and after each verify)")  # fmt: skip
     print(f"{'entries':>10}  {'verify, 1 job':>34}  {'verify, 2 jobs':>34}  {'open':>8}  {'append':>8}  {'proof':>8}")
     for r in rows:
         cells = [f"{r['size']:>10,}"]
@@ -208,11 +213,14 @@ def report(rows: list[dict[str, Any]]) -> None:
         verdict = "meets" if growth <= 2 else "MISSES"
         print(f"{what}: {growth:.2f}x from {first['size']:,} to {last['size']:,} entries; goal within 2x: {verdict}")
     for jobs in (1, 2):
-        worst = min(r[f"verify{jobs}"]["rate"] / r[f"verify{jobs}"]["limit"] for r in rows)
-        memory = [r[f"verify{jobs}"]["memory_mb"] for r in rows]
+        cells = [r[f"verify{jobs}"] for r in rows]
+        worst = min(c["rate"] / c["limit"] for c in cells)
+        naive = min(c["rate"] / c["single_x_jobs"] for c in cells)
+        memory = ", ".join(f"{c['memory_mb']:.1f}" for c in cells)
         verdict = "meets" if worst >= 0.8 else "MISSES"
-        print(f"verify, {jobs} job{'s' * (jobs > 1)}: at least {worst:.0%} of raw verify x {jobs}; goal 80%: {verdict}; "
-              f"memory above an opened ledger: {', '.join(f'{m:.1f}' for m in memory)} MB")  # fmt: skip
+        print(f"verify, {jobs} job{'s' * (jobs > 1)}: at least {worst:.0%} of raw verify in {jobs} process"
+              f"{'es' * (jobs > 1)} at once ({naive:.0%} of one process's raw rate x {jobs}); goal 80%: {verdict}; "
+              f"memory above an opened ledger: {memory} MB")  # fmt: skip
     for jobs in (1, 2):
         cells = [r[f"verify{jobs}"] for r in rows]
         worst = min(c["raw_cpu_us"] / c["cpu_us"] for c in cells)
@@ -221,9 +229,6 @@ def report(rows: list[dict[str, Any]]) -> None:
         print(f"  CPU an entry, verify with {jobs} job{'s' * (jobs > 1)} (all its processes), beside a raw verify in the "
               f"same process around it: {figures}; at least {worst:.0%} (what the rate would be on idle cores); "
               f"goal 80%: {verdict}")  # fmt: skip
-    together = min(r["together"] for r in rows)
-    print(f"  (raw verify in 2 processes at once, on this machine during the run: {together:,.0f}/s; "
-          f"verify with 2 jobs reached {min(r['verify2']['rate'] for r in rows) / together:.0%} of that at worst)")
 
 
 def startup(home: Path) -> None:

@@ -34,6 +34,7 @@ from ledger.rules import RuleSet, State
 from ledger.store import CHAIN_START, Head, Recorder, Row, Snapshot, chain, row_pages, tile_pages
 
 PROGRESS_EVERY = 10_000
+CHUNK = 250  # rows a worker is sent at once
 
 # An entry's kind, author, at, log, seq and body: what a worker sends back for each good entry.
 Fields = tuple[str, str, str, str, int, dict[str, Any]]
@@ -379,8 +380,10 @@ class _Checker:
                 yield page, [check_row(row.raw, row.leaf) for row in page]
             return
         # Pages in Pulse order, each with its workers' AsyncResult or the results checked here.
+        # A page is split in parts of CHUNK rows: what is queued for the workers when the
+        # rows run out is all this process waits for, so the less the better.
         pending: deque[tuple[list[Row], Any]] = deque()
-        for page in pages:
+        for page in (part for whole in pages for part in _parts(whole)):
             queued = sum(1 for _, result in pending if not isinstance(result, list) and not result.ready())
             if queued < self._window:
                 pending.append((page, self._pool.apply_async(check_rows, ([(r.raw, r.leaf) for r in page],))))
@@ -390,6 +393,11 @@ class _Checker:
                 yield _results(*pending.popleft())
         while pending:
             yield _results(*pending.popleft())
+
+
+def _parts(page: list[Row]) -> Iterator[list[Row]]:
+    for start in range(0, len(page), CHUNK):
+        yield page[start : start + CHUNK]
 
 
 def _results(page: list[Row], result: Any) -> tuple[list[Row], list[Entry | str]]:
