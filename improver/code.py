@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from improver.archive import Archived
 from improver.coder import INSTRUCTIONS, Coded, code, messages_for
-from improver.decision import Decision, Outcome
+from improver.decision import Decision
 from improver.errors import ImproverError
 from improver.git import clone_at, diff_of, files_of, holds, mirror, refused, source_commit
 from improver.harness import Candidate, Command
@@ -224,18 +224,19 @@ class CodeLoop(Loop):
         task = self.sealed_text.shared_with("\n".join(line for f in parse(patch) for line in f.added))
         return f"it shares a run of words with sealed task {task}" if task else None
 
-    def _decide(self, said: Decision, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /,
-                **data: Any) -> None:  # fmt: skip
+    def _line(self, verb: str, label: str, what: str) -> str:
         """A decision as its round's one line: "round N: LABEL: turned down: why", or, kept,
-        "round N: LABEL: kept as release R: its figures" (the step is in the event's data and
-        the lineage). The loop words each as VERB LABEL: WHAT; the round and the label come first here."""
-        verb, found, what = text.partition(f"{label}: ")
-        if found:
-            verb = verb.strip(" :")
-            if said.outcome is Outcome.KEPT and self.release is not None:
-                verb, what = f"kept as release {self.release['release']}", what.removesuffix(f", as step {data['step']}")
-            text = f"{label}: {verb}: {what}"
-        super()._decide(said, f"round {self.round}: {text}", label, change, parent, went, **data, round=self.round)
+        "round N: LABEL: kept as release R: its figures"."""
+        if verb == "kept" and self.release is not None:
+            verb = f"kept as release {self.release['release']}"
+        return f"round {self.round}: {label}: {verb}: {what}"
+
+    def _kept_as(self, step: str) -> str:
+        return ""  # the release names it; the step is in the event's data and the lineage
+
+    def _decide(self, said: Decision, verb: str, label: str, what: str, change: Variant | None, parent: Archived,
+                went: str = "", /, **data: Any) -> None:  # fmt: skip
+        super()._decide(said, verb, label, what, change, parent, went, **data, round=self.round)
 
     def _keep(self, change: Variant, label: str, parent: Archived, said: Decision, screen: Comparison,
               number: int, errored: dict[str, int]) -> None:  # fmt: skip

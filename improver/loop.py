@@ -220,7 +220,7 @@ class Loop:
         if proposal.variant is None:
             label = proposal.label or "a proposal"
             said = decision.gate(proposal.problem)
-            self._decide(said, f"turned down: {label}: {said.reason}", label, None, parent, reason=said.reason)
+            self._decide(said, "turned down", label, said.reason, None, parent, reason=said.reason)
             return
         change = proposal.variant
         label = proposal.label or describe(change, parent.variant)
@@ -233,17 +233,17 @@ class Loop:
         )
         if why:
             said = decision.gate(why)
-            self._decide(said, f"turned down: {label}: {said.reason}", label, change, parent, reason=said.reason)
+            self._decide(said, "turned down", label, said.reason, change, parent, reason=said.reason)
             return
         first = await self._trial(change, self.train.tasks, 1)
         worse = decision.clearly_worse(first.tallies(), parent.tallies)
         if worse:
             assert worse.comparison is not None
             self._decide(
-                worse,
-                f"tried {label}: clearly worse than variant {parent.number} after one run of each task "
+                worse, "tried", label,
+                f"clearly worse than variant {parent.number} after one run of each task "
                 f"({worse.comparison.describe()}): goes no further",
-                label, change, parent, choose=comparison_json(worse.comparison),
+                change, parent, choose=comparison_json(worse.comparison),
             )  # fmt: skip
             return
         rest = [await self._trial(change, self.train.tasks, self.runs - 1)] if self.runs > 1 else []
@@ -268,8 +268,8 @@ class Loop:
                 f"it loses {', '.join(said.lost)}, which the agent passes"
                 if said.outcome is Outcome.LOSES_TASKS else "not better beyond chance"
             )  # fmt: skip
-            self._decide(said, f"tried {label}: {screen.describe()}{_contests(said)}{_left_out(errored)}: {verdict}",
-                         label, change, parent, choose=comparison_json(screen), lost=list(said.lost),
+            self._decide(said, "tried", label, f"{screen.describe()}{_contests(said)}{_left_out(errored)}: {verdict}",
+                         change, parent, choose=comparison_json(screen), lost=list(said.lost),
                          contested=list(said.contested), errored=errored)  # fmt: skip
             return
         self.challenged = await self._challenge(change, label, parent, archived, current, screen) if self.challenge else None
@@ -324,9 +324,9 @@ class Loop:
             self._emit("challenged", f"challenged {label}: {on}{_left_out(errored)}: it goes on to the sealed tasks", **record)
             return record
         lost = f"; it loses variants {', '.join(said.lost)}, which the agent passes" if said.lost else ""
-        self._decide(said, f"tried {label}: {screen.describe()} on the tasks to choose on, but a shortcut: {on}{lost}"
+        self._decide(said, "tried", label, f"{screen.describe()} on the tasks to choose on, but a shortcut: {on}{lost}"
                      f"{_left_out(errored)}; no confirmation spent",
-                     label, change, parent, choose=comparison_json(screen), challenge=record, lost=list(said.lost),
+                     change, parent, choose=comparison_json(screen), challenge=record, lost=list(said.lost),
                      contested=list(said.contested))  # fmt: skip
         return {**record, "shortcut": True}
 
@@ -376,10 +376,10 @@ class Loop:
             if held:
                 threshold = self.seal.terms.holdout["threshold"]
                 self._decide(
-                    held,
-                    f"turned down: {label}: better on the tasks to choose on ({screen.describe()}), but the sealed tasks "
+                    held, "turned down", label,
+                    f"better on the tasks to choose on ({screen.describe()}), but the sealed tasks "
                     f"answer its gain at {answer.gain:.1%}, at or below {threshold:.1%}: no confirmation spent",
-                    label, change, parent, choose=comparison_json(screen), holdout_gain=answer.gain,
+                    change, parent, choose=comparison_json(screen), holdout_gain=answer.gain,
                 )  # fmt: skip
                 return
         try:
@@ -399,10 +399,10 @@ class Loop:
             lost = said.outcome is Outcome.LOSES_TASKS
             why = f"it loses sealed tasks {', '.join(said.lost)}" if lost else "not better on the sealed tasks"
             self._decide(
-                said,
-                f"tried {label}: better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}"
+                said, "tried", label,
+                f"better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}"
                 f"{_contests(said)}; {counted} spent){_left_out(errored['choose'] + errored['sealed'])}",
-                label, change, parent, choose=comparison_json(screen), sealed=comparison_json(sealed), lost=list(said.lost),
+                change, parent, choose=comparison_json(screen), sealed=comparison_json(sealed), lost=list(said.lost),
                 contested=list(said.contested), confirmation=confirmation.number, confirmations=confirmation.of, errored=errored,
             )  # fmt: skip
             return
@@ -448,11 +448,11 @@ class Loop:
         self.current = change
         self._sealed_current = None  # measured afresh with baseline_runs before it is compared with
         self._decide(
-            said,
-            f"kept {label}: {screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
-            f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}, as step {step}"
-            + (f", chosen beside practice tasks {self.practice.digest[:16]}" if self.practice else ""),
-            label, change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse, contested=list(said.contested),
+            said, "kept", label,
+            f"{screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
+            f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}"
+            + self._kept_as(step),
+            change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse, contested=list(said.contested),
         )  # fmt: skip
         if claim:
             self.follows = claim
@@ -464,10 +464,10 @@ class Loop:
     def _not_judged(self, said: Decision, label: str, change: Variant, parent: Archived, errored: int) -> None:
         thin = said.thin
         self._decide(
-            said,
-            f"not judged {label}: {errored} runs errored (provider or harness faults), leaving {', '.join(thin[:3])}"
+            said, "not judged", label,
+            f"{errored} runs errored (provider or harness faults), leaving {', '.join(thin[:3])}"
             f"{' ...' if len(thin) > 3 else ''} without a judged run; no confirmation spent",
-            label, change, parent, errored=errored, thin=list(thin),
+            change, parent, errored=errored, thin=list(thin),
         )  # fmt: skip
 
     # -- trials, stops and records ---------------------------------------------------
@@ -583,9 +583,19 @@ class Loop:
                 )
 
     def _decide(
-        self, said: Decision, text: str, label: str, change: Variant | None, parent: Archived, went: str = "", /, **data: Any
+        self,
+        said: Decision,
+        verb: str,
+        label: str,
+        what: str,
+        change: Variant | None,
+        parent: Archived,
+        went: str = "",
+        /,
+        **data: Any,
     ) -> None:
-        """Records and reports a decision of improver.decision's, under the lineage's name for it."""
+        """Records and reports a decision of improver.decision's, under the lineage's name
+        for it, as the line `_line` words from its verb, the change's label and what it found."""
         name = _LINEAGE[said.outcome, said.part]
         data = {"outcome": said.outcome.value, **data}
         self.archive.history.append({"change": label, "went": went or how_it_went(name, data)})
@@ -594,7 +604,16 @@ class Loop:
         self.archive.save()
         line = {"decision": name, "change": label, "variant": change.id if change else None, "parent": parent.variant.id, **data}
         self._record(line)
-        self._emit(name, text, **{k: v for k, v in line.items() if k != "decision"})
+        self._emit(name, self._line(verb, label, what), **{k: v for k, v in line.items() if k != "decision"})
+
+    def _line(self, verb: str, label: str, what: str) -> str:
+        """"turned down: LABEL: why", or "tried|kept|not judged LABEL: what was found"."""
+        return f"{verb}: {label}: {what}" if verb == "turned down" else f"{verb} {label}: {what}"
+
+    def _kept_as(self, step: str) -> str:
+        """How a kept line ends: the step the lineage records it as."""
+        practice = f", chosen beside practice tasks {self.practice.digest[:16]}" if self.practice else ""
+        return f", as step {step}{practice}"
 
     def _record(self, line: dict[str, Any]) -> None:
         stamp = utc_now()
