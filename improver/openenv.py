@@ -19,7 +19,10 @@ WebSocket frames, `{"type": ..., "data": ...}` (-> from the client, <- from the 
 
 `reset` picks the task named `task_id`, else the one `seed` picks, else the next in the
 set's order. Every observation carries the request the agent would send its model; the
-last has `done` true and the reward, the share of the task's checks that held. An
+last has `done` true and the reward, the share of the task's checks that held, and in
+a conversation `user` and `user_tokens` as in `agentd improve env`'s done line (the
+simulated user's replies and what its model used; `leaked` true instead when it gave
+the hidden part away, which errors the episode). An
 episode the harness could not run (an infrastructure fault, not the policy's doing)
 ends with `done` true, outcome "errored" and reward null: a trainer drops it, it is
 never a reward of 0. A frame that is not JSON, not a known type or not a valid action
@@ -250,6 +253,8 @@ class Session:
             "calls": len(result.run.calls),
             "ended": {"how": result.run.ended, "answer": result.run.answer, "reason": result.reason},
             "error": f"the episode could not be run (not the policy's doing): {result.reason}" if errored else "",
+            # A leaked reply is never passed on: the episode only says it leaked.
+            **({"leaked": True} if result.leaked else result.conversation_json()),
         }
         return {"observation": observation, "reward": None if errored else result.reward, "done": True}
 

@@ -256,28 +256,41 @@ def test_a_trainers_episode_without_a_way_to_make_the_simulated_user_is_errored(
     assert result is None and "simulated user" in received[-1]["error"]["message"]
 
 
-def test_the_openenv_client_plays_a_conversation_to_its_reward() -> None:
-    user = ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL)
-    server = EnvServer(EnvSetup(TaskSet("invoices", OPERATOR, (talk_task(),)), follows_the_protocol, users={USER_MODEL: user}.__getitem__))
+def over_openenv(task: Task, user: ScriptedModel) -> Any:
+    """The last observation of `task` played through a real OpenEnv server and client."""
+    server = EnvServer(EnvSetup(TaskSet("invoices", OPERATOR, (task,)), follows_the_protocol, users={USER_MODEL: user}.__getitem__))
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sock)), daemon=True)
     thread.start()
 
     async def main(url: str) -> Any:
         async with GenericEnvClient(base_url=url) as env:
-            result = await env.reset(task_id="talk-1")
+            result = await env.reset(task_id=task.name)
             while not result.done:
                 message = agent_model().replies(result.observation["request"]["messages"])  # type: ignore[operator]
                 result = await env.step({"message": message})
             return result
 
     try:
-        last = asyncio.run(main(address(sock)))
+        return asyncio.run(main(address(sock)))
     finally:
         server.stop()
         thread.join(timeout=30)
         sock.close()
+
+
+def test_the_openenv_client_plays_a_conversation_to_its_reward() -> None:
+    last = over_openenv(talk_task(), ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL))
     assert (last.reward, last.observation["outcome"], last.observation["calls"]) == (1.0, "passed", 2)
+    assert last.observation["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
+    assert last.observation["user_tokens"]["in"] > 0
+
+
+def test_an_openenv_episode_whose_simulated_user_leaks_says_so_and_never_passes_the_reply_on() -> None:
+    later = (LATER, "And tell the team it was paid, once you have paid it today.")
+    last = over_openenv(talk_task(later), ScriptedModel([says(" ".join(later))], USER_MODEL))
+    assert (last.reward, last.observation["outcome"], last.observation["leaked"]) == (None, "errored", True)
+    assert later[1] not in json.dumps(last.observation)
 
 
 def test_a_reply_to_a_question_for_a_person_is_that_calls_result() -> None:
