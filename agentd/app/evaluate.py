@@ -4,6 +4,8 @@ each task, reported as pass@k, mean reward and best-of-n."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -12,7 +14,7 @@ from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
-from improver import Evaluation, RunResult, Variant, load_tasks, run_eval
+from improver import Evaluation, RunResult, Variant, load_tasks, run_eval, write_atomic
 
 
 def evaluate_profile(
@@ -24,8 +26,13 @@ def evaluate_profile(
     step: str | None = None,
     concurrency: int = 8,
     on_result: Callable[[RunResult], None] | None = None,
+    runs_out: Path | None = None,
 ) -> tuple[Evaluation, str]:
-    """The evaluation, and what was evaluated ("the agent as it is" or "step X")."""
+    """The evaluation, and what was evaluated ("the agent as it is" or "step X"). With
+    `runs_out`, every run's JSON is written there too, one line a run in the order they
+    finished, once all have (whole or not at all)."""
+    if runs_out is not None and not os.access(runs_out.parent, os.W_OK):
+        raise AgentdError(f"cannot write the runs to {runs_out}: its folder does not exist or is not writable")
     profile = load_profile(home, profile_name)
     taskset = load_tasks(tasks_file)
     if taskset.profile != profile.name:
@@ -35,6 +42,13 @@ def evaluate_profile(
     else:
         line = lineage_of(home, profile.name).step(step)
         variant, what = Variant.from_json(line["after"]), f"step {line['step']}"
+    finished: list[RunResult] = []
+
+    def kept(run: RunResult) -> None:
+        finished.append(run)
+        if on_result is not None:
+            on_result(run)
+
     result = run_eval(
         variant,
         taskset.tasks,
@@ -44,6 +58,9 @@ def evaluate_profile(
         ks,
         limits=profile.limits,
         concurrency=concurrency,
-        on_result=on_result,
+        on_result=kept,
     )
-    return asyncio.run(result), what
+    evaluation = asyncio.run(result)
+    if runs_out is not None:
+        write_atomic(runs_out, "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in finished))
+    return evaluation, what

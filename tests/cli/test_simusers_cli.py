@@ -11,7 +11,6 @@ from pathlib import Path
 from agentd.app.adopt import lineage_of
 from agentd.app.agent import model_factory
 from agentd.app.demo import PROFILE, record_sessions
-from agentd.app.evaluate import evaluate_profile
 from agentd.app.examples import install_example
 from agentd.app.seals import seal_tasks
 from agentd.app.tasks import harvest_profile
@@ -19,7 +18,7 @@ from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.runtime import run_case
 from agentd.wallets import create_wallet
-from improver.harness import RunResult, run_task
+from improver.harness import run_task
 from improver.seal import SealRequest
 from improver.tasks import load_tasks
 from improver.variant import Variant
@@ -120,18 +119,21 @@ def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversa
     # The profile's agent is now one that asks which invoice before it reads and pays.
     profile = load_profile(home, "invoices")
     (profile.dir / "models" / "agent.toml").write_text(AGENT_RULES)
-    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json")
+    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json", "--runs-out", tmp_path / "runs.jsonl")
     assert r.code == 0, r.err
     report = json.loads(r.out)
     assert [(t["task"], t["passed"], t["judged"], t["errored"]) for t in report["tasks"]] == [("talk-1", 2, 2, 0)]
     assert report["pass_at"] == {"1": 1.0} and report["mean_reward"] == 1.0
     # What eval ran, run by run: the person's reply, to the agent's question, and its tokens.
-    runs: list[RunResult] = []
-    evaluate_profile(home, "invoices", out, 1, [1], on_result=runs.append)
-    (data,) = [run.to_json() for run in runs]
-    assert data["outcome"] == "passed" and data["ended"]["answer"] == "Paid 7 USD to acme-ltd."
-    assert data["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
-    assert data["user_tokens"]["in"] > 0 and data["tokens"]["in"] > 0
+    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert len(runs) == 2
+    for data in runs:
+        assert data["outcome"] == "passed" and data["ended"]["answer"] == "Paid 7 USD to acme-ltd."
+        assert data["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
+        assert data["user_tokens"]["in"] > 0 and data["tokens"]["in"] > 0
+    # A file it could not write is refused before any run.
+    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "1", "--runs-out", tmp_path / "nowhere" / "runs.jsonl")
+    assert r.code == 1 and "cannot write the runs to" in r.err and "Traceback" not in r.err
 
 
 def test_a_loop_budget_below_what_a_conversation_run_may_cost_is_refused_before_anything_is_spent(agentd, home: Home, tmp_path: Path) -> None:

@@ -19,9 +19,15 @@ from improver import Evaluation, ImproverError, RunResult, parse_ks
 @click.option("--k", "k_text", default="1", show_default=True, help="The ks to report pass@k for, e.g. 1,5,10 (each at most --runs).")
 @click.option("--variant", "step", help="Evaluate the agent as this kept step (or a unique prefix) made it, not as it is now.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once.")
+@click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write every run's JSON to this file, one line a run (its calls, answer, tokens, and a "
+                   "conversation's simulated replies), once all have finished.")  # fmt: skip
 @json_option
 @pass_app
-def eval_command(app: App, profile: str, tasks_file: Path, runs: int, k_text: str, step: str | None, concurrency: int, as_json: bool) -> None:
+def eval_command(
+    app: App, profile: str, tasks_file: Path, runs: int, k_text: str, step: str | None, concurrency: int,
+    runs_out: Path | None, as_json: bool,
+) -> None:  # fmt: skip
     """Run PROFILE's agent --runs times on each task of --tasks and report pass@k (the
     unbiased estimator of Chen et al., 2021, averaged over the tasks), the mean reward
     and best-of-n (each task's best reward, averaged), with per-task pass counts.
@@ -42,7 +48,9 @@ def eval_command(app: App, profile: str, tasks_file: Path, runs: int, k_text: st
         total += 1
         progress(f"run {total}: {result.task} {result.outcome}")
 
-    evaluation, what = evaluate_profile(app.home, profile, tasks_file, runs, ks, step, concurrency, ran if sys.stderr.isatty() else None)
+    evaluation, what = evaluate_profile(
+        app.home, profile, tasks_file, runs, ks, step, concurrency, ran if sys.stderr.isatty() else None, runs_out
+    )
     if as_json:
         emit_json({"profile": profile, "evaluated": what, **evaluation.to_json()})
         return
