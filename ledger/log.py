@@ -170,6 +170,11 @@ class Ledger:
         for row in pages(self._store, max(start, 1), kind=kind, author=author):
             yield read(row)
 
+    def entries_back(self, end: int, limit: int, kind: str | None = None, author: str | None = None) -> list[Entry]:
+        """The last `limit` matching entries at or before Pulse `end`, newest first, read
+        from the end of the log (a listing's last page, or the page before one)."""
+        return [read(row) for row in self._store.rows_back(end, kind=kind, author=author, limit=limit)]
+
     def state(self) -> State:
         """The fold of every entry recorded so far (a copy: changing it changes nothing).
         Its cost grows with what the log's claims keep; `balance` reads one figure."""

@@ -63,6 +63,10 @@ class RemoteRecorder:
         doc = self._get("/v1/entries", **{"from": start, "kind": kind, "author": author, "limit": limit})
         return [_row(item) for item in doc["entries"]]
 
+    def rows_back(self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE) -> list[Row]:
+        doc = self._get("/v1/entries", **{"until": end, "kind": kind, "author": author, "limit": limit})
+        return [_row(item) for item in doc["entries"]]
+
     def row(self, pulse: int) -> Row | None:
         found = self.rows(pulse, limit=1)
         return found[0] if found and found[0].pulse == pulse else None

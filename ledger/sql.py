@@ -101,13 +101,21 @@ class SqlRecorder(ABC):
     def rows(
         self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
     ) -> list[Row]:
-        sql = f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse >= ?"
-        params: list[Any] = [start]
+        return self._rows("pulse >= ?", start, kind, author, "pulse", limit)
+
+    def rows_back(
+        self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[Row]:
+        return self._rows("pulse <= ?", end, kind, author, "pulse DESC", limit)
+
+    def _rows(self, where: str, pulse: int, kind: str | None, author: str | None, order: str, limit: int) -> list[Row]:
+        sql = f"SELECT {COLUMNS} FROM ledger_entries WHERE {where}"
+        params: list[Any] = [pulse]
         if kind is not None:
             sql, params = sql + " AND kind = ?", [*params, kind]
         if author is not None:
             sql, params = sql + " AND author = ?", [*params, author]
-        return [_row(r) for r in self._fetch(sql + " ORDER BY pulse LIMIT ?", [*params, limit])]
+        return [_row(r) for r in self._fetch(sql + f" ORDER BY {order} LIMIT ?", [*params, limit])]
 
     def row(self, pulse: int) -> Row | None:
         found = self._fetch(f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse = ?", [pulse])

@@ -116,6 +116,12 @@ class Recorder(Protocol):
     ) -> list[Row]:
         """Up to `limit` rows from Pulse `start` on, filtered by kind and author."""
 
+    def rows_back(
+        self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[Row]:
+        """Up to `limit` rows at or before Pulse `end`, newest first, filtered alike: the
+        last matches of a long log without reading it from its start."""
+
     def row(self, pulse: int) -> Row | None: ...
 
     def last_pulse(self) -> int:

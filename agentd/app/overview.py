@@ -9,7 +9,6 @@ none covers it yet and this home holds the log's key (as `agentd ledger prove` d
 from __future__ import annotations
 
 import base64
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import islice
@@ -277,23 +276,17 @@ def entry_page(home: Home, start: int | None, limit: int, kind: str | None = Non
             shown = list(islice(ledger.entries(start=first), limit))
             earlier, later = max(first - limit, 1) if first > 1 else None, first + limit if first + limit <= size else None
             return EntryPage([_view(e, None, size, "") for e in shown], first, earlier, later, size)
-        # Only some match, so where the earlier page starts is known only by reading the
-        # matching entries before this one (the store filters them; nothing else is read).
-        before: deque[int] = deque(maxlen=limit)  # the Pulses of the matching entries before the page
-        page: deque[EntryView] = deque()
-        later: int | None = None
-        for view in (_view(e, None, size, "") for e in ledger.entries(kind=kind, author=author)):
-            if start is not None and view.pulse < start:
-                before.append(view.pulse)
-                continue
-            if len(page) == limit:
-                if start is not None:
-                    later = view.pulse
-                    break
-                before.append(page.popleft().pulse)  # the newest page: it moves on by one
-            page.append(view)
+        # Only some match: the store finds the page's neighbours by its kind and author
+        # indexes, read back from the end, so no page reads the log from its start.
+        if start is None:
+            page, later = ledger.entries_back(size, limit, kind, author)[::-1], None
+        else:
+            found = list(islice(ledger.entries(kind=kind, start=start, author=author), limit + 1))
+            page, later = found[:limit], (found[limit].pulse if len(found) > limit else None)
         first = start or (page[0].pulse if page else 1)
-        return EntryPage(list(page), first, before[0] if before else None, later, size)
+        before = ledger.entries_back(first - 1, limit, kind, author) if first > 1 else []
+        views = [_view(e, None, size, "") for e in page]
+        return EntryPage(views, first, before[-1].pulse if before else None, later, size)
 
 
 def entry(home: Home, pulse: int) -> EntryView | None:

@@ -65,16 +65,21 @@ def command() -> None:
 @click.option("--kind", help="Only entries of this kind (like funds.transfer/v1).")
 @click.option("--from", "start", type=PULSES, default=1, show_default=True, help="Start at this Pulse.")
 @click.option("--author", help="Only entries signed by this wallet (a name in this home, or a wallet id).")
+@click.option("--last", type=click.IntRange(min=1), help="Only the last N entries that match (read from the log's end).")
+@click.option("--remote", metavar="URL", help="List a daemon's ledger (http://HOST:PORT) instead of this home's.")
 @json_option
 @pass_app
-def log(app: App, kind: str | None, start: int, author: str | None, as_json: bool) -> None:
+def log(app: App, kind: str | None, start: int, author: str | None, last: int | None, remote: str | None, as_json: bool) -> None:
     """List entries in Pulse order: Pulse, time, kind, author and claim id.
 
     With --json, one JSON array of entries."""
     kind, author_id = entry_filter(app.home, kind, author, kind_option="--kind")
     names = wallet_names(app.home, skip=warn_skipped)
-    with open_ledger(app.home, read_only=True) as ledger:
-        entries = list(ledger.entries(kind=kind, start=start, author=author_id))
+    with open_remote(remote) if remote else open_ledger(app.home, read_only=True) as ledger:
+        if last is None:
+            entries = list(ledger.entries(kind=kind, start=start, author=author_id))
+        else:
+            entries = [e for e in reversed(ledger.entries_back(ledger.size, last, kind, author_id)) if e.pulse >= start]
     if as_json:
         emit_json([_as_json(entry, names, with_bytes=False) for entry in entries])
     elif entries:
@@ -82,7 +87,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, as_json: boo
         rows += [(e.pulse, e.at, e.kind, names.get(e.author, e.author), e.claim_id[:16]) for e in entries]
         emit_table(rows)
     if not entries:
-        progress("no entries" + (" match" if kind or author or start > 1 else ""))
+        progress("no entries" + (" match" if kind or author or start > 1 or last else ""))
 
 
 @command.command("show", short_help="Show one entry by Pulse or claim id.")

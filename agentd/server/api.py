@@ -191,15 +191,21 @@ def head(server: Server, request: Request) -> dict[str, Any]:
 
 
 def entries(server: Server, request: Request) -> dict[str, Any]:
-    """Rows from Pulse ?from= on, at most ?limit=; of one ?kind= and by one ?author= (a
-    wallet id, "log", or the name of a wallet in this home) when asked, as `agentd ledger
-    log` takes them: a kind the rules do not know, or an author that names no wallet, is
-    a 400 that says so."""
-    start = _int(request, "from", 1)
-    limit = _int(request, "limit", PAGE, high=PAGE)
+    """Rows from Pulse ?from= on, or with ?until= those at or before it newest first; at
+    most ?limit=; of one ?kind= and by one ?author= (a wallet id, "log", or the name of a
+    wallet in this home) when asked, as `agentd ledger log` takes them: a kind the rules
+    do not know, or an author that names no wallet, is a 400 that says so."""
+    start, until = _int(request, "from"), _int(request, "until")
+    if start is not None and until is not None:
+        raise Refused(400, "give ?from= or ?until=, not both")
+    limit = _int(request, "limit", PAGE, high=PAGE) or PAGE
     given = request.query_params.get("kind") or None, request.query_params.get("author") or None
     kind, author = entry_filter(server.home, *given)
-    rows = server.ledgers.reader().store.rows(start or 1, kind=kind, author=author, limit=limit or PAGE)
+    store = server.ledgers.reader().store
+    if until is not None:
+        rows = store.rows_back(until, kind=kind, author=author, limit=limit)
+    else:
+        rows = store.rows(start or 1, kind=kind, author=author, limit=limit)
     return {"entries": [_row_doc(row) for row in rows]}
 
 

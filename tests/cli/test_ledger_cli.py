@@ -38,6 +38,11 @@ def test_log_lists_and_filters(agentd) -> None:
     by_alice = json.loads(agentd("ledger", "log", "--json", "--author", "alice").out)
     assert len(by_alice) == 3
     assert agentd("ledger", "log", "--author", "nobody").code == 1
+    last = json.loads(agentd("ledger", "log", "--json", "--last", "2", "--author", "alice").out)
+    assert [x["pulse"] for x in last] == [4, 5]  # the last two that match, in Pulse order
+    assert [x["pulse"] for x in json.loads(agentd("ledger", "log", "--json", "--last", "9", "--from", "4").out)] == [4, 5]
+    r = agentd("ledger", "log", "--last", "0")
+    assert r.code == 2 and "--last" in r.err
 
 
 def test_show_by_pulse_and_by_claim(agentd) -> None:

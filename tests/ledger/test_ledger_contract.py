@@ -115,6 +115,11 @@ def test_reading_by_kind_author_and_start(ledger: Ledger, log_key: Wallet) -> No
     assert [e.pulse for e in ledger.entries(author=log_key.id)] == [1, 2]
     assert [e.pulse for e in ledger.entries(kind=TRANSFER, start=6)] == [6, 7]
     assert list(ledger.entries(author=bob.id)) == []
+    # Read back from the end: the last matches at or before a Pulse, newest first.
+    assert [e.pulse for e in ledger.entries_back(7, 2, kind=TRANSFER)] == [7, 6]
+    assert [e.pulse for e in ledger.entries_back(4, 10, author=alice.id)] == [4, 3]
+    assert [e.pulse for e in ledger.entries_back(5, 3, TRANSFER, alice.id)] == [5, 4, 3]
+    assert ledger.entries_back(2, 5, kind=TRANSFER) == [] and ledger.entries_back(7, 5, author=bob.id) == []
 
 
 def test_lookups_that_find_nothing_say_so(ledger: Ledger, log_key: Wallet) -> None:

@@ -79,7 +79,12 @@ def test_the_entries_listed_keep_to_a_kind_and_an_author_by_name_or_id(daemon: D
         found = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.session/v1", "author": author}).json()["entries"]
         assert [e["pulse"] for e in found] == sessions and {e["author"] for e in found} == {invoices}
     assert [e["pulse"] for e in httpx.get(f"{daemon.url}/v1/entries", params={"author": "log"}).json()["entries"]] == by_log
+    # Read back from a Pulse: the last matches at or before it, newest first.
+    back = {"kind": "agent.session/v1", "author": "invoices", "until": sessions[-1] - 1, "limit": 2}
+    found = httpx.get(f"{daemon.url}/v1/entries", params=back).json()["entries"]
+    assert [e["pulse"] for e in found] == sessions[-2::-1][:2]
     for params, line in [
+        ({"from": 1, "until": 5}, "give ?from= or ?until=, not both"),
         ({"kind": "agent.nope/v1"}, "kind 'agent.nope/v1' is not a kind of entry; the kinds are: "),
         ({"author": "nobody"}, "no wallet named nobody in "),
         ({"kind": "agent.session/v1", "author": "no such one"}, "'no such one' is neither a wallet name nor a wallet id"),

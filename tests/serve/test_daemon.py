@@ -216,12 +216,15 @@ def test_an_auditor_elsewhere_verifies_proves_and_posts(daemon: Daemon, tmp_path
     code, _, err = agentd(auditor, "ledger", "post", "--remote", daemon.url, "--wallet", "bob", TRANSFER,
                           json.dumps({"to": bob, "cents": 20}))  # fmt: skip
     assert code == 1 and "refused" in err
+    code, out, err = agentd(auditor, "ledger", "log", "--remote", daemon.url, "--author", "bob", "--last", "5", "--json")
+    assert code == 0, err
+    (posted,) = json.loads(out)  # bob's one entry, found from the daemon's log's end
+    assert (posted["kind"], posted["author_name"], posted["body"]["cents"]) == (TRANSFER, "bob", 20)
 
     code, out, err = agentd(auditor, "ledger", "verify", "--remote", daemon.url, "--checkpoint", str(kept))
     assert code == 0, err
     assert "ok:" in out
-    claim = out  # any claim will do: the seal's
-    claim = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.seal/v1"}).json()["entries"][0]["claim"]
+    claim = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.seal/v1"}).json()["entries"][0]["claim"]  # any will do
     code, out, err = agentd(auditor, "ledger", "prove", "--remote", daemon.url, claim, "--checkpoint", str(kept))
     assert code == 0, err
     assert json.loads(out)["type"] == "inclusion" and "extends the checkpoint you kept" in err
