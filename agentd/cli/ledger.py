@@ -8,8 +8,9 @@ import json
 import re
 import sys
 from datetime import datetime, timezone
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -19,6 +20,7 @@ from agentd.cli.options import (
     App,
     CheckFailed,
     emit_json,
+    emit_json_array,
     emit_table,
     json_option,
     pass_app,
@@ -76,17 +78,21 @@ def log(app: App, kind: str | None, start: int, author: str | None, last: int | 
     kind, author_id = entry_filter(app.home, kind, author, kind_option="--kind")
     names = wallet_names(app.home, skip=warn_skipped)
     with open_remote(remote) if remote else open_ledger(app.home, read_only=True) as ledger:
-        if last is None:
-            entries = list(ledger.entries(kind=kind, start=start, author=author_id))
-        else:
-            entries = [e for e in reversed(ledger.entries_back(ledger.size, last, kind, author_id)) if e.pulse >= start]
-    if as_json:
-        emit_json([_as_json(entry, names, with_bytes=False) for entry in entries])
-    elif entries:
-        rows: list[tuple[Any, ...]] = [("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")]
-        rows += [(e.pulse, e.at, e.kind, names.get(e.author, e.author), e.claim_id[:16]) for e in entries]
-        emit_table(rows)
-    if not entries:
+        entries: Iterator[Entry] = (
+            ledger.entries(kind=kind, start=start, author=author_id)
+            if last is None
+            else (e for e in reversed(ledger.entries_back(ledger.size, last, kind, author_id)) if e.pulse >= start)
+        )
+        # Printed as they are read: a long log is never held whole.
+        first = next(entries, None)
+        if first is not None and as_json:
+            emit_json_array(_as_json(e, names, with_bytes=False) for e in chain([first], entries))
+        elif first is not None:
+            rows = ((e.pulse, e.at, e.kind, names.get(e.author, e.author), e.claim_id[:16]) for e in chain([first], entries))
+            emit_table(chain([("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")], rows))
+    if first is None:
+        if as_json:
+            emit_json([])
         progress("no entries" + (" match" if kind or author or start > 1 or last else ""))
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
@@ -90,13 +92,26 @@ def emit_json_line(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str))
 
 
-def emit_table(rows: Iterable[Iterable[Any]]) -> None:
-    """Left-aligned columns, two spaces apart."""
-    cells = [[str(c) for c in row] for row in rows]
-    if not cells:
+def emit_json_array(items: Iterable[Any]) -> None:
+    """What emit_json prints for a list of `items`, printed item by item as they come, so
+    that a long listing is never held whole."""
+    opened = False
+    for item in items:
+        text = json.dumps(item, indent=2, ensure_ascii=False, default=str)
+        click.echo(("," if opened else "[") + "\n" + textwrap.indent(text, "  "), nl=False)
+        opened = True
+    click.echo("\n]" if opened else "[]")
+
+
+def emit_table(rows: Iterable[Iterable[Any]], measured: int = 1000) -> None:
+    """Left-aligned columns, two spaces apart, as wide as the first `measured` rows need:
+    rows after those are printed as they come (a longer cell only pushes its line on)."""
+    rest = iter(rows)
+    first = [[str(c) for c in row] for row in islice(rest, measured)]
+    if not first:
         return
-    widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(max(map(len, cells)))]
-    for row in cells:
+    widths = [max(len(r[i]) for r in first if i < len(r)) for i in range(max(map(len, first)))]
+    for row in chain(first, ([str(c) for c in row] for row in rest)):
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 

@@ -414,3 +414,22 @@ def test_the_checkpoint_policy_comes_from_the_home_s_config(agentd, home) -> Non
     assert json.loads(agentd("ledger", "verify", "--json").out)["checkpoints"] == [2, 4, 6]
     home.config_path.write_text("[ledger]\ncheckpoint_every = 0\n")
     assert "checkpoint_every" in one_error_line(agentd("wallet", "fund", "alice", "1"))
+
+
+def test_a_long_log_lists_whole_and_a_reader_that_stops_early_ends_it_quietly(agentd, home) -> None:
+    from agentd.app.ledger import log_key, open_ledger
+    from ledger import MINT, Wallet
+
+    agentd("init")
+    with open_ledger(home) as ledger:
+        key = log_key(home)
+        ledger.append_many([(key, MINT, {"to": Wallet.generate().id, "cents": 1}) for _ in range(3000)])
+    listed = json.loads(agentd("ledger", "log", "--json").out)
+    assert [x["pulse"] for x in listed] == list(range(1, 3002))  # the array whole, item by item
+    # `| head -1`: the reader takes the header and goes; agentd stops there, without a word
+    # (click's own handling of a closed pipe: exit 1).
+    reader = subprocess.Popen([sys.executable, "-m", "agentd", "--home", str(home.root), "ledger", "log"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert reader.stdout.readline().split() == [b"PULSE", b"AT", b"KIND", b"AUTHOR", b"CLAIM"]
+    reader.stdout.close()
+    assert reader.wait(timeout=60) == 1 and reader.stderr.read() == b""
