@@ -16,7 +16,6 @@ from pathlib import Path
 
 from ledger.errors import DamagedStore, LedgerError
 from ledger.sql import SqlRecorder
-from ledger.stores import SQLITE_PREFIX
 
 BUSY_TIMEOUT_S = 120
 WAL_RETRY_S = 0.01
@@ -58,8 +57,8 @@ class SqliteRecorder(SqlRecorder):
     integrity_error = sqlite3.IntegrityError
     driver_error = sqlite3.Error
 
-    def __init__(self, url: str, *, read_only: bool = False) -> None:
-        self.path = Path(url.removeprefix(SQLITE_PREFIX))
+    def __init__(self, url: str, path: Path, *, read_only: bool = False) -> None:
+        self.path = path
         self.read_only = read_only
         conn = self._connect_read_only() if read_only else self._connect()
         super().__init__(url, conn)

@@ -6,6 +6,8 @@ PostgreSQL driver.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ledger.errors import LedgerError
 from ledger.store import Recorder
 
@@ -22,7 +24,7 @@ def open_store(url: str, *, read_only: bool = False) -> Recorder:
     if url.startswith(SQLITE_PREFIX):
         from ledger.sqlite import SqliteRecorder
 
-        return SqliteRecorder(url, read_only=read_only)
+        return SqliteRecorder(url, Path(url.removeprefix(SQLITE_PREFIX)), read_only=read_only)
     if url.startswith(POSTGRES_PREFIXES):
         from ledger.postgres import PostgresRecorder
 
