@@ -10,17 +10,12 @@ proposes (improver.metaloop) against the tasks they must never see.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
+from improver.overlap import holds, word_runs, words_of
+from improver.tasks import Task
 from improver.variant import Variant
-
-if TYPE_CHECKING:  # tasks import the simulated users, which use this module's overlap test
-    from improver.tasks import Task
-
-RUN_OF_WORDS = 8
-WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -39,7 +34,7 @@ class SealedText:
             for text in _texts(task):
                 for run in word_runs(text):
                     runs.setdefault(run, task.name)
-            words = _words(task.task)
+            words = words_of(task.task)
             if words:
                 asked.setdefault(words, task.name)
         return cls(runs, asked)
@@ -53,10 +48,10 @@ class SealedText:
         writer was shown may repeat their words, which a sealed task may happen to share."""
         shown = list(shown)
         seen = SealedText.of(shown).runs
-        said = [_words(text) for task in shown for text in _texts(task)]
+        said = [words_of(text) for task in shown for text in _texts(task)]
         return SealedText(
             {r: name for r, name in self.runs.items() if r not in seen},
-            {a: name for a, name in self.asked.items() if not any(_holds(words, a) for words in said)},
+            {a: name for a, name in self.asked.items() if not any(holds(words, a) for words in said)},
         )
 
     def in_task(self, task: Task) -> str | None:
@@ -65,29 +60,14 @@ class SealedText:
 
     def held_in(self, text: str) -> str | None:
         """The sealed task `text` holds: what it asks, word for word, or a run of eight of its words."""
-        words = _words(text)
-        return self.shared_with(text) or next((name for a, name in self.asked.items() if _holds(words, a)), None)
+        words = words_of(text)
+        return self.shared_with(text) or next((name for a, name in self.asked.items() if holds(words, a)), None)
 
 
 def _texts(task: Task) -> list[str]:
     """What a sealed task says: what was asked, what its stand-ins answered and what its
     simulated user holds back."""
     return [task.task, *(s["answer"] for s in task.standins), *(task.user.said if task.user else ())]
-
-
-def word_runs(text: str) -> set[tuple[str, ...]]:
-    """Every run of eight words in `text`, case folded: the overlap test's unit."""
-    words = _words(text)
-    return {tuple(words[i : i + RUN_OF_WORDS]) for i in range(len(words) - RUN_OF_WORDS + 1)}
-
-
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(WORD.findall(text.casefold()))
-
-
-def _holds(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
-    """Whether `part` comes in `words`, word after word."""
-    return any(words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1))
 
 
 def turned_down(
@@ -112,4 +92,3 @@ def turned_down(
     if task:
         return f"it shares a run of words with sealed task {task}"
     return None
-

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from improver.errors import ImproverError
-from improver.gates import word_runs
+from improver.overlap import word_runs
 from improver.protocol import ASK_PERSON_TOOL, Completion, TokenUsage
 
 USER_TURNS = 8  # at most this many replies from a simulated user in one episode
