@@ -65,7 +65,11 @@ class RemoteRecorder:
 
     def rows_back(self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE) -> list[Row]:
         doc = self._get("/v1/entries", **{"until": end, "kind": kind, "author": author, "limit": limit})
-        return [_row(item) for item in doc["entries"]]
+        rows = [_row(item) for item in doc["entries"]]
+        # A daemon that does not know ?until= answers from Pulse 1 on: not what was asked.
+        if any(row.pulse > end for row in rows) or any(a.pulse <= b.pulse for a, b in zip(rows, rows[1:])):
+            raise LedgerError(f"the daemon at {self.url} does not read its log back from a Pulse: upgrade its agentd")
+        return rows
 
     def row(self, pulse: int) -> Row | None:
         found = self.rows(pulse, limit=1)
