@@ -6,12 +6,23 @@ kind not registered there is refused.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from agentd import claims as agent_claims
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
-from agentd.wallets import existing_log_key, log_key, log_key_id, wallet_id_of
+from agentd.wallets import existing_log_key, log_key, log_key_id, wallet_id_of, wallet_names
 from improver import register_claims
-from ledger import CheckpointPolicy, Ledger, RuleSet, open_store, parse_checkpoint, register_bonds, register_funds
+from ledger import (
+    WALLET_ID,
+    CheckpointPolicy,
+    Ledger,
+    RuleSet,
+    open_store,
+    parse_checkpoint,
+    register_bonds,
+    register_funds,
+)
 
 
 def rule_set() -> RuleSet:
@@ -24,17 +35,33 @@ def rule_set() -> RuleSet:
 
 
 def entry_filter(
-    home: Home, kind: str | None, author: str | None, *, kind_option: str = "kind"
+    home: Home | None, kind: str | None, author: str | None, *, kind_option: str = "kind", log_id: str | None = None
 ) -> tuple[str | None, str | None]:
     """The kind and the author's wallet id a listing of entries keeps to (`Ledger.entries`
     takes both), from what a person gives: a kind the rules know, and an author by wallet
-    id, "log" or the name of a wallet in this home. A kind the rules do not know is a
-    WrongValue that lists them (named `kind_option`, as the caller's option is called);
-    an author that names no wallet is an error that says so."""
+    id, "log" (the key of the log listed: `log_id`, else this home's) or the name of a
+    wallet in this home. A kind the rules do not know is a WrongValue that lists them
+    (named `kind_option`, as the caller's option is called); an author that names no
+    wallet is an error that says so."""
     kinds = rule_set().kinds
     if kind is not None and kind not in kinds:
         raise WrongValue(f"{kind_option} {kind!r} is not a kind of entry; the kinds are: {', '.join(sorted(kinds))}")
-    return kind, wallet_id_of(home, author) if author else None
+    if author is None:
+        return kind, None
+    if author == "log" and log_id:
+        return kind, log_id
+    if home is None and not WALLET_ID.fullmatch(author):
+        raise WrongValue(f"{author!r} is not a wallet id, and no home here names wallets: give a wallet id, or log")
+    return kind, wallet_id_of(home, author) if home else author
+
+
+def names_in(home: Home | None, log_id: str | None, skip: Callable[[AgentdError], None]) -> dict[str, str]:
+    """The names a listing of a log shows beside wallet ids: this home's wallets', and
+    "log" for the key of the log listed, which is this home's own unless it is another's."""
+    names = wallet_names(home, skip=skip) if home else {}
+    if log_id:
+        names = {wallet: name for wallet, name in names.items() if name != "log"} | {log_id: "log"}
+    return names
 
 
 def open_ledger(home: Home, *, check: bool = True, read_only: bool = False) -> Ledger:

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import click
 
-from agentd.app.ledger import entry_filter, open_for_signing, open_ledger, tree_to_prove
+from agentd.app.ledger import entry_filter, names_in, open_for_signing, open_ledger, tree_to_prove
 from agentd.app.remote import open_remote, post_remote, prove_remote
 from agentd.cli.options import (
     App,
@@ -47,6 +47,7 @@ from ledger import (
     parse_witness_vkey,
     read_copy,
     vkey,
+    wallet_id,
     write_copy,
 )
 
@@ -74,10 +75,13 @@ def command() -> None:
 def log(app: App, kind: str | None, start: int, author: str | None, last: int | None, remote: str | None, as_json: bool) -> None:
     """List entries in Pulse order: Pulse, time, kind, author and claim id.
 
-    With --json, one JSON array of entries."""
-    kind, author_id = entry_filter(app.home, kind, author, kind_option="--kind")
-    names = wallet_names(app.home, skip=warn_skipped)
+    With --json, one JSON array of entries. With --remote URL no home is needed; "log"
+    is then that log's own key."""
+    home = app.home_if_any() if remote else app.home
     with open_remote(remote) if remote else open_ledger(app.home, read_only=True) as ledger:
+        log_id = wallet_id(ledger.public_key) if remote and ledger.size else None
+        kind, author_id = entry_filter(home, kind, author, kind_option="--kind", log_id=log_id)
+        names = names_in(home, log_id, warn_skipped)
         entries: Iterator[Entry] = (
             ledger.entries(kind=kind, start=start, author=author_id)
             if last is None

@@ -220,6 +220,14 @@ def test_an_auditor_elsewhere_verifies_proves_and_posts(daemon: Daemon, tmp_path
     assert code == 0, err
     (posted,) = json.loads(out)  # bob's one entry, found from the daemon's log's end
     assert (posted["kind"], posted["author_name"], posted["body"]["cents"]) == (TRANSFER, "bob", 20)
+    # No home is needed to list a daemon's log; "log" is then its log's key, not a home's.
+    nowhere = Home(tmp_path / "nowhere")
+    code, out, err = agentd(nowhere, "ledger", "log", "--remote", daemon.url, "--author", "log", "--kind", MINT, "--last", "1", "--json")
+    assert code == 0, err
+    (minted,) = json.loads(out)
+    assert (minted["author_name"], minted["body"]) == ("log", {"to": bob, "cents": 50})
+    code, _, err = agentd(nowhere, "ledger", "log", "--remote", daemon.url, "--author", "bob")
+    assert code == 2 and "no home here names wallets: give a wallet id, or log" in err
 
     code, out, err = agentd(auditor, "ledger", "verify", "--remote", daemon.url, "--checkpoint", str(kept))
     assert code == 0, err
