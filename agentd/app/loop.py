@@ -92,6 +92,7 @@ class RunRequest:
     challenger: str | None = None  # the model that writes variants of the tasks a change newly passes
     challenger_tasks: int = Challenger.tasks
     challenger_variants: int = Challenger.variants
+    challenger_turns: int = Challenger.turns  # its answers: the first and those mending what was refused
 
 
 def run_improvement(
@@ -132,8 +133,8 @@ def _loop(
 ) -> Loop:
     if min(request.rounds, request.runs, request.concurrency) < 1:
         raise AgentdError("--rounds, --runs and --concurrency must be at least 1")
-    if min(request.challenger_tasks, request.challenger_variants) < 1:
-        raise WrongValue("--challenger-tasks and --challenger-variants must be at least 1")
+    if min(request.challenger_tasks, request.challenger_variants, request.challenger_turns) < 1:
+        raise WrongValue("--challenger-tasks, --challenger-variants and --challenger-turns must be at least 1")
     if request.baseline_runs is not None and request.baseline_runs < request.runs:
         raise AgentdError(f"--baseline-runs ({request.baseline_runs}) must be at least --runs ({request.runs})")
     profile = load_profile(home, profile_name)
@@ -190,7 +191,7 @@ def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | Non
     if request.challenger is None:
         return None
     made = model or make_model(request.challenger, home, base_dir=folder)
-    return Challenger(made, request.challenger_tasks, request.challenger_variants)
+    return Challenger(made, request.challenger_tasks, request.challenger_variants, request.challenger_turns)
 
 
 def recovered_lineage(home: Home, profile: str, ledger: Ledger | None, on_event: Callable[[Event], None]) -> Lineage:

@@ -173,7 +173,9 @@ def test_challenger_counts_below_one_are_wrong_values(agentd, home: Home) -> Non
         "improve", "run", PROFILE, "--proposer", PROPOSER, "--challenger", CHALLENGER, "--challenger-variants", "0"
     )
     assert r.code == 2 and "--challenger-variants" in r.err
-    with pytest.raises(WrongValue, match="--challenger-tasks and --challenger-variants must be at least 1"):
+    r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER, "--challenger", CHALLENGER, "--challenger-turns", "0")
+    assert r.code == 2 and "--challenger-turns" in r.err
+    with pytest.raises(WrongValue, match="--challenger-tasks, --challenger-variants and --challenger-turns must be at least 1"):
         run_improvement(home, PROFILE, RunRequest(PROPOSER, challenger=CHALLENGER, challenger_tasks=0), lambda e: None)
 
 
@@ -215,6 +217,8 @@ def test_a_scheduled_run_with_a_challenger_challenges_as_improve_run_does(agentd
         ("challenger_tasks = 2\nchallenger_variants = 3\n",
          "[schedule] challenger_tasks and challenger_variants say how the challenger works: give challenger = \"MODEL\" too"),
         (f'challenger = "{CHALLENGER}"\nchallenger_variants = 0\n', "[schedule] challenger_variants must be at least 1"),
+        ("challenger_turns = 2\n", "[schedule] challenger_turns say how the challenger works: give challenger = \"MODEL\" too"),
+        (f'challenger = "{CHALLENGER}"\nchallenger_turns = 0\n', "[schedule] challenger_turns must be at least 1"),
     ],
 )  # fmt: skip
 def test_a_schedule_with_challenger_counts_and_no_challenger_is_named(agentd, home: Home, options: str, expected: str) -> None:
@@ -226,3 +230,14 @@ def test_a_schedule_with_challenger_counts_and_no_challenger_is_named(agentd, ho
     r = agentd("schedule", "run-now", PROFILE, "improve")
     assert r.code != 0 and r.out == f"{PROFILE}.improve: failed: {toml}: {expected}\n"
     assert not lineage_of(home, PROFILE).path.exists()
+
+
+@pytest.mark.parametrize("turns", [1, 2])
+def test_challenger_turns_bound_its_answers_when_what_it_writes_is_refused(home: Home, turns: int) -> None:
+    seal = sealed(home).seal
+    challenger = Writes(careless(as_written(seal.train().tasks[0])))  # refused every time, however often asked
+    got: list[Any] = []
+    request = RunRequest(PROPOSER, runs=2, baseline_runs=2, challenger="script:unused.toml", challenger_turns=turns)
+    assert run_improvement(home, PROFILE, request, got.append, challenger=challenger) is None
+    [unchallenged] = [e for e in got if e.kind == "unchallenged"]
+    assert unchallenged.data["calls"] == turns * 3  # each of the 3 tasks it newly passes, asked `turns` times

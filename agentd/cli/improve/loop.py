@@ -130,12 +130,14 @@ def _warn_if_powerless(sealed: Sealed) -> None:
               help="With --challenger: the most tasks a change newly passes that get variants.")  # fmt: skip
 @click.option("--challenger-variants", type=click.IntRange(min=1), default=2, show_default=True,
               help="With --challenger: the variants written of each.")  # fmt: skip
+@click.option("--challenger-turns", type=click.IntRange(min=1), default=RunRequest.challenger_turns, show_default=True,
+              help="With --challenger: its answers, the first and those mending what was refused.")  # fmt: skip
 @json_option
 @pass_app
 def run(
     app: App, profile: str, proposer: str, rounds: int, runs: int, baseline_runs: int | None, apply: bool, wallet: str | None,
     models: tuple[str, ...], max_tokens: int | None, concurrency: int, seed: int | None, practice: Path | None,
-    challenger: str | None, challenger_tasks: int, challenger_variants: int, as_json: bool,
+    challenger: str | None, challenger_tasks: int, challenger_variants: int, challenger_turns: int, as_json: bool,
 ) -> None:  # fmt: skip
     """Let PROFILE's agent improve itself on its current seal: each round a proposer
     writes changes, which are tried on the tasks to choose on and kept only when better
@@ -152,12 +154,12 @@ def run(
             click.echo(event.text)
 
     ctx = click.get_current_context()
-    given = [f"--{n.replace('_', '-')}" for n in ("challenger_tasks", "challenger_variants")
+    given = [f"--{n.replace('_', '-')}" for n in ("challenger_tasks", "challenger_variants", "challenger_turns")
              if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]  # fmt: skip
     if given and challenger is None:
         raise WrongValue(f"{' and '.join(given)} say how the challenger works: give --challenger MODEL too")
     request = RunRequest(proposer, rounds, runs, baseline_runs, apply, wallet, models, max_tokens, concurrency, seed, practice,
-                         challenger, challenger_tasks, challenger_variants)  # fmt: skip
+                         challenger, challenger_tasks, challenger_variants, challenger_turns)  # fmt: skip
     stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
