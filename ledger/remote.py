@@ -64,12 +64,13 @@ class RemoteRecorder:
         return [_row(item) for item in doc["entries"]]
 
     def rows_back(self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE) -> list[Row]:
-        doc = self._get("/v1/entries", **{"until": end, "kind": kind, "author": author, "limit": limit})
+        # A daemon that does not know ?until= answers from Pulse 1 on, in order: asked for
+        # two rows at least, it shows that whenever two match (with one, first is last).
+        doc = self._get("/v1/entries", **{"until": end, "kind": kind, "author": author, "limit": max(limit, 2)})
         rows = [_row(item) for item in doc["entries"]]
-        # A daemon that does not know ?until= answers from Pulse 1 on: not what was asked.
         if any(row.pulse > end for row in rows) or any(a.pulse <= b.pulse for a, b in zip(rows, rows[1:])):
             raise LedgerError(f"the daemon at {self.url} does not read its log back from a Pulse: upgrade its agentd")
-        return rows
+        return rows[:limit]
 
     def row(self, pulse: int) -> Row | None:
         found = self.rows(pulse, limit=1)

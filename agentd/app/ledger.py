@@ -6,7 +6,7 @@ kind not registered there is refused.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 from agentd import claims as agent_claims
 from agentd.errors import AgentdError, WrongValue
@@ -16,6 +16,7 @@ from improver import register_claims
 from ledger import (
     WALLET_ID,
     CheckpointPolicy,
+    Entry,
     Ledger,
     RuleSet,
     open_store,
@@ -62,6 +63,15 @@ def names_in(home: Home | None, log_id: str | None, skip: Callable[[AgentdError]
     if log_id:
         names = {wallet: name for wallet, name in names.items() if name != "log"} | {log_id: "log"}
     return names
+
+
+def listed(ledger: Ledger, kind: str | None, author: str | None, start: int, last: int | None) -> Iterator[Entry]:
+    """The entries a listing shows, in Pulse order, read as they are taken: those from
+    Pulse `start` on of `kind` by `author` (each when given), or only the last `last` of
+    them, found from the log's end."""
+    if last is None:
+        return ledger.entries(kind=kind, start=start, author=author)
+    return (e for e in reversed(ledger.entries_back(ledger.size, last, kind, author)) if e.pulse >= start)
 
 
 def open_ledger(home: Home, *, check: bool = True, read_only: bool = False) -> Ledger:

@@ -10,11 +10,11 @@ import sys
 from datetime import datetime, timezone
 from itertools import chain
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
-from agentd.app.ledger import entry_filter, names_in, open_for_signing, open_ledger, tree_to_prove
+from agentd.app.ledger import entry_filter, listed, names_in, open_for_signing, open_ledger, tree_to_prove
 from agentd.app.remote import open_remote, post_remote, prove_remote
 from agentd.cli.options import (
     App,
@@ -82,11 +82,7 @@ def log(app: App, kind: str | None, start: int, author: str | None, last: int | 
         log_id = wallet_id(ledger.public_key) if remote and ledger.size else None
         kind, author_id = entry_filter(home, kind, author, kind_option="--kind", log_id=log_id)
         names = names_in(home, log_id, warn_skipped)
-        entries: Iterator[Entry] = (
-            ledger.entries(kind=kind, start=start, author=author_id)
-            if last is None
-            else (e for e in reversed(ledger.entries_back(ledger.size, last, kind, author_id)) if e.pulse >= start)
-        )
+        entries = listed(ledger, kind, author_id, start, last)
         # Printed as they are read: a long log is never held whole.
         first = next(entries, None)
         if first is not None and as_json:

@@ -59,10 +59,12 @@ def current() -> Iterator[str]:
     yield from serving(knows_until=True)
 
 
-def test_reading_back_from_a_daemon_that_cannot_is_refused_not_misread(older: str) -> None:
+@pytest.mark.parametrize("limit", [1, 2])
+def test_reading_back_from_a_daemon_that_cannot_is_refused_not_misread(older: str, limit: int) -> None:
     with pytest.raises(LedgerError, match="does not read its log back from a Pulse: upgrade its agentd"):
-        RemoteRecorder(older).rows_back(3, limit=2)
+        RemoteRecorder(older).rows_back(3, limit=limit)
 
 
 def test_reading_back_from_a_daemon_that_can(current: str) -> None:
     assert [row.pulse for row in RemoteRecorder(current).rows_back(4, limit=2)] == [4, 3]
+    assert [row.pulse for row in RemoteRecorder(current).rows_back(4, limit=1)] == [4]
