@@ -25,16 +25,20 @@ def export_line(entry: Entry) -> str:
     return json.dumps({"pulse": entry.pulse, "entry": b64(entry.raw)}, separators=(",", ":"))
 
 
-def write_copy(path: Path, text: str) -> None:
-    """Writes an export to `path` whole (a temp file beside it, then a rename), in a
-    folder that must exist already; LedgerError saying why it cannot."""
+def write_copy(path: Path, lines: Iterable[str]) -> int:
+    """Writes an export's lines to `path` as they come, whole or not at all (a temp file
+    beside it, then a rename), in a folder that must exist already; the count of lines
+    written, or LedgerError saying why it cannot."""
     # os.open with a mode, rather than mkstemp's fixed 0600, so the umask applies as for any file.
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    written = 0
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "w") as f:
-                f.write(text)
+                for line in lines:
+                    f.write(line + "\n")
+                    written += 1
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -42,6 +46,7 @@ def write_copy(path: Path, text: str) -> None:
             tmp.unlink(missing_ok=True)
     except OSError as exc:
         raise LedgerError(f"cannot write {path}: {exc.strerror or exc}; give a file in a folder you can write to") from None
+    return written
 
 
 def read_copy(lines: Iterable[str]) -> Iterator[bytes]:

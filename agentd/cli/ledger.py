@@ -373,14 +373,17 @@ def export(app: App, file: Path, force: bool) -> None:
     if not to_stdout and file.exists() and not force:
         raise AgentdError(f"{file} exists already: give another name, or --force to replace it")
     with open_ledger(app.home, read_only=True) as ledger:
-        lines = [export_line(entry) for entry in ledger.entries()]
-    text = "".join(line + "\n" for line in lines)
-    if to_stdout:
-        click.echo(text, nl=False)
-    else:
-        with users_umask():
-            write_copy(file, text)
-    progress(f"exported {len(lines)} entries to {file}")
+        # Written as they are read: a long log is never held whole.
+        lines = (export_line(entry) for entry in ledger.entries())
+        if to_stdout:
+            count = 0
+            for line in lines:
+                click.echo(line)
+                count += 1
+        else:
+            with users_umask():
+                count = write_copy(file, lines)
+    progress(f"exported {count} entries to {file}")
 
 
 @command.command("import", short_help="Rebuild an exported log in this empty ledger.")

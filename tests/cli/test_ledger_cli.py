@@ -129,6 +129,8 @@ def test_export_then_import_elsewhere_and_verify(agentd, home, tmp_path) -> None
     assert r.code == 0 and "exported 5 entries" in r.err
     lines = [json.loads(x) for x in copy.read_text().splitlines()]
     assert [x["pulse"] for x in lines] == [1, 2, 3, 4, 5]
+    piped = agentd("ledger", "export", "-")
+    assert piped.out == copy.read_text() and "exported 5 entries to -" in piped.err
     saved = tmp_path / "checkpoint.txt"
     saved.write_text(agentd("ledger", "checkpoint").out)
 
