@@ -125,6 +125,7 @@ def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversa
     assert [(t["task"], t["passed"], t["judged"], t["errored"]) for t in report["tasks"]] == [("talk-1", 2, 2, 0)]
     assert report["pass_at"] == {"1": 1.0} and report["mean_reward"] == 1.0
     # What eval ran, run by run: the person's reply, to the agent's question, and its tokens.
+    assert f"each run's JSON is in {tmp_path / 'runs.jsonl'}" in r.err
     runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
     assert len(runs) == 2
     for data in runs:

@@ -51,6 +51,8 @@ def eval_command(
     evaluation, what = evaluate_profile(
         app.home, profile, tasks_file, runs, ks, step, concurrency, ran if sys.stderr.isatty() else None, runs_out
     )
+    if runs_out is not None:
+        progress(f"each run's JSON is in {runs_out}, one line a run")
     if as_json:
         emit_json({"profile": profile, "evaluated": what, **evaluation.to_json()})
         return
