@@ -7,10 +7,11 @@ import base64
 import json
 import re
 import sys
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -404,9 +405,8 @@ def import_(app: App, file: Path, checkpoint_file: Path | None, as_json: bool) -
     passes. With it, a copy that does not extend the checkpoint (cut short, pruned,
     reordered) is refused, naming the first bad Pulse where it can be known."""
     note = _read_checkpoint(checkpoint_file) if checkpoint_file else None
-    text = sys.stdin.read() if str(file) == "-" else _read_text(file)
     with open_ledger(app.home) as ledger:
-        imported = ledger.import_entries(read_copy(text.splitlines()), checkpoint=note)
+        imported = ledger.import_entries(read_copy(_lines(file)), checkpoint=note)
         root = ledger.root().hex() if imported.entries else ""
     scope = imported.scope + ("" if note else ": give --checkpoint CP to check it against a checkpoint you trust")
     if as_json:
@@ -460,6 +460,16 @@ def _read_checkpoint(path: Path) -> str:
     except CheckpointError as exc:
         raise AgentdError(f"{path} is not a checkpoint: {exc}") from None
     return note
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """The lines of `path` ('-': stdin) as they are read, not the file whole; one that
+    cannot be read, or is not text, is an error naming it."""
+    try:
+        with nullcontext(sys.stdin) if str(path) == "-" else path.open() as f:
+            yield from f
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentdError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _read_text(path: Path) -> str:

@@ -144,6 +144,16 @@ def test_export_then_import_elsewhere_and_verify(agentd, home, tmp_path) -> None
     assert "consistent with checkpoints at sizes: 5" in r.out
     again = agentd("--home", auditor, "ledger", "import", copy)
     assert again.code == 1 and "not empty" in again.err
+    # From stdin too; and a copy that is not text is one line, with nothing recorded.
+    for other in ("piped", "binary"):
+        assert agentd("--home", tmp_path / other, "init").code == 0
+    piped = agentd("--home", tmp_path / "piped", "ledger", "import", "-", input=copy.read_text())
+    assert piped.code == 0 and "imported 5 entries" in piped.out, piped.err
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(copy.read_bytes()[:200] + b"\xff\xfe" + copy.read_bytes()[200:])
+    line = one_error_line(agentd("--home", tmp_path / "binary", "ledger", "import", binary))
+    assert line.startswith(f"agentd: error: cannot read {binary}: ")
+    assert json.loads(agentd("--home", tmp_path / "binary", "ledger", "log", "--json").out) == []
 
     tampered = tmp_path / "tampered.jsonl"
     bad = dict(lines[2], entry=base64.b64encode(base64.b64decode(lines[2]["entry"]).replace(b'"payloadType"', b'"payloadTyp\\u0065"')).decode())
