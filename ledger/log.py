@@ -21,6 +21,7 @@ recomputation is `verify`'s (see ledger.audit).
 
 from __future__ import annotations
 
+import itertools
 import re
 import secrets
 import time
@@ -50,6 +51,7 @@ _CLAIM = re.compile(r"[0-9a-f]{4,64}")
 # writes cost appends about one more fold per entry, and a new process replays at most
 # what one write costs.
 SNAPSHOT_BYTES_PER_ENTRY = 1024
+IMPORT_BATCH = 1000  # entries of a copy read and recorded at a time
 
 # A body, or how to make it from the caller's entries signed before it in the same batch:
 # an entry naming another of its batch (by claim id) can be signed only after that one.
@@ -64,7 +66,7 @@ class Imported:
     """What an import recorded, and what it was held to: the size of the checkpoint the
     copy was found consistent with, or None when only its own consistency was checked."""
 
-    entries: list[Entry]
+    size: int  # the entries recorded
     checkpoint: int | None
 
     @property
@@ -277,58 +279,84 @@ class Ledger:
         by another key than the log's, and move every Pulse after it. Given `checkpoint`
         (a signed note of the log, from a source the caller trusts), the copy must
         extend it: a copy cut short, pruned or reordered is refused, naming the first
-        bad Pulse where it can be known."""
-        entries = []
-        for pulse, raw in enumerate(raws, 1):
-            try:
-                entries.append(Entry.parse(raw, pulse))
-            except EntryError as exc:
-                raise EntryError(f"Pulse {pulse} refused: {exc}") from None
-        if entries and entries[0].kind != GENESIS:
+        bad Pulse where it can be known. The copy is read and recorded IMPORT_BATCH
+        entries at a time, in one transaction: all of it is recorded, or none."""
+        entries = _parsed(raws)
+        first = next(entries, None)
+        if first is not None and first.kind != GENESIS:
             raise LedgerError(
-                f"the copy does not start with its genesis entry (its Pulse 1 is a {entries[0].kind}): "
+                f"the copy does not start with its genesis entry (its Pulse 1 is a {first.kind}): "
                 "export the whole log, from Pulse 1"
             )
-        trusted = _trusted_checkpoint(checkpoint, entries) if checkpoint is not None else None
-        recorded = self._record(lambda tip: (entries, len(entries)), _imported, fresh=True, held_to=trusted)
-        return Imported(recorded, trusted.size if trusted else None)
+        trusted = None
+        if checkpoint is not None:
+            if first is None:
+                raise LedgerError("the copy is empty, so it extends no checkpoint")
+            trusted = notes.verify(checkpoint, first.public_key, first.log)
+        size = self._import(itertools.chain([first] if first else [], entries), trusted)  # the first put back
+        return Imported(size, trusted.size if trusted else None)
 
-    def _record(
-        self,
-        batch_of: Callable[[Tip], tuple[list[Entry], int]],
-        describe: Describe,
-        *,
-        fresh: bool = False,
-        held_to: notes.Checkpoint | None = None,
-    ) -> list[Entry]:
+    def _import(self, entries: Iterator[Entry], held_to: notes.Checkpoint | None) -> int:
+        with self._store.transaction() as txn:
+            if txn.head.size:
+                raise LedgerError(f"the ledger at {self.url} is not empty: import into a fresh home or database")
+            tip = self._catch_up(txn)
+            self._notary.hold(txn, tip)
+            while batch := list(itertools.islice(entries, IMPORT_BATCH)):
+                self._add(txn, tip, batch, len(batch), _imported, held_to)
+            if held_to is not None and tip.frontier.size < held_to.size:
+                raise LedgerError(
+                    f"Pulse {tip.frontier.size + 1}: missing: the checkpoint covers {held_to.size} entries and the copy "
+                    f"holds {tip.frontier.size} (it was cut short)"
+                )
+            if tip.frontier.size:
+                self._snapshot_if_due(txn, tip)
+                self._notary.receipt(txn, tip)
+        self._tip = tip
+        return tip.frontier.size
+
+    def _record(self, batch_of: Callable[[Tip], tuple[list[Entry], int]], describe: Describe) -> list[Entry]:
         """Records the entries `batch_of` gives for the locked tip, in one transaction:
         a batch whose last `given` entries are the caller's, which get their receipts."""
         with self._store.transaction() as txn:
-            if fresh and txn.head.size:
-                raise LedgerError(f"the ledger at {self.url} is not empty: import into a fresh home or database")
             tip = self._catch_up(txn)
             self._notary.hold(txn, tip)
             batch, given = batch_of(tip)
             if not given:
                 self._tip = tip
                 return []
-            if len({e.leaf_hash for e in batch}) != len(batch):
-                raise LedgerError("the batch holds the same entry twice: an entry is recorded once")
-            old_size = tip.frontier.size
-            completed = tip.frontier.keep(tiles.HEIGHT)
-            rows = self._apply(tip, batch, given, describe, held_to)
-            tip.frontier.completed = None
-            head = Head(tip.frontier.size, tip.frontier.root())
-            txn.add(rows, head, tiles.updates(txn.tile, old_size, [r.leaf for r in rows], completed))
-            size, length = txn.snapshot_extent()
-            if tip.frontier.size - size >= max(1, length // SNAPSHOT_BYTES_PER_ENTRY):
-                txn.save_snapshot(self._folder.snapshot(tip))
+            self._add(txn, tip, batch, given, describe)
+            self._snapshot_if_due(txn, tip)
             receipt = self._notary.receipt(txn, tip)
         self._tip = tip
         mine = batch[len(batch) - given :]
         for entry in mine:
             entry.receipt = Receipt(entry.pulse or 0, entry.leaf_hash, *receipt)
         return mine
+
+    def _add(
+        self,
+        txn: Transaction,
+        tip: Tip,
+        batch: list[Entry],
+        given: int,
+        describe: Describe,
+        held_to: notes.Checkpoint | None = None,
+    ) -> None:
+        """Folds `batch` into `tip` and writes its rows, the tiles they change and the head."""
+        if len({e.leaf_hash for e in batch}) != len(batch):
+            raise LedgerError("the batch holds the same entry twice: an entry is recorded once")
+        old_size = tip.frontier.size
+        completed = tip.frontier.keep(tiles.HEIGHT)
+        rows = self._apply(tip, batch, given, describe, held_to)
+        tip.frontier.completed = None
+        head = Head(tip.frontier.size, tip.frontier.root())
+        txn.add(rows, head, tiles.updates(txn.tile, old_size, [r.leaf for r in rows], completed))
+
+    def _snapshot_if_due(self, txn: Transaction, tip: Tip) -> None:
+        size, length = txn.snapshot_extent()
+        if tip.frontier.size - size >= max(1, length // SNAPSHOT_BYTES_PER_ENTRY):
+            txn.save_snapshot(self._folder.snapshot(tip))
 
     def _sign(self, tip: Tip, items: list[Item]) -> tuple[list[Entry], int]:
         """The caller's items signed for this log, each with its author's next sequence
@@ -375,7 +403,7 @@ class Ledger:
         self, tip: Tip, batch: list[Entry], given: int, describe: Describe, held_to: notes.Checkpoint | None
     ) -> list[Row]:
         """Numbers the entries and folds them in; the last `given` are the caller's, and
-        `held_to` is a checkpoint the entries must extend."""
+        `held_to` is a checkpoint the log must extend (its root checked at its size)."""
         rows = []
         state, frontier, link = tip.state, tip.frontier, tip.chain
         for i, entry in enumerate(batch, 1 + given - len(batch)):
@@ -393,11 +421,6 @@ class Ledger:
                     f"the copy is not the log of the checkpoint: its first {held_to.size} entries do not hash to the "
                     f"checkpoint's root (an entry up to Pulse {held_to.size} was changed, removed or moved)"
                 )
-        if held_to is not None and frontier.size < held_to.size:
-            raise LedgerError(
-                f"Pulse {frontier.size + 1}: missing: the checkpoint covers {held_to.size} entries and the copy holds "
-                f"{frontier.size} (it was cut short)"
-            )
         tip.chain = link
         return rows
 
@@ -540,9 +563,9 @@ def _imported(i: int, given: int, entry: Entry, reason: str) -> str:
     return f"Pulse {entry.pulse} refused: {reason}"
 
 
-def _trusted_checkpoint(note: str, entries: list[Entry]) -> notes.Checkpoint:
-    """The checkpoint `note`, which the copy's own key (its genesis entry's) must have signed."""
-    if not entries:
-        raise LedgerError("the copy is empty, so it extends no checkpoint")
-    genesis = entries[0]
-    return notes.verify(note, genesis.public_key, genesis.log)
+def _parsed(raws: Iterable[bytes]) -> Iterator[Entry]:
+    for pulse, raw in enumerate(raws, 1):
+        try:
+            yield Entry.parse(raw, pulse)
+        except EntryError as exc:
+            raise EntryError(f"Pulse {pulse} refused: {exc}") from None

@@ -407,12 +407,12 @@ def import_(app: App, file: Path, checkpoint_file: Path | None, as_json: bool) -
     note = _read_checkpoint(checkpoint_file) if checkpoint_file else None
     with open_ledger(app.home) as ledger:
         imported = ledger.import_entries(read_copy(_lines(file)), checkpoint=note)
-        root = ledger.root().hex() if imported.entries else ""
+        root = ledger.root().hex() if imported.size else ""
     scope = imported.scope + ("" if note else ": give --checkpoint CP to check it against a checkpoint you trust")
     if as_json:
-        emit_json({"entries": len(imported.entries), "root": root or None, "checked": scope})
+        emit_json({"entries": imported.size, "root": root or None, "checked": scope})
     else:
-        click.echo(f"imported {len(imported.entries)} entries; root {root}")
+        click.echo(f"imported {imported.size} entries; root {root}")
         click.echo(scope)
 
 

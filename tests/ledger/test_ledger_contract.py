@@ -43,7 +43,7 @@ from ledger.audit import check_row, check_rows
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import PAYLOAD_TYPE, leaf_hash, pae
 from ledger.export import export_line, read_copy
-from ledger.log import SNAPSHOT_BYTES_PER_ENTRY
+from ledger.log import IMPORT_BATCH, SNAPSHOT_BYTES_PER_ENTRY
 from ledger.rules import MAX_CENTS
 from ledger.store import CHAIN_START, Snapshot, chain
 from ledger.stores import open_store
@@ -255,7 +255,7 @@ def test_an_import_must_bring_its_own_genesis_entry(store_url: str, log_key: Wal
         with pytest.raises(LedgerError, match="the copy does not start with its genesis entry"):
             copy.import_entries(read_copy(headless))
         assert copy.size == 0
-        assert [e.pulse for e in copy.import_entries(read_copy(lines)).entries] == [1, 2, 3, 4]
+        assert copy.import_entries(read_copy(lines)).size == 4 and copy.size == 4
         assert copy.state().authority == log_key.id
 
 
@@ -424,7 +424,7 @@ def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_ke
     lines = [export_line(e) for e in ledger.entries()]
     with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
         imported = copy.import_entries(read_copy(lines))
-        assert [e.pulse for e in imported.entries] == list(range(1, 8))
+        assert imported.size == 7 and [e.pulse for e in copy.entries()] == list(range(1, 8))
         assert imported.checkpoint is None and "only self-consistency was checked" in imported.scope
         assert copy.root() == ledger.root()
         assert copy.state().balances == ledger.state().balances
@@ -435,6 +435,23 @@ def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_ke
         with pytest.raises(LedgerError, match="Pulse 3 should be"):
             gap.import_entries(read_copy(lines[:2] + lines[3:]))
         assert gap.size == 0
+
+
+def test_a_copy_longer_than_a_batch_imports_whole_or_not_at_all(tmp_path, ledger: Ledger, log_key: Wallet) -> None:
+    alice = _funded(ledger, log_key, cents=10**9)
+    ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(IMPORT_BATCH * 2 + 500)])
+    lines = [export_line(e) for e in ledger.entries()]
+    with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
+        imported = copy.import_entries(read_copy(lines), checkpoint=ledger.checkpoint())
+        assert imported.size == ledger.size and copy.root() == ledger.root() and copy.verify().ok
+        assert copy.inclusion_proof(ledger.size - 1) == ledger.inclusion_proof(ledger.size - 1)  # tiles across batches
+    # A bad entry in the last batch: nothing of the earlier batches is recorded either.
+    bad = json.loads(lines[-2])
+    bad["entry"] = base64.b64encode(base64.b64decode(bad["entry"]).replace(b'"sig"', b'"sig" ')).decode()
+    with Ledger.open(f"sqlite:///{tmp_path / 'bad.db'}", funds_rules(), Wallet.generate()) as copy:
+        with pytest.raises(LedgerError, match=f"Pulse {len(lines) - 1} refused"):
+            copy.import_entries(read_copy([*lines[:-2], json.dumps(bad), lines[-1]]))
+        assert copy.size == 0 and list(copy.entries()) == []
 
 
 # Faults: the store is changed behind the ledger's back; verify names the first bad Pulse.
@@ -876,7 +893,7 @@ def test_an_import_checked_against_a_checkpoint_refuses_a_copy_cut_pruned_or_reo
         assert imported.checkpoint == 8 and imported.scope == "consistent with the checkpoint at size 8"
     with Ledger.open(f"sqlite:///{tmp_path / 'unchecked.db'}", funds_rules(), None) as target:
         cut = target.import_entries(read_copy(_copy(lines[:6])))
-        assert len(cut.entries) == 6 and "only self-consistency was checked" in cut.scope
+        assert cut.size == 6 and "only self-consistency was checked" in cut.scope
     with Ledger.open(f"sqlite:///{tmp_path / 'foreign.db'}", funds_rules(), None) as target:
         other_key = Wallet.generate()
         with Ledger.open(f"sqlite:///{tmp_path / 'other.db'}", funds_rules(), other_key) as other:
