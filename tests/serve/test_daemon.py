@@ -86,7 +86,7 @@ def test_sigterm_in_the_middle_of_a_scheduled_trial_stops_cleanly_and_the_job_go
     daemon.wait_for_log("round 1: building on")
     assert daemon.stop(signal.SIGTERM) == 0
     log = daemon.log()
-    assert "job invoices.improve: stopped" in log and log.rstrip().endswith("agentd.serve: stopped")
+    assert "job invoices.improve: stopped" in log and log.rstrip().endswith("agentd.serve: stopped"), log
     assert not (served_home.root / "agentd.pid").exists()
 
     code, out, err = agentd(served_home, "ledger", "verify")
