@@ -7,8 +7,8 @@ for every job; the improve job's `proposer`, `auto_seal`, `auto_seal_min`, and
 `challenger`, `challenger_tasks`, `challenger_variants`, `challenger_turns` as `improve
 run` takes them; the code job's `coder`, `source` (a git checkout: relative to the
 profile's folder, or absolute), `build`, `test`, `candidate`, `allow`, `readable` (paths
-as `source`), `env` (VAR=VALUE), `max_files`, `max_lines` as `improve code` takes them. A code job without
-`coder` and `source` is not scheduled. `agentd schedule add` adds jobs of its own. Both
+as `source`), `env` (VAR=VALUE), `max_files`, `max_lines` as `improve code` takes them.
+A code job without `coder` and `source` is not scheduled. `agentd schedule add` adds jobs of its own. Both
 live in APScheduler's SQLAlchemy job store in the home's database (`agentd.db`), so the
 daemon finds its jobs, their next runs and their missed runs after a restart. Each
 run's outcome is kept beside it (see `last_runs`).
@@ -36,8 +36,8 @@ JOBS = ("improve", "harvest", "code")
 OPTIONS = {
     "proposer": str, "rounds": int, "runs": int, "apply": bool, "wallet": str, "max_tokens": int, "grace": int,
     "auto_seal": bool, "auto_seal_min": int, "challenger": str, "challenger_tasks": int, "challenger_variants": int,
-    "challenger_turns": int, "coder": str, "source": str, "build": str, "test": str, "candidate": str, "allow": list, "readable": list,
-    "env": list, "max_files": int, "max_lines": int,
+    "challenger_turns": int, "coder": str, "source": str, "build": str, "test": str, "candidate": str, "allow": list,
+    "readable": list, "env": list, "max_files": int, "max_lines": int,
 }  # fmt: skip
 # How the challenger works: nothing without one.
 CHALLENGER_COUNTS = ("challenger_tasks", "challenger_variants", "challenger_turns")
