@@ -11,8 +11,10 @@ import stat
 import subprocess
 import sys
 
+from agentd.app.ledger import open_ledger
+from agentd.wallets import log_key
+from ledger import MINT, Wallet, merkle
 from ledger import checkpoint as notes
-from ledger import merkle
 from ledger.entry import Entry
 from tests.cli.test_wallet_cli import one_error_line
 
@@ -429,9 +431,6 @@ def test_the_checkpoint_policy_comes_from_the_home_s_config(agentd, home) -> Non
 
 
 def test_a_long_log_lists_whole_and_a_reader_that_stops_early_ends_it_quietly(agentd, home) -> None:
-    from agentd.app.ledger import log_key, open_ledger
-    from ledger import MINT, Wallet
-
     agentd("init")
     with open_ledger(home) as ledger:
         key = log_key(home)
