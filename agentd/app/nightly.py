@@ -42,11 +42,15 @@ CODE_OPTIONS = ("build", "test", "candidate", "max_files", "max_lines", "rounds"
 _profile_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _running: set[Stopper] = set()
 _running_lock = threading.Lock()
+# Set by stop_all: a job that had started but not yet reached its loop stops at its first step.
+_stopping = threading.Event()
 
 
 def stop_all() -> None:
-    """Asks every loop running here to stop at its next step boundary (SIGTERM)."""
+    """Asks every loop running here, and any about to start, to stop at its next step
+    boundary (SIGTERM): the daemon is going away."""
     with _running_lock:
+        _stopping.set()
         for stopper in _running:
             stopper.request()
 
@@ -195,10 +199,13 @@ def _code(home: Home, profile: str) -> str:
 
 @contextmanager
 def _stoppable() -> Iterator[Stopper]:
-    """A stopper stop_all reaches while the loop it is given to runs."""
+    """A stopper stop_all reaches while the loop it is given to runs (asked already when
+    stop_all came first)."""
     stopper = Stopper()
     with _running_lock:
         _running.add(stopper)
+        if _stopping.is_set():
+            stopper.request()
     try:
         yield stopper
     finally:
