@@ -473,7 +473,4 @@ def _lines(path: Path) -> Iterator[str]:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AgentdError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return "".join(_lines(path))
