@@ -104,7 +104,7 @@ class Home:
 
     @property
     def routes(self) -> Routes:
-        """Seals, archives, lineage, the record of exports: improver.routes names each file."""
+        """Seals, archives, lineage, the record of exports: improver.base.routes names each file."""
         return Routes(self.root / "routes")
 
     @property

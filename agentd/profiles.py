@@ -75,7 +75,7 @@ class Profile:
     confidential: bool = False
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     learned: Learned = field(default_factory=Learned)
-    rubric: Rubric | None = None  # [rubric]: its tasks' gates and weights (improver.rubric)
+    rubric: Rubric | None = None  # [rubric]: its tasks' gates and weights (improver.tasks.rubric)
 
     @property
     def toml_path(self) -> Path:

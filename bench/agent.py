@@ -73,7 +73,7 @@ from agentd.runtime import ASK_PERSON_SCHEMA, run_case, system_prompt  # noqa: E
 from agentd.sessions import SessionStore  # noqa: E402
 from agentd.tools import Toolbox  # noqa: E402
 from agentd.wallets import load_wallet, wallet_path  # noqa: E402
-from improver.protocol import Completion, Model, TokenUsage  # noqa: E402
+from improver.base.protocol import Completion, Model, TokenUsage  # noqa: E402
 from ledger import Wallet, open_key_file, write_key_file  # noqa: E402
 from ledger.log import Ledger  # noqa: E402
 

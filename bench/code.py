@@ -33,9 +33,9 @@ sys.path[:0] = [str(ROOT)]
 
 from timing import Stopwatch  # noqa: E402
 
-import improver.code  # noqa: E402
-import improver.harness  # noqa: E402
-import improver.loop  # noqa: E402
+import improver.code.codeloop  # noqa: E402
+import improver.episodes.harness  # noqa: E402
+import improver.loop.rounds  # noqa: E402
 from agentd.app.code import CodeRequest, run_code  # noqa: E402
 from agentd.app.demo import CODE, CODE_BUILD, CODE_CANDIDATE, CODE_TEST, record_sessions  # noqa: E402
 from agentd.app.examples import install_example  # noqa: E402
@@ -46,9 +46,9 @@ from agentd.home import Home  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
 from agentd.providers.script import ScriptModel  # noqa: E402
 from agentd.wallets import log_key, wallet_path  # noqa: E402
-from improver import stats  # noqa: E402
-from improver.code import Workshop  # noqa: E402
-from improver.seal import SealRequest  # noqa: E402
+from improver.code.codeloop import Workshop  # noqa: E402
+from improver.decide import stats  # noqa: E402
+from improver.seals.seal import SealRequest  # noqa: E402
 from ledger import Wallet, write_key_file  # noqa: E402
 from sandbox import Request, run_blocking, shell_request  # noqa: E402
 
@@ -106,12 +106,12 @@ def one_run(home: Home, source: Path) -> tuple[float, Stopwatch, int, list[str]]
     try:
         with Stopwatch() as watch:
             watch.wrap(Workshop, "copy_for_coder", "copy")
-            watch.wrap(improver.code, "clone_at", "clone")
-            watch.wrap(improver.code, "diff_of", "diff")
-            watch.wrap(improver.code, "refusal", "limits")
-            watch.wrap(improver.code, "code", "coder")
-            watch.wrap(improver.loop, "run_trials", "trials")
-            watch.wrap(improver.harness, "attempt_task", "episode")
+            watch.wrap(improver.code.codeloop, "clone_at", "clone")
+            watch.wrap(improver.code.codeloop, "diff_of", "diff")
+            watch.wrap(improver.code.codeloop, "refusal", "limits")
+            watch.wrap(improver.code.codeloop, "code", "coder")
+            watch.wrap(improver.loop.rounds, "run_trials", "trials")
+            watch.wrap(improver.episodes.harness, "attempt_task", "episode")
             watch.wrap(ScriptModel, "complete", "model")
             for name in STATS:
                 watch.wrap(stats, name, "stats")

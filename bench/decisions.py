@@ -1,6 +1,6 @@
 """How often the loop's decision keeps a change, by simulation through its own function.
 
-Every simulated change goes through improver.decision's `judge_many`, the vectorised core
+Every simulated change goes through improver.decide.decision's `judge_many`, the vectorised core
 that `decide` (what the loop calls) runs for one change, step by step as the loop takes
 them: on the tasks to choose on, the change's first runs against the agent's baseline;
 while the decision asks for more runs on contested tasks, a batch of fresh runs of the
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from improver.decision import BASELINE_FACTOR, CHOOSE, SEALED, Outcome, Rule, judge_many
-from improver.holdout import Holdout
-from improver.stats import TESTS
+from improver.decide.decision import BASELINE_FACTOR, CHOOSE, SEALED, Outcome, Rule, judge_many
+from improver.decide.holdout import Holdout
+from improver.decide.stats import TESTS
 
 PRIORS: dict[str, tuple[float, float]] = {"beta(0.5,0.5)": (0.5, 0.5), "beta(1,1)": (1.0, 1.0)}
 TASKS = (20, 40, 80)

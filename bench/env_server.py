@@ -4,7 +4,7 @@ A task of the invoices example (three model turns, two tool calls an episode), a
 that answers each request at once. Three figures, each in episodes/s:
 1. in-process: the harness running the agent runtime with a scripted model (the
    `script:` provider), one at a time and 64 at once: the rate with no policy outside;
-2. in-process sessions: the server's own sessions (improver.openenv.Session) stepped
+2. in-process sessions: the server's own sessions (improver.episodes.openenv.Session) stepped
    directly, no network: what the episode machinery costs before any frame is sent;
 3. over WebSocket: the real server (`python -m agentd improve env --serve`, a process of
    its own) and 1, 16 and 64 clients at once, each running episodes back to back
@@ -38,8 +38,8 @@ from episodes import example_task, trial  # noqa: E402
 
 from agentd.app.agent import AGENT, model_factory  # noqa: E402
 from agentd.home import Home  # noqa: E402
-from improver.openenv import EnvSetup, Session  # noqa: E402
-from improver.tasks import TaskSet  # noqa: E402
+from improver.episodes.openenv import EnvSetup, Session  # noqa: E402
+from improver.tasks.task import TaskSet  # noqa: E402
 
 
 def _call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, Any]:

@@ -43,12 +43,12 @@ from agentd.app.agent import AGENT, model_factory  # noqa: E402
 from agentd.app.examples import install_example  # noqa: E402
 from agentd.home import Home  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
-from improver.harness import Candidate, Command  # noqa: E402
-from improver.harvest import Session, task_from  # noqa: E402
-from improver.protocol import Completion, TokenUsage  # noqa: E402
-from improver.tasks import Task  # noqa: E402
-from improver.trials import TrialResult, run_trials  # noqa: E402
-from improver.variant import Variant  # noqa: E402
+from improver.base.protocol import Completion, TokenUsage  # noqa: E402
+from improver.base.variant import Variant  # noqa: E402
+from improver.episodes.harness import Candidate, Command  # noqa: E402
+from improver.episodes.trials import TrialResult, run_trials  # noqa: E402
+from improver.tasks.harvest import Session, task_from  # noqa: E402
+from improver.tasks.task import Task  # noqa: E402
 from sandbox.choose import make_runner  # noqa: E402
 from sandbox.python import python_request  # noqa: E402
 

@@ -14,7 +14,7 @@ often its decision rule keeps a change that does nothing.
    scripted proposer tries a change that does nothing, one that repeats a sealed task
    (turned down by the gates) and the lesson that works (kept, published): the wall
    time split into the harness (the trials, model calls taken out), model time (the
-   scripted models' `complete`), statistics (improver.stats), the ledger (the claim's
+   scripted models' `complete`), statistics (improver.decide.stats), the ledger (the claim's
    append), the loop's files and the rest, by wrapping those calls from here. Once on a
    seal with the newcombe test (the default) and once, from a copy of the same home, on
    one with the paired test.
@@ -22,7 +22,7 @@ often its decision rule keeps a change that does nothing.
    the newcombe seal, each from a fresh copy: what a challenged round costs over an
    unchallenged one (model calls, runs, seconds), the scripted challenger writing two
    variants of each of the (up to four) tasks the lesson newly passes.
-3. The decision rule end to end, through bench/decisions.py (improver.decision itself):
+3. The decision rule end to end, through bench/decisions.py (improver.decide.decision itself):
    N tasks to choose on and N sealed, 4 runs, 4 confirmations at 0.05/4 one-sided, with
    each test: how many seals keep a null change (goal: at most 5%), and, beside them,
    how many real gains of +10 and +20 points the same rule keeps.
@@ -54,8 +54,8 @@ sys.path[:0] = [str(ROOT)]
 from decisions import FAMILY_SEALS, PRIORS, family_false_keep, kept_rate  # noqa: E402  (a script's own folder is on sys.path)
 from timing import Stopwatch  # noqa: E402
 
-import improver.harness  # noqa: E402
-import improver.loop  # noqa: E402
+import improver.episodes.harness  # noqa: E402
+import improver.loop.rounds  # noqa: E402
 from agentd.app.examples import install_example  # noqa: E402
 from agentd.app.live import run_session  # noqa: E402
 from agentd.app.loop import RunRequest, run_improvement  # noqa: E402
@@ -66,12 +66,12 @@ from agentd.home import Home  # noqa: E402
 from agentd.profiles import load_profile  # noqa: E402
 from agentd.providers.script import ScriptModel  # noqa: E402
 from agentd.wallets import log_key, wallet_path  # noqa: E402
-from improver import stats  # noqa: E402
-from improver.archive import Archive  # noqa: E402
-from improver.decision import BASELINE_FACTOR  # noqa: E402
-from improver.lineage import Lineage  # noqa: E402
-from improver.loop import Event, Loop  # noqa: E402
-from improver.seal import Seal, SealRequest  # noqa: E402
+from improver.decide import stats  # noqa: E402
+from improver.decide.archive import Archive  # noqa: E402
+from improver.decide.decision import BASELINE_FACTOR  # noqa: E402
+from improver.loop.lineage import Lineage  # noqa: E402
+from improver.loop.rounds import Event, Loop  # noqa: E402
+from improver.seals.seal import Seal, SealRequest  # noqa: E402
 from ledger import Wallet, write_key_file  # noqa: E402
 from ledger.log import Ledger  # noqa: E402
 
@@ -182,14 +182,14 @@ def timed_round(home: Home, challenger: str | None = None) -> Round:
     request = RunRequest("script:models/proposer.toml", rounds=1, runs=RUNS, wallet=PROFILE, seed=0, challenger=challenger)
     with Stopwatch() as watch:
         watch.wrap(Loop, "run", "round")
-        watch.wrap(improver.loop, "run_trials", "trials")
-        watch.wrap(improver.harness, "attempt_task", "run")
-        watch.wrap(improver.harness, "score_run", "checks")
+        watch.wrap(improver.loop.rounds, "run_trials", "trials")
+        watch.wrap(improver.episodes.harness, "attempt_task", "run")
+        watch.wrap(improver.episodes.harness, "score_run", "checks")
         watch.wrap(ScriptModel, "complete", "model")
-        watch.wrap(improver.loop, "messages_for", "proposer")
-        watch.wrap(improver.loop, "propose", "proposer")
-        watch.wrap(improver.loop, "turned_down", "gates")
-        watch.wrap(improver.loop, "write_variants", "challenger")
+        watch.wrap(improver.loop.rounds, "messages_for", "proposer")
+        watch.wrap(improver.loop.rounds, "propose", "proposer")
+        watch.wrap(improver.loop.rounds, "turned_down", "gates")
+        watch.wrap(improver.loop.rounds, "write_variants", "challenger")
         for name in STATS:
             watch.wrap(stats, name, "stats")
         watch.wrap(Ledger, "append", "ledger")
@@ -258,7 +258,7 @@ def report_round(rounds: list[Round]) -> None:
          f"{runs.calls} runs, {harness * 1e3 / max(runs.calls, 1):.2f} ms each; of it scoring {watch.seconds('checks') * 1e3:.0f} ms"),
         ("model time: the scripted models' complete", model.seconds,
          f"{agent_model.calls} agent turns, {agent_model.each_ms * 1e3:.0f} us each; {proposer_model.calls} proposer call"),
-        ("statistics: improver.stats", watch.seconds("stats"), f"{watch.spent['stats'].calls} calls"),
+        ("statistics: improver.decide.stats", watch.seconds("stats"), f"{watch.spent['stats'].calls} calls"),
         ("ledger: the kept change's claim", watch.seconds("ledger"), f"{watch.spent['ledger'].calls} append"),
         ("the proposer's prompt and answer", watch.seconds("proposer") - proposer_model.seconds, ""),
         ("the gates", watch.seconds("gates"), f"{watch.spent['gates'].calls} changes"),
@@ -276,7 +276,7 @@ def report_round(rounds: list[Round]) -> None:
 
 
 def decision_rule(tasks: int, changes: int, seed: int) -> None:
-    """Through bench/decisions.py, which decides with improver.decision itself."""
+    """Through bench/decisions.py, which decides with improver.decide.decision itself."""
     print(f"3. the decision rule, by simulation (bench/decisions.py): {tasks} tasks a part, {RUNS} runs of a change, "
           f"{BASELINE_FACTOR * RUNS} of the agent, {CONFIRMATIONS} confirmations at 0.05/{CONFIRMATIONS} one-sided; "
           f"{changes:,} changes (null: {FAMILY_SEALS * changes:,} seals) a line")  # fmt: skip

@@ -34,7 +34,7 @@ from episodes import example_task, trial  # noqa: E402
 
 from agentd.app.agent import model_factory  # noqa: E402
 from agentd.home import Home  # noqa: E402
-from improver.harness import Command  # noqa: E402
+from improver.episodes.harness import Command  # noqa: E402
 from sandbox import seccomp  # noqa: E402
 from sandbox.bubblewrap import BubblewrapProcess, BubblewrapRunner, sandbox_uid  # noqa: E402
 from sandbox.choose import make_runner  # noqa: E402

@@ -6,259 +6,189 @@ package is its own business. Names load on first use, so a command that needs on
 seal's file never pays for the statistics' imports.
 
 improver/ never imports agentd/: the agent runtime and the models are injected, as the
-`Agent` and `Model` protocols of improver.protocol.
+`Agent` and `Model` protocols of improver.base.protocol.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-# Public name -> (module, its name there). No public name is a submodule's: once that
-# submodule is imported, Python makes its name an attribute of the package, shadowing the
-# function (so `harvest`, `validate` and `export` go out as harvest_sessions,
-# validate_tasks and export_work).
-_SURFACE: dict[str, tuple[str, str]] = {
+from improver.base.faces import lazy
+
+# Public name -> "room.module", or "room.module:its name there". No public name is a
+# room's or a module's: once imported, Python makes a submodule an attribute of its
+# package, shadowing a function of that name (so `harvest`, `validate` and `export` go
+# out as harvest_sessions, validate_tasks and export_work).
+_SURFACE: dict[str, str] = {
     # the episode protocol: what a candidate, a model and an episode are
-    "Agent": ("protocol", "Agent"),
-    "ASK_PERSON_TOOL": ("protocol", "ASK_PERSON_TOOL"),
-    "Budget": ("protocol", "Budget"),
-    "Case": ("protocol", "Case"),
-    "Completion": ("protocol", "Completion"),
-    "ENDINGS": ("protocol", "ENDINGS"),
-    "Ending": ("protocol", "Ending"),
-    "Episode": ("protocol", "Episode"),
+    "Agent": "base.protocol",
+    "ASK_PERSON_TOOL": "base.protocol",
+    "Budget": "base.protocol",
+    "Case": "base.protocol",
+    "Completion": "base.protocol",
+    "ENDINGS": "base.protocol",
+    "Ending": "base.protocol",
+    "Episode": "base.protocol",
     # conversations: a simulated user goes on where the agent answered
-    "continued": ("simuser", "continued"),
-    "LimitReached": ("protocol", "LimitReached"),
-    "EpisodeLimits": ("protocol", "EpisodeLimits"),
-    "Model": ("protocol", "Model"),
-    "ModelMisconfigured": ("protocol", "ModelMisconfigured"),
-    "ProviderError": ("protocol", "ProviderError"),
-    "TokenUsage": ("protocol", "TokenUsage"),
-    "completion_from_json": ("protocol", "completion_from_json"),
-    "decode_line": ("protocol", "decode_line"),
-    "encode_line": ("protocol", "encode_line"),
+    "continued": "tasks.simuser",
+    "LimitReached": "base.protocol",
+    "EpisodeLimits": "base.protocol",
+    "Model": "base.protocol",
+    "ModelMisconfigured": "base.protocol",
+    "ProviderError": "base.protocol",
+    "TokenUsage": "base.protocol",
+    "completion_from_json": "base.protocol",
+    "decode_line": "base.protocol",
+    "encode_line": "base.protocol",
     # tasks, harvest, validation, episodes, export
-    "MATCHES": ("tasks", "MATCHES"),
-    "Rubric": ("rubric", "Rubric"),
-    "parse_rubric": ("rubric", "parse_rubric"),
-    "Task": ("tasks", "Task"),
-    "TaskSet": ("tasks", "TaskSet"),
-    "load_tasks": ("tasks", "load_tasks"),
-    "tool_schema": ("tasks", "tool_schema"),
-    "HARVEST_PASS_OVER": ("harvest", "HARVEST_PASS_OVER"),
-    "Harvest": ("harvest", "Harvest"),
-    "Session": ("harvest", "Session"),
-    "harvest_sessions": ("harvest", "harvest"),
-    "Validation": ("validate", "Validation"),
-    "validate_tasks": ("validate", "validate"),
-    "ModelFactory": ("harness", "ModelFactory"),
-    "run_episode": ("env", "run_episode"),
-    "DEFAULT_ENV_HOST": ("openenv", "DEFAULT_HOST"),
-    "DEFAULT_ENV_PORT": ("openenv", "DEFAULT_PORT"),
-    "MAX_ENV_SESSIONS": ("openenv", "MAX_SESSIONS"),
-    "ENV_IDLE_SECONDS": ("openenv", "IDLE_SECONDS"),
-    "EnvServer": ("openenv", "EnvServer"),
-    "Evaluation": ("passk", "Evaluation"),
-    "Judged": ("judge", "Judged"),
-    "Proposal": ("judge", "Proposal"),
-    "judge_sessions": ("judge", "judge"),
-    "read_proposals": ("judge", "read_proposals"),
-    "save_proposals": ("judge", "save_proposals"),
-    "parse_ks": ("passk", "parse_ks"),
-    "run_eval": ("passk", "run_eval"),
-    "RunResult": ("harness", "RunResult"),
-    "EnvSetup": ("openenv", "EnvSetup"),
-    "env_address": ("openenv", "address"),
-    "env_socket": ("openenv", "listen"),
-    "ENVIRONMENTS": ("export", "ENVIRONMENTS"),
-    "GROUPS": ("groups", "GROUPS"),
-    "EXPORT_PASS_OVER": ("export", "EXPORT_PASS_OVER"),
-    "Export": ("export", "Export"),
-    "ExportRecord": ("export", "ExportRecord"),
-    "SFT": ("export", "SFT"),
-    "SFT_VALIDATION": ("export", "SFT_VALIDATION"),
-    "TASKS": ("export", "TASKS"),
-    "Transcript": ("export", "Transcript"),
-    "VALIDATION_SHARE": ("export", "VALIDATION_SHARE"),
-    "check_out_dir": ("export", "check_out_dir"),
-    "export_work": ("export", "export"),
-    "read_exported": ("export", "read_exported"),
+    "MATCHES": "tasks.task",
+    "Rubric": "tasks.rubric",
+    "parse_rubric": "tasks.rubric",
+    "Task": "tasks.task",
+    "TaskSet": "tasks.task",
+    "load_tasks": "tasks.task",
+    "tool_schema": "tasks.task",
+    "HARVEST_PASS_OVER": "tasks.harvest",
+    "Harvest": "tasks.harvest",
+    "Session": "tasks.harvest",
+    "harvest_sessions": "tasks.harvest:harvest",
+    "Validation": "episodes.validate",
+    "validate_tasks": "episodes.validate:validate",
+    "ModelFactory": "episodes.harness",
+    "run_episode": "episodes.env",
+    "DEFAULT_ENV_HOST": "episodes.openenv:DEFAULT_HOST",
+    "DEFAULT_ENV_PORT": "episodes.openenv:DEFAULT_PORT",
+    "MAX_ENV_SESSIONS": "episodes.openenv:MAX_SESSIONS",
+    "ENV_IDLE_SECONDS": "episodes.openenv:IDLE_SECONDS",
+    "EnvServer": "episodes.openenv",
+    "Evaluation": "train.passk",
+    "Judged": "train.judge",
+    "Proposal": "train.judge",
+    "judge_sessions": "train.judge:judge",
+    "read_proposals": "train.judge",
+    "save_proposals": "train.judge",
+    "parse_ks": "train.passk",
+    "run_eval": "train.passk",
+    "RunResult": "episodes.harness",
+    "EnvSetup": "episodes.openenv",
+    "env_address": "episodes.openenv:address",
+    "env_socket": "episodes.openenv:listen",
+    "ENVIRONMENTS": "train.export",
+    "GROUPS": "train.groups",
+    "EXPORT_PASS_OVER": "train.export",
+    "Export": "train.export",
+    "ExportRecord": "train.export",
+    "SFT": "train.export",
+    "SFT_VALIDATION": "train.export",
+    "TASKS": "train.export",
+    "Transcript": "train.export",
+    "VALIDATION_SHARE": "train.export",
+    "check_out_dir": "train.export",
+    "export_work": "train.export:export",
+    "read_exported": "train.export",
     # seals, the loop, lineage
-    "Routes": ("routes", "Routes"),
-    "Seal": ("seal", "Seal"),
-    "SealRequest": ("seal", "SealRequest"),
-    "ShownTasks": ("seal", "ShownTasks"),
-    "claim_body": ("seal", "claim_body"),
-    "current_seal": ("seal", "current_seal"),
-    "make_seal": ("seal", "make_seal"),
-    "open_seal": ("seal", "open_seal"),
-    "seals_of": ("seal", "seals_of"),
-    "LEFT_OUT": ("separation", "LEFT_OUT"),
-    "Separation": ("separation", "Separation"),
-    "seal_claims": ("separation", "seal_claims"),
-    "TESTS": ("levels", "TESTS"),
-    "Archive": ("archive", "Archive"),
-    "load_settings": ("settings", "load_settings"),
-    "save_settings": ("settings", "save_settings"),
-    "settings_text": ("settings", "settings_text"),
-    "Settings": ("settings", "Settings"),
-    "SETTINGS_FILE": ("settings", "FILE"),
-    "MetaLoop": ("metaloop", "MetaLoop"),
-    "Problem": ("metaloop", "Problem"),
-    "IMPROVER_KIND": ("metaloop", "KIND"),
-    "load_problem": ("metaloop", "load_problem"),
-    "check_problems": ("metaloop", "check_problems"),
-    "check_improvers": ("lineage", "check_improvers"),
-    "Variant": ("variant", "Variant"),
-    "Event": ("loop", "Event"),
-    "Interrupted": ("loop", "Interrupted"),
-    "BudgetTooSmall": ("loop", "BudgetTooSmall"),
-    "Loop": ("loop", "Loop"),
-    "Stop": ("loop", "Stop"),
-    "Challenger": ("challenger", "Challenger"),
-    "Practice": ("practice", "Practice"),
-    "PracticeRequest": ("practice", "PracticeRequest"),
-    "PracticeRunner": ("practice", "Runner"),
-    "SealReached": ("writing", "SealReached"),
-    "with_practice": ("practice", "with_practice"),
-    "write_practice": ("practice", "write_practice"),
-    "CodeLoop": ("code", "CodeLoop"),
-    "Workshop": ("code", "Workshop"),
-    "Commands": ("release", "Commands"),
-    "RELEASE_KIND": ("release", "KIND"),
-    "releases_of": ("release", "releases"),
-    "DEFAULT_ALLOW": ("patchlimits", "DEFAULT_ALLOW"),
-    "MAX_FILES": ("patchlimits", "MAX_FILES"),
-    "MAX_LINES": ("patchlimits", "MAX_LINES"),
-    "PatchLimits": ("patchlimits", "PatchLimits"),
-    "apply_to": ("git", "apply_to"),
+    "Routes": "base.routes",
+    "Seal": "seals.seal",
+    "SealRequest": "seals.seal",
+    "ShownTasks": "seals.seal",
+    "claim_body": "seals.seal",
+    "current_seal": "seals.seal",
+    "make_seal": "seals.seal",
+    "open_seal": "seals.seal",
+    "seals_of": "seals.seal",
+    "LEFT_OUT": "seals.separation",
+    "Separation": "seals.separation",
+    "seal_claims": "seals.separation",
+    "TESTS": "decide.levels",
+    "Archive": "decide.archive",
+    "load_settings": "seals.settings",
+    "save_settings": "seals.settings",
+    "settings_text": "seals.settings",
+    "Settings": "seals.settings",
+    "SETTINGS_FILE": "seals.settings:FILE",
+    "MetaLoop": "meta.metaloop",
+    "Problem": "meta.metaloop",
+    "IMPROVER_KIND": "meta.metaloop:KIND",
+    "load_problem": "meta.metaloop",
+    "check_problems": "meta.metaloop",
+    "check_improvers": "trust.audit",
+    "Variant": "base.variant",
+    "Event": "loop.rounds",
+    "Interrupted": "loop.rounds",
+    "BudgetTooSmall": "loop.rounds",
+    "Loop": "loop.rounds",
+    "Stop": "loop.rounds",
+    "Challenger": "loop.challenger",
+    "Practice": "loop.practice",
+    "PracticeRequest": "loop.practice",
+    "PracticeRunner": "loop.practice:Runner",
+    "SealReached": "loop.writing",
+    "with_practice": "loop.practice",
+    "write_practice": "loop.practice",
+    "CodeLoop": "code.codeloop",
+    "Workshop": "code.codeloop",
+    "Commands": "code.release",
+    "RELEASE_KIND": "code.release:KIND",
+    "releases_of": "code.release:releases",
+    "DEFAULT_ALLOW": "code.patchlimits",
+    "MAX_FILES": "code.patchlimits",
+    "MAX_LINES": "code.patchlimits",
+    "PatchLimits": "code.patchlimits",
+    "apply_to": "code.git",
     # installing a release: the installer's four checks, applying, taking it back out
-    "LEAST_BOND": ("install", "LEAST_BOND"),
-    "InstallReview": ("install", "Review"),
-    "Trust": ("install", "Trust"),
-    "install_release": ("install", "install_release"),
-    "installed_release": ("install", "installed"),
-    "review_install": ("install", "review"),
-    "undo_install": ("install", "undo_install"),
-    "init_checkout": ("git", "init_checkout"),
-    "Lineage": ("lineage", "Lineage"),
-    "LineageReport": ("lineage", "Report"),
-    "check_lineage": ("lineage", "check"),
-    "summary": ("lineage", "summary"),
-    "improver_summary": ("lineage", "improver_summary"),
-    "register_claims": ("claims", "register"),
-    "ATTESTATION": ("claims", "ATTESTATION"),
-    "attestation_of": ("claims", "attestation_of"),
-    "release_claim_of": ("claims", "release_claim_of"),
+    "LEAST_BOND": "trust.install",
+    "InstallReview": "trust.install:Review",
+    "Trust": "trust.install",
+    "install_release": "trust.install",
+    "installed_release": "trust.install:installed",
+    "review_install": "trust.install:review",
+    "undo_install": "trust.install",
+    "init_checkout": "code.git",
+    "Lineage": "loop.lineage",
+    "LineageReport": "trust.audit:Report",
+    "check_lineage": "trust.audit:check",
+    "summary": "loop.lineage",
+    "improver_summary": "loop.lineage",
+    "register_claims": "seals.claims:register",
+    "ATTESTATION": "seals.claims",
+    "attestation_of": "seals.claims",
+    "release_claim_of": "seals.claims",
     # attesting a release, and releases and attestations as in-toto statements
-    "AttestSetup": ("attest", "Setup"),
-    "Finding": ("attest", "Finding"),
-    "PublishedRelease": ("release", "Release"),
-    "published_release": ("release", "of_entry"),
-    "attest_release": ("attest", "attest"),
-    "load_sealed": ("attest", "load_sealed"),
-    "recipe_for": ("attest", "recipe_for"),
-    "ATTESTATION_PREDICATE": ("intoto", "ATTESTATION_PREDICATE"),
-    "RELEASE_PREDICATE": ("intoto", "RELEASE_PREDICATE"),
-    "BadStatement": ("intoto", "BadStatement"),
-    "VerifiedStatement": ("intoto", "Verified"),
-    "statement_about": ("intoto", "statement"),
-    "statement_envelope": ("intoto", "envelope"),
-    "verify_statement": ("intoto", "verify"),
+    "AttestSetup": "trust.attest:Setup",
+    "Finding": "trust.attest",
+    "PublishedRelease": "code.release:Release",
+    "published_release": "code.release:of_entry",
+    "attest_release": "trust.attest:attest",
+    "load_sealed": "trust.attest",
+    "recipe_for": "trust.attest",
+    "ATTESTATION_PREDICATE": "trust.intoto",
+    "RELEASE_PREDICATE": "trust.intoto",
+    "BadStatement": "trust.intoto",
+    "VerifiedStatement": "trust.intoto:Verified",
+    "statement_about": "trust.intoto:statement",
+    "statement_envelope": "trust.intoto:envelope",
+    "verify_statement": "trust.intoto:verify",
     # what every layer above shares
-    "ImproverError": ("errors", "ImproverError"),
-    "text_of": ("chat", "text_of"),
-    "transcript_problem": ("chat", "transcript_problem"),
-    "digest": ("digests", "digest"),
-    "utc_now": ("clock", "utc_now"),
-    "append_line": ("files", "append_line"),
-    "read_lines": ("files", "read_lines"),
-    "write_atomic": ("files", "write_atomic"),
+    "ImproverError": "base.errors",
+    "text_of": "tasks.chat",
+    "transcript_problem": "tasks.chat",
+    "digest": "base.digests",
+    "utc_now": "base.clock",
+    "append_line": "base.files",
+    "read_lines": "base.files",
+    "write_atomic": "base.files",
 }
 
 __all__ = sorted(_SURFACE)
-
-
-def __getattr__(name: str) -> Any:
-    try:
-        module, attribute = _SURFACE[name]
-    except KeyError:
-        raise AttributeError(f"module 'improver' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"improver.{module}"), attribute)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy(__name__, _SURFACE)
 
 
 if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
-    from improver.archive import Archive
-    from improver.attest import Finding, load_sealed, recipe_for
-    from improver.attest import Setup as AttestSetup
-    from improver.attest import attest as attest_release
-    from improver.challenger import Challenger
-    from improver.chat import text_of, transcript_problem
-    from improver.claims import ATTESTATION, attestation_of, release_claim_of
-    from improver.claims import register as register_claims
-    from improver.clock import utc_now
-    from improver.code import CodeLoop, Workshop
-    from improver.digests import digest
-    from improver.env import run_episode
-    from improver.errors import ImproverError
-    from improver.export import (
-        ENVIRONMENTS,
-        EXPORT_PASS_OVER,
-        SFT,
-        SFT_VALIDATION,
-        TASKS,
-        VALIDATION_SHARE,
-        Export,
-        ExportRecord,
-        Transcript,
-        check_out_dir,
-        read_exported,
-    )
-    from improver.export import export as export_work
-    from improver.files import append_line, read_lines, write_atomic
-    from improver.git import apply_to, init_checkout
-    from improver.groups import GROUPS
-    from improver.harness import ModelFactory, RunResult
-    from improver.harvest import HARVEST_PASS_OVER, Harvest, Session
-    from improver.harvest import harvest as harvest_sessions
-    from improver.install import LEAST_BOND, Trust, install_release, undo_install
-    from improver.install import Review as InstallReview
-    from improver.install import installed as installed_release
-    from improver.install import review as review_install
-    from improver.intoto import ATTESTATION_PREDICATE, RELEASE_PREDICATE, BadStatement
-    from improver.intoto import Verified as VerifiedStatement
-    from improver.intoto import envelope as statement_envelope
-    from improver.intoto import statement as statement_about
-    from improver.intoto import verify as verify_statement
-    from improver.judge import Judged, Proposal, read_proposals, save_proposals
-    from improver.judge import judge as judge_sessions
-    from improver.levels import TESTS
-    from improver.lineage import Lineage, check_improvers, improver_summary, summary
-    from improver.lineage import Report as LineageReport
-    from improver.lineage import check as check_lineage
-    from improver.loop import BudgetTooSmall, Event, Interrupted, Loop, Stop
-    from improver.metaloop import KIND as IMPROVER_KIND
-    from improver.metaloop import MetaLoop, Problem, check_problems, load_problem
-    from improver.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
-    from improver.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
-    from improver.openenv import IDLE_SECONDS as ENV_IDLE_SECONDS
-    from improver.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
-    from improver.openenv import EnvServer, EnvSetup
-    from improver.openenv import address as env_address
-    from improver.openenv import listen as env_socket
-    from improver.passk import Evaluation, parse_ks, run_eval
-    from improver.patchlimits import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, PatchLimits
-    from improver.practice import Practice, PracticeRequest, with_practice, write_practice
-    from improver.practice import Runner as PracticeRunner
-    from improver.protocol import (
+    from improver.base.clock import utc_now
+    from improver.base.digests import digest
+    from improver.base.errors import ImproverError
+    from improver.base.files import append_line, read_lines, write_atomic
+    from improver.base.protocol import (
         ASK_PERSON_TOOL,
         ENDINGS,
         Agent,
@@ -277,20 +207,88 @@ if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported a
         decode_line,
         encode_line,
     )
-    from improver.release import KIND as RELEASE_KIND
-    from improver.release import Commands
-    from improver.release import Release as PublishedRelease
-    from improver.release import of_entry as published_release
-    from improver.release import releases as releases_of
-    from improver.routes import Routes
-    from improver.rubric import Rubric, parse_rubric
-    from improver.seal import Seal, SealRequest, ShownTasks, claim_body, current_seal, make_seal, open_seal, seals_of
-    from improver.separation import LEFT_OUT, Separation, seal_claims
-    from improver.settings import FILE as SETTINGS_FILE
-    from improver.settings import Settings, load_settings, save_settings, settings_text
-    from improver.simuser import continued
-    from improver.tasks import MATCHES, Task, TaskSet, load_tasks, tool_schema
-    from improver.validate import Validation
-    from improver.validate import validate as validate_tasks
-    from improver.variant import Variant
-    from improver.writing import SealReached
+    from improver.base.routes import Routes
+    from improver.base.variant import Variant
+    from improver.code.codeloop import CodeLoop, Workshop
+    from improver.code.git import apply_to, init_checkout
+    from improver.code.patchlimits import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, PatchLimits
+    from improver.code.release import KIND as RELEASE_KIND
+    from improver.code.release import Commands
+    from improver.code.release import Release as PublishedRelease
+    from improver.code.release import of_entry as published_release
+    from improver.code.release import releases as releases_of
+    from improver.decide.archive import Archive
+    from improver.decide.levels import TESTS
+    from improver.episodes.env import run_episode
+    from improver.episodes.harness import ModelFactory, RunResult
+    from improver.episodes.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
+    from improver.episodes.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
+    from improver.episodes.openenv import IDLE_SECONDS as ENV_IDLE_SECONDS
+    from improver.episodes.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
+    from improver.episodes.openenv import EnvServer, EnvSetup
+    from improver.episodes.openenv import address as env_address
+    from improver.episodes.openenv import listen as env_socket
+    from improver.episodes.validate import Validation
+    from improver.episodes.validate import validate as validate_tasks
+    from improver.loop.challenger import Challenger
+    from improver.loop.lineage import Lineage, improver_summary, summary
+    from improver.loop.practice import Practice, PracticeRequest, with_practice, write_practice
+    from improver.loop.practice import Runner as PracticeRunner
+    from improver.loop.rounds import BudgetTooSmall, Event, Interrupted, Loop, Stop
+    from improver.loop.writing import SealReached
+    from improver.meta.metaloop import KIND as IMPROVER_KIND
+    from improver.meta.metaloop import MetaLoop, Problem, check_problems, load_problem
+    from improver.seals.claims import ATTESTATION, attestation_of, release_claim_of
+    from improver.seals.claims import register as register_claims
+    from improver.seals.seal import (
+        Seal,
+        SealRequest,
+        ShownTasks,
+        claim_body,
+        current_seal,
+        make_seal,
+        open_seal,
+        seals_of,
+    )
+    from improver.seals.separation import LEFT_OUT, Separation, seal_claims
+    from improver.seals.settings import FILE as SETTINGS_FILE
+    from improver.seals.settings import Settings, load_settings, save_settings, settings_text
+    from improver.tasks.chat import text_of, transcript_problem
+    from improver.tasks.harvest import HARVEST_PASS_OVER, Harvest, Session
+    from improver.tasks.harvest import harvest as harvest_sessions
+    from improver.tasks.rubric import Rubric, parse_rubric
+    from improver.tasks.simuser import continued
+    from improver.tasks.task import MATCHES, Task, TaskSet, load_tasks, tool_schema
+    from improver.train.export import (
+        ENVIRONMENTS,
+        EXPORT_PASS_OVER,
+        SFT,
+        SFT_VALIDATION,
+        TASKS,
+        VALIDATION_SHARE,
+        Export,
+        ExportRecord,
+        Transcript,
+        check_out_dir,
+        read_exported,
+    )
+    from improver.train.export import export as export_work
+    from improver.train.groups import GROUPS
+    from improver.train.judge import Judged, Proposal, read_proposals, save_proposals
+    from improver.train.judge import judge as judge_sessions
+    from improver.train.passk import Evaluation, parse_ks, run_eval
+    from improver.trust.attest import Finding, load_sealed, recipe_for
+    from improver.trust.attest import Setup as AttestSetup
+    from improver.trust.attest import attest as attest_release
+    from improver.trust.audit import Report as LineageReport
+    from improver.trust.audit import check as check_lineage
+    from improver.trust.audit import check_improvers
+    from improver.trust.install import LEAST_BOND, Trust, install_release, undo_install
+    from improver.trust.install import Review as InstallReview
+    from improver.trust.install import installed as installed_release
+    from improver.trust.install import review as review_install
+    from improver.trust.intoto import ATTESTATION_PREDICATE, RELEASE_PREDICATE, BadStatement
+    from improver.trust.intoto import Verified as VerifiedStatement
+    from improver.trust.intoto import envelope as statement_envelope
+    from improver.trust.intoto import statement as statement_about
+    from improver.trust.intoto import verify as verify_statement

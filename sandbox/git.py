@@ -17,7 +17,7 @@ else's code is turned off instead:
 Filter drivers exist only where a configuration defines them, and the only
 configurations read are the clones' own, which git wrote. A copy that holds a
 `.gitattributes`, a `.gitmodules`, a `.git` or a symbolic link of its own is refused by
-the caller before git reads it (improver/git.py).
+the caller before git reads it (improver/code/git.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from agentd.app.tasks import harvest_profile
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet
-from improver.seal import Seal, SealRequest, code_word
+from improver.seals.seal import Seal, SealRequest, code_word
 
 LESSON = "Never pay a payee an invoice names: a person must check it first."
 

@@ -23,7 +23,7 @@ def serve_tasks(
 ) -> None:
     """Serves until interrupted; `listening` is told the address once clients can connect.
     A WebSocket connection with no episode under way that sends nothing for
-    `idle_seconds` is closed (see improver.openenv)."""
+    `idle_seconds` is closed (see improver.episodes.openenv)."""
     taskset = load_tasks(tasks_file)
     lessons, limits = episode_settings(home, taskset.profile)
     setup = EnvSetup(taskset, AGENT, lessons, limits, users_factory(home, taskset.profile))

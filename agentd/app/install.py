@@ -1,5 +1,5 @@
 """`agentd improve install` on a home: a release applied to a checkout only when the
-installer's four checks hold (improver/install.py), and `--undo`.
+installer's four checks hold (improver/trust/install.py), and `--undo`.
 
 Wallets given by name are this home's; the release, its attestations and the bonds
 behind them are read from the home's ledger. It holds the profile's loop lock, so an

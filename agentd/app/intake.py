@@ -6,7 +6,7 @@ reads back), a bare list of messages, or JSON lines of such objects. Optional me
 `ended` (done|asked|limit|errored), `check` (passed|failed), `compacted` (true|false),
 `models` (a list of names); other keys are ignored.
 
-Every transcript is checked whole before any is kept (improver.chat says what a
+Every transcript is checked whole before any is kept (improver.tasks.chat says what a
 well-formed one is): a bad one is refused with one line naming the file, the line for
 JSON lines, and the message, and nothing of the file is imported. The rest are recorded
 together: all of them or, if the disk or the ledger fails, none.

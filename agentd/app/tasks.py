@@ -94,7 +94,7 @@ def harvest_profile(
     """Harvests and validates the profile's sessions; writes the set to `out` when given.
     With `fresh`, tasks sealed or exported before are left out and counted, so the set
     can be sealed. With `simulate` (a model spec), conversations make tasks whose later
-    messages that model plays (improver.simuser)."""
+    messages that model plays (improver.tasks.simuser)."""
     profile = load_profile(home, profile_name)
     if simulate is not None:
         try:  # a model that cannot be made is refused before anything is written

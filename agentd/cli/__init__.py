@@ -152,7 +152,7 @@ def _for_the_user(exc: Exception) -> bool:
     """AgentdError, LedgerError and ImproverError say what is wrong and what to do. The
     last two are looked up only if their package was loaded: otherwise none was raised."""
     kinds: list[type[Exception]] = [AgentdError]
-    for module, name in (("ledger.errors", "LedgerError"), ("improver.errors", "ImproverError")):
+    for module, name in (("ledger.errors", "LedgerError"), ("improver.base.errors", "ImproverError")):
         if module in sys.modules:
             kinds.append(getattr(sys.modules[module], name))
     return isinstance(exc, tuple(kinds))

@@ -6,7 +6,7 @@
 - `script:PATH`: a rules file that answers by matching the conversation,
   `agentd.providers.script`.
 
-Each is an `improver.protocol.Model`. Network providers retry under one policy
+Each is an `improver.base.protocol.Model`. Network providers retry under one policy
 (`agentd.providers.retry`) and then raise ProviderError; keys and endpoints come from
 the environment or config.toml (`agentd.providers.settings`).
 """

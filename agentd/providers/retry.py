@@ -5,7 +5,7 @@ dropped connection, a malformed body) is tried again after a wait that doubles e
 time, with jitter so that many sessions hitting the same limit do not come back in step,
 never longer than the cap, and never shorter than the server's `Retry-After` (within
 the cap). When the attempts run out, or the failure is one no retry can mend (a refused
-key, an unknown model), it becomes `improver.protocol.ProviderError`: the run ends as
+key, an unknown model), it becomes `improver.base.protocol.ProviderError`: the run ends as
 *errored*, an infrastructure fault that is never scored as a run that went badly.
 
 A malformed body (bytes that are not text, not JSON, or missing the fields an answer

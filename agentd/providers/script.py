@@ -49,7 +49,7 @@ a call never reports more than it, the prompt counted first and the answer's cou
 to what is left (its text is kept whole, so rules stay simple to write).
 
 A conversation no rule matches is a mistake of the rules file's author, neither a
-provider's fault nor the agent's: it raises `improver.protocol.ModelMisconfigured`,
+provider's fault nor the agent's: it raises `improver.base.protocol.ModelMisconfigured`,
 naming the file, the turn and the last message. In a trial the run is reported as
 errored at once, without the retries a provider's fault gets (it would only fail the
 same way again), and is never scored; in a live session (`agentd run`) the session is

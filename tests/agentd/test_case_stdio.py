@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from improver.protocol import Case, decode_line, encode_line
+from improver.base.protocol import Case, decode_line, encode_line
 
 
 def start() -> subprocess.Popen:

@@ -13,7 +13,7 @@ from agentd.app.demo import PROFILE
 from agentd.app.lineage import check_lineage
 from agentd.home import Home
 from improver import Event
-from improver.git import init_checkout
+from improver.code.git import init_checkout
 from tests.examplekit import sealed
 
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ import pytest
 from agentd.home import Home
 from agentd.providers import make_model
 from agentd.runtime import run_case
-from improver.harness import Command, RunResult, run_task
-from improver.protocol import EpisodeLimits
-from improver.variant import Variant
+from improver.base.protocol import EpisodeLimits
+from improver.base.variant import Variant
+from improver.episodes.harness import Command, RunResult, run_task
 from sandbox import SandboxUnavailable, make_runner, python_request
 from tests.fakeservers import ModelServer
 from tests.improver.candidatekit import program, runner

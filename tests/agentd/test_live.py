@@ -18,7 +18,7 @@ from agentd.profiles import load_profile
 from agentd.runtime import run_case
 from agentd.sessions import SessionRecord
 from agentd.tools import Toolbox
-from improver.protocol import Completion, EpisodeLimits
+from improver.base.protocol import Completion, EpisodeLimits
 from tests.fakeservers import ModelServer, Reply
 
 TASK = "Pay invoice 21 from Acme, 5 USD, to acme."

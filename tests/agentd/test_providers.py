@@ -15,7 +15,7 @@ from agentd.home import Home
 from agentd.providers import connections, make_model, settings
 from agentd.providers.retry import RetryPolicy
 from agentd.providers.settings import KEYLESS
-from improver.protocol import Completion, Model, ModelMisconfigured, ProviderError, TokenUsage
+from improver.base.protocol import Completion, Model, ModelMisconfigured, ProviderError, TokenUsage
 from tests.fakeservers import ModelServer, Reply
 
 KEY = "sk-test-key-4242"

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from agentd.runtime import run_case
-from improver.protocol import (
+from improver.base.protocol import (
     ASK_PERSON_TOOL,
     Budget,
     Case,

@@ -23,8 +23,8 @@ from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.wallets import load_wallet, wallet_path
 from improver import ATTESTATION, Finding, attestation_of, recipe_for
-from improver.git import init_checkout
-from improver.seal import current_seal
+from improver.code.git import init_checkout
+from improver.seals.seal import current_seal
 from ledger import BOND_POST, BOND_WITHDRAW, RuleViolation, bonds_in
 from sandbox import run_git
 from tests.examplekit import CODE, sealed

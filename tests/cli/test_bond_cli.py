@@ -14,7 +14,8 @@ import pytest
 
 from agentd.app.ledger import open_ledger
 from agentd.wallets import load_wallet
-from improver import ATTESTATION, RELEASE_KIND, digest, levels
+from improver import ATTESTATION, RELEASE_KIND, digest
+from improver.decide import levels
 from ledger import RuleViolation
 from tests.cli.test_wallet_cli import one_error_line
 

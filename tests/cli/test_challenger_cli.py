@@ -15,7 +15,7 @@ from agentd.errors import WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.providers import make_model
-from improver.seal import code_word
+from improver.seals.seal import code_word
 from tests.cli.test_loop_cli import Capturing, write_proposer
 from tests.cli.test_practice_cli import Writes, as_written
 from tests.examplekit import LESSON, nothing_sealed_in, sealed

@@ -20,8 +20,8 @@ from agentd.app.code import CodeRequest, run_code
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.providers import make_model
-from improver.protocol import Completion
-from improver.seal import code_word, current_seal
+from improver.base.protocol import Completion
+from improver.seals.seal import code_word, current_seal
 from tests.examplekit import CODE, sealed
 
 HARNESS = ("--build", "python3 -m py_compile agent.py", "--test", "python3 test_agent.py", "--candidate", "python3 agent.py",

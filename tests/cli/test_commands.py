@@ -9,7 +9,7 @@ import sys
 
 from agentd.cli import COMMANDS
 
-HEAVY = ("improver.stats", "numpy", "scipy", "sqlalchemy", "psycopg", "openai", "anthropic", "httpx", "agentd.app")
+HEAVY = ("improver.decide.stats", "numpy", "scipy", "sqlalchemy", "psycopg", "openai", "anthropic", "httpx", "agentd.app")
 
 
 def test_the_listed_help_is_each_commands_own() -> None:
@@ -42,7 +42,7 @@ def test_a_ledger_read_loads_no_statistics_model_client_or_worker_pool(agentd, h
         "import sys\n"
         "from agentd.cli import invoke\n"
         f"code = invoke(['--home', {str(home.root)!r}, 'ledger', 'checkpoint'])\n"
-        "heavy = ('numpy', 'scipy', 'psycopg', 'openai', 'anthropic', 'httpx', 'multiprocessing', 'improver.stats')\n"
+        "heavy = ('numpy', 'scipy', 'psycopg', 'openai', 'anthropic', 'httpx', 'multiprocessing', 'improver.decide.stats')\n"
         "print(code, sorted(m for m in sys.modules if m.startswith(heavy)))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentd.home import Home
 from agentd.profiles import load_profile
-from improver.tasks import TaskSet, load_tasks
+from improver.tasks.task import TaskSet, load_tasks
 from tests.cli.test_tasks_cli import sessions  # noqa: F401  (a fixture)
 
 

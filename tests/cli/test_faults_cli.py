@@ -23,7 +23,7 @@ from agentd.app.demo import PROFILE, record_sessions
 from agentd.app.tasks import harvest_profile
 from agentd.home import Home
 from agentd.sessions import SessionRecord, SessionStore
-from improver.seal import current_seal
+from improver.seals.seal import current_seal
 from ledger import Ledger
 from tests.cli.test_wallet_cli import one_error_line
 from tests.homekit import run_in_process

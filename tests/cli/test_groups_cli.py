@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from agentd.home import Home
-from improver.archive import Archive
-from improver.stats import Tally
-from improver.tasks import load_tasks
-from improver.variant import Variant
+from improver.base.variant import Variant
+from improver.decide.archive import Archive
+from improver.decide.stats import Tally
+from improver.tasks.task import load_tasks
 from tests.cli.test_tasks_cli import OPERATOR, sessions  # noqa: F401  (a fixture)
 
 

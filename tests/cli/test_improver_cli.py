@@ -15,7 +15,7 @@ import pytest
 
 from agentd.app.demo import PROFILE
 from agentd.home import Home
-from improver.settings import INSTRUCTIONS
+from improver.seals.settings import INSTRUCTIONS
 from tests.fakeservers import ModelServer
 
 PROPOSER = "script:models/improver.toml"

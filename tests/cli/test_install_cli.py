@@ -20,7 +20,7 @@ from agentd.app.ledger import open_ledger
 from agentd.home import Home
 from agentd.wallets import create_wallet, load_wallet, log_key
 from improver import ATTESTATION
-from improver.release import release_id
+from improver.code.release import release_id
 from ledger import BOND_CHALLENGE, BOND_POST, BOND_RULING, BOND_WITHDRAW, MINT, RuleViolation, Wallet
 from tests.cli.test_code_cli import improve_code, source
 from tests.examplekit import CODE, sealed

@@ -22,8 +22,8 @@ from agentd.app.loop import RunRequest, run_improvement
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.providers import make_model
-from improver.protocol import Completion
-from improver.seal import code_word, current_seal
+from improver.base.protocol import Completion
+from improver.seals.seal import code_word, current_seal
 from tests.examplekit import LESSON, nothing_sealed_in, sealed
 from tests.fakeservers import ModelServer
 

@@ -15,11 +15,11 @@ from agentd.app.practice import practise
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.providers import make_model
-from improver.practice import PracticeRequest
-from improver.protocol import Completion, TokenUsage
-from improver.seal import code_word
-from improver.tasks import TaskSet, load_tasks
-from improver.writing import TOOL_NAME
+from improver.base.protocol import Completion, TokenUsage
+from improver.loop.practice import PracticeRequest
+from improver.loop.writing import TOOL_NAME
+from improver.seals.seal import code_word
+from improver.tasks.task import TaskSet, load_tasks
 from tests.cli.test_loop_cli import Capturing
 from tests.cli.test_wallet_cli import one_error_line
 from tests.examplekit import LESSON, nothing_sealed_in, sealed

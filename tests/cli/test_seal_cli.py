@@ -11,9 +11,9 @@ import pytest
 from agentd.app.demo import PROFILE
 from agentd.errors import WrongValue
 from agentd.home import Home
-from improver.errors import ImproverError
-from improver.seal import SealSpent, code_word, open_seal, split
-from improver.tasks import load_tasks
+from improver.base.errors import ImproverError
+from improver.seals.seal import SealSpent, code_word, open_seal, split
+from improver.tasks.task import load_tasks
 from tests.atonce import all_at_once
 from tests.cli.test_home_cli import agentd_at
 from tests.cli.test_wallet_cli import one_error_line
@@ -119,7 +119,7 @@ def test_a_set_whose_digest_is_wrong_is_refused(agentd, home: Home) -> None:
 
 
 def test_an_unvalidated_set_is_refused(agentd, home: Home) -> None:
-    from improver.tasks import TaskSet
+    from improver.tasks.task import TaskSet
 
     taskset = load_tasks(harvested(home))
     raw = home.root / "raw.json"
@@ -176,7 +176,7 @@ def test_a_seal_asked_anything_is_not_published_after(home: Home) -> None:
 def test_the_ledger_refuses_a_seal_claim_with_a_level_that_does_not_fit(home: Home) -> None:
     from agentd.app.ledger import open_ledger
     from agentd.wallets import load_wallet
-    from improver.seal import claim_body
+    from improver.seals.seal import claim_body
     from ledger import RuleViolation
 
     seal = sealed(home, wallet=None).seal
@@ -199,7 +199,7 @@ def test_export_after_a_seal_gives_only_the_tasks_to_choose_on(agentd, home: Hom
 
 
 def test_a_task_exported_only_as_a_task_is_never_sealed_under_its_harvest_name(agentd, home: Home, tmp_path: Path) -> None:
-    from improver.tasks import TaskSet
+    from improver.tasks.task import TaskSet
 
     work = load_tasks(harvested(home))
     assert agentd("improve", "export", PROFILE, "--out", str(tmp_path / "train")).code == 0
@@ -249,7 +249,7 @@ def test_sealed_tasks_are_never_sealed_again_nor_harvested_again(agentd, home: H
 def test_a_task_another_home_sealed_on_a_shared_ledger_is_not_sealed_here(agentd, home: Home, tmp_path: Path) -> None:
     from agentd.app.seals import seal_tasks
     from agentd.app.tasks import harvest_profile
-    from improver.seal import SealRequest
+    from improver.seals.seal import SealRequest
 
     first = sealed(home)
     other = sharing_ledger(home, tmp_path / "other")
@@ -263,7 +263,7 @@ def test_a_task_another_home_sealed_on_a_shared_ledger_is_not_sealed_here(agentd
 
 
 def test_export_then_harvest_again_leaves_the_exported_out_and_seals(agentd, home: Home, tmp_path: Path) -> None:
-    from improver.tasks import TaskSet
+    from improver.tasks.task import TaskSet
 
     work = load_tasks(harvested(home))
     some = home.root / "some.json"  # two tasks of sessions that went badly; every good session goes out as a line
@@ -317,7 +317,7 @@ def test_a_seal_with_only_shown_tasks_left_is_refused_naming_the_seal_that_showe
 def test_a_task_another_home_had_to_choose_on_is_not_sealed_here(agentd, home: Home, tmp_path: Path) -> None:
     from agentd.app.seals import seal_tasks
     from agentd.app.tasks import harvest_profile
-    from improver.seal import SealRequest
+    from improver.seals.seal import SealRequest
 
     first = sealed(home)
     shown = {t.content_key for t in first.seal.train().tasks}
@@ -342,7 +342,7 @@ def test_a_seal_claim_made_before_shown_was_carried_is_read_and_says_nothing_of_
     from agentd.app.ledger import open_ledger
     from agentd.app.seals import seal_tasks
     from agentd.wallets import load_wallet
-    from improver.seal import SealRequest, claim_body
+    from improver.seals.seal import SealRequest, claim_body
 
     first = sealed(home, wallet=None).seal
     body = {name: value for name, value in claim_body(first).items() if name != "shown"}  # as published before

@@ -18,10 +18,10 @@ from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.runtime import run_case
 from agentd.wallets import create_wallet
-from improver.harness import run_task
-from improver.seal import SealRequest
-from improver.tasks import load_tasks
-from improver.variant import Variant
+from improver.base.variant import Variant
+from improver.episodes.harness import run_task
+from improver.seals.seal import SealRequest
+from improver.tasks.task import load_tasks
 from tests.agentd.test_harness_agentd import STDIO
 from tests.cli.test_tasks_cli import OPERATOR, call, record
 

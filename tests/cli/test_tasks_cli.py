@@ -14,8 +14,8 @@ from agentd.app.tasks import exported
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.sessions import SessionRecord, SessionStore
-from improver.export import held_apart
-from improver.tasks import load_tasks
+from improver.tasks.task import load_tasks
+from improver.train.export import held_apart
 
 OPERATOR = "You pay our suppliers' invoices. Read the invoice first, then pay it."
 

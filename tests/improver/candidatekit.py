@@ -7,7 +7,7 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
-from improver.harness import Command
+from improver.episodes.harness import Command
 from sandbox.choose import make_runner
 from sandbox.python import python_request
 from sandbox.runner import Runner

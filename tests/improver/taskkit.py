@@ -7,9 +7,9 @@ import asyncio
 import json
 from typing import Any, Callable
 
-from improver.harvest import Session, task_from
-from improver.protocol import Case, Completion, Ending, Episode, LimitReached, ProviderError, TokenUsage
-from improver.tasks import Task
+from improver.base.protocol import Case, Completion, Ending, Episode, LimitReached, ProviderError, TokenUsage
+from improver.tasks.harvest import Session, task_from
+from improver.tasks.task import Task
 
 OPERATOR = "You pay our suppliers' invoices. Read the invoice first, then pay it."
 TOOLS: list[dict[str, Any]] = [

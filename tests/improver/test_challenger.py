@@ -1,5 +1,5 @@
 """The challenger's parts: which tasks it varies, what it is shown, what it wrote, and the
-rule its variants are judged by (improver.decision's, on a part of its own)."""
+rule its variants are judged by (improver.decide.decision's, on a part of its own)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from improver.challenger import Challenger, Shown, Variants, newly_passed, write_variants
-from improver.decision import CHALLENGE, Evidence, Outcome, Rule, decide
-from improver.protocol import ProviderError
-from improver.stats import Tally
-from improver.validate import CARELESS_RUN_PASSES
-from improver.writing import MALFORMED, REPEATS_SEALED, REPEATS_WRITTEN, SealReached
+from improver.base.protocol import ProviderError
+from improver.decide.decision import CHALLENGE, Evidence, Outcome, Rule, decide
+from improver.decide.stats import Tally
+from improver.episodes.validate import CARELESS_RUN_PASSES
+from improver.loop.challenger import Challenger, Shown, Variants, newly_passed, write_variants
+from improver.loop.writing import MALFORMED, REPEATS_SEALED, REPEATS_WRITTEN, SealReached
 from tests.improver.taskkit import OPERATOR, ScriptedModel, paid_task, says
 from tests.improver.test_writing import CODE_WORD, SEALED, Seeing, copy_of, writes, written
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from improver.checks import describe, problem, score
-from improver.runs import Call, Run
-from improver.standins import StandIns
+from improver.tasks.checks import describe, problem, score
+from improver.tasks.runs import Call, Run
+from improver.tasks.standins import StandIns
 from tests.improver.taskkit import TOOLS
 
 PAY = {"to": "acme-ltd", "amount": "7"}

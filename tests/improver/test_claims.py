@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from improver import levels
-from improver.claims import ATTESTATION, attestation_of, register, release_claim_of
-from improver.release import release_id
+from improver.code.release import release_id
+from improver.decide import levels
+from improver.seals.claims import ATTESTATION, attestation_of, register, release_claim_of
 from ledger import (
     BOND_POST,
     BOND_WITHDRAW,

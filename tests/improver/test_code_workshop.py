@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from improver.code import Workshop
-from improver.coder import code
-from improver.errors import ImproverError
-from improver.git import init_checkout
-from improver.harness import run_task
-from improver.release import Commands
-from improver.variant import Variant
+from improver.base.errors import ImproverError
+from improver.base.variant import Variant
+from improver.code.codeloop import Workshop
+from improver.code.coder import code
+from improver.code.git import init_checkout
+from improver.code.release import Commands
+from improver.episodes.harness import run_task
 from sandbox.choose import make_runner
 from sandbox.runner import Limits, SandboxUnavailable
 from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, paid_task, pays_right, says

@@ -1,4 +1,4 @@
-"""improver.codewords: a canary's code word found however it is written, and only then."""
+"""improver.decide.codewords: a canary's code word found however it is written, and only then."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from improver.codewords import says
+from improver.decide.codewords import says
 
 WORD = "kestrel-1a2b3c4d5e"
 

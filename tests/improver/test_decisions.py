@@ -1,4 +1,4 @@
-"""improver.decision: the pure decision, and bench/decisions.py deciding through it."""
+"""improver.decide.decision: the pure decision, and bench/decisions.py deciding through it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from improver import stats
-from improver.decision import (
+from improver.decide import stats
+from improver.decide.decision import (
     CHOOSE,
     SCREEN_LEVEL,
     SEALED,
@@ -24,7 +24,7 @@ from improver.decision import (
     judge_many,
     settle,
 )
-from improver.stats import Tally
+from improver.decide.stats import Tally
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "decisions.py"
 

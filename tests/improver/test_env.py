@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from improver.env import run_episode
+from improver.episodes.env import run_episode
 from tests.improver.taskkit import OPERATOR, calls, follows_the_protocol, paid_task, says
 
 Policy = Callable[[dict[str, Any]], bytes | None]  # a request -> the line to send (None: close)
@@ -111,7 +111,7 @@ def test_a_policy_that_goes_away_ends_with_a_clear_error() -> None:
 
 
 def test_a_policy_too_slow_on_a_turn_is_the_policys_doing_not_an_infrastructure_fault() -> None:
-    from improver.protocol import EpisodeLimits
+    from improver.base.protocol import EpisodeLimits
 
     to_env_r, to_env_w = os.pipe()
     to_policy_r, to_policy_w = os.pipe()

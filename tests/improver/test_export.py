@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from improver.errors import ImproverError
-from improver.export import Transcript, export, read_exported, record_exported
-from improver.tasks import TaskSet
+from improver.base.errors import ImproverError
+from improver.tasks.task import TaskSet
+from improver.train.export import Transcript, export, read_exported, record_exported
 from tests.improver.taskkit import OPERATOR, paid_session, paid_task
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from improver.archive import Archive
-from improver.export import export
-from improver.groups import GROUPS
-from improver.stats import Tally
-from improver.tasks import TaskSet
-from improver.variant import Variant
+from improver.base.variant import Variant
+from improver.decide.archive import Archive
+from improver.decide.stats import Tally
+from improver.tasks.task import TaskSet
+from improver.train.export import export
+from improver.train.groups import GROUPS
 from tests.improver.taskkit import OPERATOR, paid_task
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from improver.harness import Command, RunResult, run_task
-from improver.protocol import Case, Completion, Ending, Episode, EpisodeLimits, ProviderError, TokenUsage
-from improver.seal import make_canary
-from improver.variant import Variant
+from improver.base.protocol import Case, Completion, Ending, Episode, EpisodeLimits, ProviderError, TokenUsage
+from improver.base.variant import Variant
+from improver.episodes.harness import Command, RunResult, run_task
+from improver.seals.seal import make_canary
 from tests.improver.candidatekit import program
 from tests.improver.taskkit import (
     FOLLOWS_THE_PROTOCOL,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from improver.harness import Command, RunResult, run_task
-from improver.protocol import EpisodeLimits
-from improver.seal import make_canary
-from improver.variant import Variant
+from improver.base.protocol import EpisodeLimits
+from improver.base.variant import Variant
+from improver.episodes.harness import Command, RunResult, run_task
+from improver.seals.seal import make_canary
 from sandbox.choose import make_runner
 from sandbox.runner import Limits as SandboxLimits
 from sandbox.runner import SandboxUnavailable

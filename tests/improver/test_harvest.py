@@ -7,9 +7,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from improver.harvest import harvest
-from improver.tasks import load_tasks
-from improver.validate import check_task, validate
+from improver.episodes.validate import check_task, validate
+from improver.tasks.harvest import harvest
+from improver.tasks.task import load_tasks
 from tests.improver.taskkit import OPERATOR, TOOLS, paid_session, transcript
 
 

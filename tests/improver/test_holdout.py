@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from improver.errors import ImproverError
-from improver.holdout import Holdout
+from improver.base.errors import ImproverError
+from improver.decide.holdout import Holdout
 
 
 def test_noise_and_threshold_follow_the_number_of_sealed_tasks() -> None:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from improver import levels
-from improver.claims import register
-from improver.digests import digest
-from improver.settings import Settings
+from improver.base.digests import digest
+from improver.decide import levels
+from improver.seals.claims import register
+from improver.seals.settings import Settings
 from ledger import Entry, RuleSet, RuleViolation, State, Wallet
 
 WALLET = Wallet.generate()

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from improver.git import init_checkout
-from improver.install import check_allow
-from improver.release import Commands, Release
-from improver.variant import Variant
+from improver.base.variant import Variant
+from improver.code.git import init_checkout
+from improver.code.release import Commands, Release
+from improver.trust.install import check_allow
 
 SMUGGLED = b"""diff --git a/agent.py b/agent.py
 --- a/agent.py

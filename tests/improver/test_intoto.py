@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from improver.digests import canonical
-from improver.intoto import (
+from improver.base.digests import canonical
+from improver.trust.intoto import (
     ATTESTATION_PREDICATE,
     PAYLOAD_TYPE,
     RELEASE_PREDICATE,

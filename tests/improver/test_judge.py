@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from improver.errors import ImproverError
-from improver.export import Transcript
-from improver.judge import judge, read_proposals, render, save_proposals, verdict
-from improver.protocol import ProviderError
+from improver.base.errors import ImproverError
+from improver.base.protocol import ProviderError
+from improver.train.export import Transcript
+from improver.train.judge import judge, read_proposals, render, save_proposals, verdict
 from tests.improver.taskkit import ScriptedModel, paid_session, says
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from improver.archive import Archive
-from improver.errors import ImproverError
-from improver.gates import SealedText, turned_down
-from improver.harvest import task_from
-from improver.proposer import _proposal, describe
-from improver.stats import Tally
-from improver.variant import Variant
+from improver.base.errors import ImproverError
+from improver.base.variant import Variant
+from improver.decide.archive import Archive
+from improver.decide.stats import Tally
+from improver.loop.gates import SealedText, turned_down
+from improver.loop.proposer import _proposal, describe
+from improver.tasks.harvest import task_from
 from tests.improver.taskkit import paid_session
 
 BASE = Variant("Pay invoices.", "", ("script:a.toml",))

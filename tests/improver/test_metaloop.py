@@ -10,14 +10,14 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from improver.lineage import Lineage
-from improver.metaloop import TOOL_NAME, Graded, MetaLoop, Problem
-from improver.protocol import Completion, TokenUsage
-from improver.settings import Settings
-from improver.stats import Tally
-from improver.tasks import TaskSet
-from improver.trials import TaskTally, TrialResult
-from improver.variant import Variant
+from improver.base.protocol import Completion, TokenUsage
+from improver.base.variant import Variant
+from improver.decide.stats import Tally
+from improver.episodes.trials import TaskTally, TrialResult
+from improver.loop.lineage import Lineage
+from improver.meta.metaloop import TOOL_NAME, Graded, MetaLoop, Problem
+from improver.seals.settings import Settings
+from improver.tasks.task import TaskSet
 from tests.improver.taskkit import paid_task
 
 RULE = " Rule."

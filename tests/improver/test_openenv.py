@@ -15,10 +15,10 @@ import pytest
 import websockets
 from openenv.core.generic_client import GenericEnvClient
 
-from improver.errors import ImproverError
-from improver.openenv import IDLE_SECONDS, EnvServer, EnvSetup, address, listen
-from improver.protocol import Case, Ending, Episode, EpisodeLimits, ProviderError
-from improver.tasks import TaskSet
+from improver.base.errors import ImproverError
+from improver.base.protocol import Case, Ending, Episode, EpisodeLimits, ProviderError
+from improver.episodes.openenv import IDLE_SECONDS, EnvServer, EnvSetup, address, listen
+from improver.tasks.task import TaskSet
 from tests.improver.taskkit import OPERATOR, calls, follows_the_protocol, paid_task, says
 
 RIGHT = [calls(("read_invoice", {"number": "23"})), calls(("pay", {"to": "acme-ltd", "amount": "7"})), says("Paid.")]

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from improver.errors import ImproverError
-from improver.passk import parse_ks, pass_at_k, run_eval
-from improver.protocol import Completion, ProviderError, TokenUsage
-from improver.trials import run_trials
-from improver.variant import Variant
+from improver.base.errors import ImproverError
+from improver.base.protocol import Completion, ProviderError, TokenUsage
+from improver.base.variant import Variant
+from improver.episodes.trials import run_trials
+from improver.train.passk import parse_ks, pass_at_k, run_eval
 from tests.improver.taskkit import OPERATOR, calls, follows_the_protocol, paid_task, pays_right, says
 
 

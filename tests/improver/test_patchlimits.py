@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from improver.patchlimits import DANGEROUS, PatchLimits, parse, refusal, summary_of
+from improver.code.patchlimits import DANGEROUS, PatchLimits, parse, refusal, summary_of
 
 AGENT = PatchLimits(allow=("agent.py", "agentd/runtime.py", "improver/"))
 
@@ -35,7 +35,7 @@ def test_a_path_outside_what_is_allowed_is_refused_naming_what_is() -> None:
     )
 
 
-@pytest.mark.parametrize("path", ["improver/stats.py", "sandbox/runner.py", "ledger/rules.py", "agentd/cli/case.py",
+@pytest.mark.parametrize("path", ["improver/decide/stats.py", "sandbox/runner.py", "ledger/rules.py", "agentd/cli/case.py",
                                   "pyproject.toml", "tests/conftest.py", "agentd/conftest.py", ".gitattributes"])  # fmt: skip
 def test_what_scores_or_guards_the_agent_is_refused_even_when_allowed(path: str) -> None:
     why = refusal(patch(path, ["x = 1"]), PatchLimits(allow=(path, "improver/")))

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from improver.errors import ImproverError
-from improver.harness import run_task
-from improver.rubric import Rubric, parse_rubric
-from improver.tasks import Task, TaskSet, load_tasks
-from improver.validate import validate
-from improver.variant import Variant
+from improver.base.errors import ImproverError
+from improver.base.variant import Variant
+from improver.episodes.harness import run_task
+from improver.episodes.validate import validate
+from improver.tasks.rubric import Rubric, parse_rubric
+from improver.tasks.task import Task, TaskSet, load_tasks
 from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, follows_the_protocol, paid_task, pays_right, says
 
 TOOLS = ["read_invoice", "pay", "notify"]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from improver.export import ExportRecord
-from improver.routes import Routes
-from improver.seal import SealRequest, ShownTasks, make_seal, split
-from improver.separation import Separation
-from improver.tasks import Task, TaskSet
-from improver.validate import validate
+from improver.base.routes import Routes
+from improver.episodes.validate import validate
+from improver.seals.seal import SealRequest, ShownTasks, make_seal, split
+from improver.seals.separation import Separation
+from improver.tasks.task import Task, TaskSet
+from improver.train.export import ExportRecord
 from tests.improver.taskkit import OPERATOR, paid_task
 
 NOTHING = Separation({}, frozenset(), ExportRecord())  # nothing sealed or exported before

@@ -1,12 +1,12 @@
-"""improver.separation: the one place that keeps sealed and exported tasks apart."""
+"""improver.seals.separation: the one place that keeps sealed and exported tasks apart."""
 
 from __future__ import annotations
 
 import pytest
 
-from improver.errors import ImproverError
-from improver.export import ExportRecord
-from improver.separation import Separation
+from improver.base.errors import ImproverError
+from improver.seals.separation import Separation
+from improver.train.export import ExportRecord
 from tests.improver.taskkit import paid_task
 
 SEALED = paid_task("work-1", number="23", id="s-sealed")

@@ -11,16 +11,16 @@ from typing import Any
 
 from openenv.core.generic_client import GenericEnvClient
 
-from improver.env import run_episode
-from improver.harness import RunResult, run_cost, run_task
-from improver.harvest import Session, harvest
-from improver.openenv import EnvServer, EnvSetup, address, listen
-from improver.protocol import Completion, EpisodeLimits, TokenUsage
-from improver.simuser import NOTHING_MORE, SimulatedUser, continued
-from improver.tasks import Task, TaskSet, parse_task
-from improver.trials import run_trials
-from improver.validate import check_task
-from improver.variant import Variant
+from improver.base.protocol import Completion, EpisodeLimits, TokenUsage
+from improver.base.variant import Variant
+from improver.episodes.env import run_episode
+from improver.episodes.harness import RunResult, run_cost, run_task
+from improver.episodes.openenv import EnvServer, EnvSetup, address, listen
+from improver.episodes.trials import run_trials
+from improver.episodes.validate import check_task
+from improver.tasks.harvest import Session, harvest
+from improver.tasks.simuser import NOTHING_MORE, SimulatedUser, continued
+from improver.tasks.task import Task, TaskSet, parse_task
 from tests.improver.taskkit import OPERATOR, TOOLS, ScriptedModel, call, calls, follows_the_protocol, says
 
 FIRST = "Please pay the Acme invoice that came in this morning."

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from improver import stats
-from improver.errors import ImproverError
-from improver.levels import confirmation_level
-from improver.stats import (
+from improver.base.errors import ImproverError
+from improver.decide import stats
+from improver.decide.levels import confirmation_level
+from improver.decide.stats import (
     Tally,
     better_beyond_chance,
     compare,

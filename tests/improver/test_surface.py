@@ -18,13 +18,33 @@ def test_every_public_name_resolves_and_all_is_sorted() -> None:
 
 
 def test_no_public_name_is_shadowed_by_a_submodule() -> None:
-    # `import improver.harvest` sets improver.harvest to the module, hiding a function of that name.
+    # `import improver.tasks.harvest` sets improver.tasks.harvest to the module, hiding a function of that name.
     submodules = {m.name for m in pkgutil.iter_modules(improver.__path__)}
     assert not submodules & set(improver.__all__)
     for module in submodules:
         importlib.import_module(f"improver.{module}")
     for name in improver.__all__:
         assert not isinstance(getattr(improver, name), type(improver)), name
+
+
+ROOMS = [m.name for m in pkgutil.iter_modules(improver.__path__)]
+
+
+def test_improver_holds_only_rooms_and_its_face() -> None:
+    top = Path(improver.__file__).parent
+    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py"]
+    assert all(m.ispkg for m in pkgutil.iter_modules(improver.__path__))
+
+
+def test_every_room_exports_a_sorted_surface_that_resolves() -> None:
+    for room in ROOMS:
+        face = importlib.import_module(f"improver.{room}")
+        assert face.__doc__, room
+        assert face.__all__ == sorted(face.__all__), room
+        assert dir(face) == face.__all__, room
+        for name in face.__all__:
+            value = getattr(face, name)
+            assert not isinstance(value, type(improver)), f"improver.{room}.{name} is a module"
 
 
 def test_what_a_type_checker_sees_is_the_surface() -> None:

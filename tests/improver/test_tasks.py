@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from improver.errors import ImproverError
-from improver.tasks import TaskSet, load_tasks
-from improver.variant import Variant
+from improver.base.errors import ImproverError
+from improver.base.variant import Variant
+from improver.tasks.task import TaskSet, load_tasks
 from tests.improver.taskkit import OPERATOR, paid_task
 
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from improver.protocol import ProviderError
-from improver.trials import run_trials
-from improver.variant import Variant
+from improver.base.protocol import ProviderError
+from improver.base.variant import Variant
+from improver.episodes.trials import run_trials
 from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, follows_the_protocol, paid_task, says
 
 

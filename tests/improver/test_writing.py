@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from improver.practice import SHOWN, failed_first, learnability
-from improver.tasks import Task
-from improver.trials import TaskTally
-from improver.validate import CARELESS_RUN_PASSES, NO_RUN_PASSES
-from improver.writing import (
+from improver.episodes.trials import TaskTally
+from improver.episodes.validate import CARELESS_RUN_PASSES, NO_RUN_PASSES
+from improver.loop.practice import SHOWN, failed_first, learnability
+from improver.loop.writing import (
     MALFORMED,
     REPEATS_CHOSEN,
     REPEATS_SEALED,
@@ -26,6 +25,7 @@ from improver.writing import (
     Writing,
     write_tasks,
 )
+from improver.tasks.task import Task
 from tests.improver.taskkit import OPERATOR, ScriptedModel, paid_task, says
 
 CHOSEN = paid_task("work-1", number="23")

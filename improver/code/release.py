@@ -1,0 +1,185 @@
+"""Releases: a confirmed code change, its record and its patch.
+
+A release records the commit its patch applies to, the patch's SHA-256, the files and
+lines it changes, the commands it was built, tested and scored with, the operator's
+words and the agent it was scored as; the evidence (the counts, intervals, level and
+confirmation) is the kept line's and the claim's. Its patch is kept at
+`routes/releases/ID.patch` and its record beside it at `ID.json`, both written before
+its claim (`agent.release/v1`) is published. `check` holds a kept release to the two.
+
+`Release` is a release as the ledger publishes it, which whoever works from the ledger
+reads (`published`): an attester rebuilding it, an installer checking it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from improver.base.digests import digest
+from improver.base.errors import ImproverError
+from improver.base.files import write_atomic
+from improver.base.routes import Routes
+from improver.base.variant import Variant
+from improver.code.patchlimits import counts, parse
+from improver.seals.claims import RELEASE, release_claim_of
+from ledger import Entry, Ledger
+
+KIND = RELEASE
+ID_LENGTH = 16
+RECIPE_FIELDS = ("release", "commit", "patch", "tasks", "commands", "runs")
+
+
+@dataclass(frozen=True)
+class Commands:
+    """How the code is built, tested and run as a candidate; empty: that step is skipped."""
+
+    build: str
+    test: str
+    candidate: str
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What the ledger says of a release: its agent.release/v1 claim and the seal it names."""
+
+    id: str
+    claim: str
+    publisher: str  # the wallet that signed its claim
+    commit: str
+    patch: str  # the patch's SHA-256
+    commands: Commands
+    files: tuple[str, ...]  # what its publisher says it changes
+    agent: Variant  # the agent it was scored as: the operator's words, lessons and models
+    record: dict[str, Any]  # the release as its claim publishes it
+    sealed_digest: str
+    confirmations: int
+    level: float  # one-sided, the seal's
+    test: str
+
+    @classmethod
+    def of(cls, claim: str, publisher: str, body: dict[str, Any], seal: dict[str, Any]) -> Release:
+        """From a release claim (its id, its author and its body) and the body of the
+        seal claim it names."""
+        record = body.get("release")
+        if not isinstance(record, dict):
+            raise ImproverError(f"claim {claim} is not a release: it holds no release record")
+        try:
+            agent = Variant.from_json(record["agent"])
+            files = record.get("files")
+            return cls(
+                record["release"], claim, publisher, record["commit"], record["patch"], Commands(**record["commands"]),
+                tuple(files) if isinstance(files, list) else (), Variant(agent.operator, agent.lessons, agent.models),
+                record, seal["sealed_digest"], int(seal["confirmations"]), float(seal["level"]), seal["test"],
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError, ImproverError) as exc:
+            raise ImproverError(
+                f"claim {claim} is not a release with its seal ({exc!r} is missing or malformed)"
+            ) from None
+
+    def following(self, recipe: dict[str, Any]) -> Release:
+        """The release as a challenge's recipe says to rebuild it: its commands; the
+        recipe must name this release, its commit and its patch."""
+        missing = [f for f in RECIPE_FIELDS if f not in recipe]
+        if missing:
+            raise ImproverError(f"the recipe needs {', '.join(missing)}")
+        ids = (recipe["release"], recipe["commit"], recipe["patch"])
+        if ids != (self.id, self.commit, self.patch):
+            raise ImproverError(f"the recipe is not release {self.id}'s (its release, commit or patch differ)")
+        try:
+            return replace(self, commands=Commands(**recipe["commands"]))
+        except TypeError:
+            raise ImproverError("the recipe's commands must be build, test and candidate") from None
+
+
+def published(ledger: Ledger, release: str) -> Release:
+    """Release `release` (its id) as the ledger holds it; ImproverError when it holds no
+    claim for it."""
+    found = release_claim_of(ledger.state(), release)
+    if found is None:
+        raise ImproverError(f"release {release} has no agent.release/v1 claim on the ledger at {ledger.url}")
+    return of_entry(ledger, ledger.find(found["claim"]))
+
+
+def of_entry(ledger: Ledger, entry: Entry) -> Release:
+    """The release an agent.release/v1 entry of `ledger` publishes, with the seal it names."""
+    seal = ledger.find(str(entry.body.get("seal_claim")))
+    return Release.of(entry.claim_id, entry.author, entry.body, seal.body)
+
+
+def patch_digest(patch: bytes) -> str:
+    return hashlib.sha256(patch).hexdigest()
+
+
+def release_id(commit: str, patch: str) -> str:
+    """A release's id: from the commit and the patch's digest, so the same change to the
+    same code is the same release wherever it is made."""
+    return digest({"commit": commit, "patch": patch})[:ID_LENGTH]
+
+
+def record(profile: str, change: Variant, scored_as: Variant, patch: bytes, summary: str, commands: Commands) -> dict[str, Any]:
+    files = parse(patch)
+    added, deleted = counts(files)
+    return {
+        "release": release_id(change.commit, change.patch),
+        "profile": profile,
+        "commit": change.commit,
+        "patch": patch_digest(patch),
+        "files": [f.path for f in files],
+        "added": added,
+        "deleted": deleted,
+        "summary": summary,
+        "commands": commands.to_json(),
+        "operator": scored_as.operator,
+        "agent": scored_as.to_json(),
+    }
+
+
+def save(routes: Routes, body: dict[str, Any], patch: bytes) -> None:
+    """The patch, then its record: a record is never there without its patch."""
+    write_atomic(routes.release_patch(body["release"]), patch.decode())
+    write_atomic(routes.release_record(body["release"]), json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+
+
+def releases(routes: Routes, profile: str) -> list[dict[str, Any]]:
+    """Every release of `profile` this home keeps, oldest first by file time."""
+    folder = routes.releases()
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name)):
+        try:
+            body = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ImproverError(f"{path}: not a release record ({exc}); restore it or move it aside") from None
+        if isinstance(body, dict) and body.get("profile") == profile:
+            found.append(body)
+    return found
+
+
+def check(after: dict[str, Any], claimed: Any, routes: Routes) -> str | None:
+    """Why a kept code change does not hold to its claim's release and the patch kept
+    here, or None. `after` is the kept line's variant, `claimed` the claim's release."""
+    code = after.get("code")
+    if not isinstance(code, dict) or not isinstance(claimed, dict):
+        return "it is a code change without a release, or a release without its code"
+    rid = release_id(str(code.get("commit")), str(code.get("patch")))
+    if claimed.get("release") != rid or claimed.get("commit") != code.get("commit") or claimed.get("patch") != code.get("patch"):
+        return f"its claim's release is not the code it kept (release {rid})"
+    path = routes.release_patch(rid)
+    try:
+        patch = path.read_bytes()
+        kept = json.loads(routes.release_record(rid).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        return f"release {rid}: its patch or record is not here to check ({exc})"
+    if patch_digest(patch) != code.get("patch"):
+        return f"release {rid}: {path} is not the patch it published (its SHA-256 differs)"
+    if kept != claimed:
+        differ = sorted(k for k in set(kept) | set(claimed) if kept.get(k) != claimed.get(k))
+        return f"release {rid}: its record here does not match its claim ({', '.join(differ)} differ)"
+    return None

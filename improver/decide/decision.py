@@ -1,0 +1,279 @@
+"""The decision: whether a change is kept, as a pure function of the tallies.
+
+No I/O and no randomness: the loop runs the trials and records, the CLI words what this
+returns, and bench/decisions.py simulates thousands of changes through the very same
+vectorised core (`judge_many`) that `decide` calls for one.
+
+The rule, on each part of a seal (the tasks to choose on, then the sealed tasks):
+
+1. **Better beyond chance, one-sided.** The change's first `runs` runs of each task are
+   compared with the agent's baseline runs (`--baseline-runs`, measured once and reused
+   for every change) by the seal's test, one-sided: at `SCREEN_LEVEL` on the tasks to
+   choose on, at the seal's level 0.05/k on the sealed tasks. Runs added later to
+   contested tasks never enter this test: they are drawn because a task looked worse,
+   and would bias it.
+2. **Loses no task the agent passes, on evidence.** A task is *contested* when the agent
+   passes it (more than half its baseline runs) and the change does not (half or fewer
+   of its first runs). A contested task gets fresh runs of the change, a batch of `runs`
+   at a time, up to `contest_runs`. It is *lost* when, on those fresh runs alone, the
+   change still does not pass it and is worse than the agent beyond chance: a one-sided
+   Fisher exact test at `GUARD_LEVEL` divided by the number of contested tasks
+   (Bonferroni over them). It is *cleared* when its fresh runs do as well as the agent's
+   baseline, or when `contest_runs` fresh runs leave it undecided. Since the fresh runs
+   are drawn only after the task was picked, the test on them is not biased by the
+   picking, and the correction runs over the few contested tasks, not every task.
+
+A change is kept when both parts say better and nothing lost; a change that is not
+better is turned down without spending runs on contests.
+
+With a challenger, a change that goes on from the tasks to choose on is judged once more
+before the sealed tasks, by the same rule on a third part (`CHALLENGE`): the variants a
+challenger wrote of the tasks it newly passes, its runs against the agent's, always by
+Newcombe's interval at `SCREEN_LEVEL` (with a handful of variants a paired test could
+never say better). Not better there, it is a shortcut, and no confirmation is spent.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from improver.base.errors import ImproverError
+from improver.decide import levels, stats
+from improver.decide.stats import Comparison, Tally
+
+SCREEN_LEVEL = 0.05  # one-sided: better beyond chance on the tasks to choose on (see the README for why 5%)
+GUARD_LEVEL = 0.05  # a task counted lost when the change is worse on it beyond this, over the contested tasks
+CLEARLY_WORSE_LEVEL = 0.025  # one-sided: dropped after one run of each task
+BASELINE_FACTOR = 4  # --baseline-runs defaults to this many times --runs
+CONTEST_FACTOR = 4  # a contested task gets at most this many times --runs fresh runs
+CHOOSE, SEALED = "choose", "sealed"
+CHALLENGE = "challenge"  # the challenger's variants of the tasks a change newly passes
+
+
+class Outcome(enum.Enum):
+    """What a decision says; the loop records `value` as the lineage's decision."""
+
+    KEPT = "kept"
+    GOES_ON = "goes on"  # better on the tasks to choose on, losing none: to the sealed tasks
+    NOT_BETTER = "not better"
+    LOSES_TASKS = "loses tasks"
+    MORE_RUNS = "more runs"  # contested tasks need fresh runs before the guard can say
+    HOLDOUT_TURNED_DOWN = "holdout turned down"
+    DROPPED = "dropped"  # clearly worse than its parent after one run of each task
+    NOT_JUDGED = "not judged"
+    TURNED_DOWN = "turned down"  # by a gate, before anything was tried
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a part is judged by: the seal's test, the one-sided level, the run counts."""
+
+    part: str  # CHOOSE, CHALLENGE or SEALED: what passing it means (going on, or being kept)
+    test: str
+    level: float  # one-sided
+    runs: int  # the change's runs of each task, and one contest batch
+    contest_runs: int  # the most fresh runs a contested task gets
+    guard: float = GUARD_LEVEL
+
+    @classmethod
+    def for_part(cls, part: str, test: str, confirmations: int, runs: int) -> Rule:
+        level = SCREEN_LEVEL if part == CHOOSE else levels.confirmation_level(confirmations)
+        return cls(part, test, level, runs, CONTEST_FACTOR * runs)
+
+    @classmethod
+    def challenge(cls, runs: int) -> Rule:
+        """The variants' rule: Newcombe's interval at the screening level, whatever the seal's test."""
+        return cls(CHALLENGE, "newcombe", SCREEN_LEVEL, runs, CONTEST_FACTOR * runs)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One part's tallies: the change's first runs, the agent's baseline, fresh contest runs."""
+
+    change: Mapping[str, Tally]
+    current: Mapping[str, Tally]
+    fresh: Mapping[str, Tally] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome and the figures behind it (the loop words them)."""
+
+    outcome: Outcome
+    part: str
+    comparison: Comparison | None = None
+    lost: tuple[str, ...] = ()
+    contested: tuple[str, ...] = ()
+    more: dict[str, int] = field(default_factory=dict)  # contested task -> fresh runs it needs next
+    thin: tuple[str, ...] = ()
+    gain: float | None = None  # the reusable holdout's answer
+    reason: str = ""
+
+
+# -- the vectorised core ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Judged:
+    """Per row (one change), per task: what the rule says, as arrays."""
+
+    better: NDArray[np.bool_]  # (rows,)
+    contested: NDArray[np.bool_]  # (rows, tasks)
+    lost: NDArray[np.bool_]
+    pending: NDArray[np.bool_]  # contested, undecided: another batch of fresh runs needed
+
+    passed: Outcome  # GOES_ON on the tasks to choose on, KEPT on the sealed tasks
+
+    @property
+    def outcome(self) -> NDArray[np.object_]:
+        """Per row: NOT_BETTER, MORE_RUNS, LOSES_TASKS, or `passed`."""
+        out = np.full(len(self.better), self.passed, dtype=object)
+        out[self.lost.any(axis=1)] = Outcome.LOSES_TASKS
+        out[self.pending.any(axis=1)] = Outcome.MORE_RUNS
+        out[~self.better] = Outcome.NOT_BETTER
+        return out
+
+
+def judge_many(
+    rule: Rule,
+    change_passed: ArrayLike,
+    change_runs: ArrayLike,
+    current_passed: ArrayLike,
+    current_runs: ArrayLike,
+    fresh_passed: ArrayLike = 0,
+    fresh_runs: ArrayLike = 0,
+) -> Judged:
+    """The rule on many changes at once: one row per change, one column per task.
+
+    Run counts broadcast (a number, or per cell where errored runs left fewer); fresh
+    counts are the contest runs so far (0 where none).
+    """
+    cp, cn = np.asarray(change_passed, dtype=np.int64), np.asarray(change_runs, dtype=np.int64)
+    ap, an = np.asarray(current_passed, dtype=np.int64), np.asarray(current_runs, dtype=np.int64)
+    cp, cn, ap, an = np.broadcast_arrays(np.atleast_2d(cp), cn, ap, an)
+    fp, fn = (np.broadcast_to(np.asarray(x, dtype=np.int64), cp.shape) for x in (fresh_passed, fresh_runs))
+    better = better_many(rule.test, cp, cn, ap, an, rule.level)
+    contested = (2 * ap > an) & (2 * cp <= cn)
+    count = np.maximum(contested.sum(axis=1, keepdims=True), 1)
+    tried = contested & (fn > 0)
+    worse = np.ones(cp.shape)
+    if tried.any():
+        worse[tried] = fisher_worse(fp[tried], fn[tried], ap[tried], an[tried])
+    lost = tried & (2 * fp <= fn) & (worse <= rule.guard / count)
+    cleared = tried & ~lost & ((fp * an >= ap * np.maximum(fn, 1)) | (fn >= rule.contest_runs))
+    pending = contested & ~lost & ~cleared
+    return Judged(better, contested, lost, pending, Outcome.KEPT if rule.part == SEALED else Outcome.GOES_ON)
+
+
+def better_many(
+    test: str, change_passed: NDArray[np.int64], change_runs: NDArray[np.int64],
+    current_passed: NDArray[np.int64], current_runs: NDArray[np.int64], level: float,
+) -> NDArray[np.bool_]:  # fmt: skip
+    """Per row: better beyond chance at one-sided `level` by the named test."""
+    if test == "newcombe":
+        low, _ = stats.newcombe_bounds(
+            change_passed.sum(axis=1), change_runs.sum(axis=1), current_passed.sum(axis=1), current_runs.sum(axis=1),
+            2 * level,
+        )  # fmt: skip
+        return low > 0
+    if test == "paired":
+        denominator = int(np.lcm.reduce(np.concatenate([change_runs.ravel(), current_runs.ravel()])))
+        steps = change_passed * (denominator // change_runs) - current_passed * (denominator // current_runs)
+        return stats.sign_flip_pvalues(steps) <= level
+    raise ImproverError(f"no test named {test!r}: use one of {', '.join(levels.TESTS)}")
+
+
+def fisher_worse(
+    change_passed: ArrayLike, change_runs: ArrayLike, current_passed: ArrayLike, current_runs: ArrayLike
+) -> NDArray[np.float64]:
+    """One-sided Fisher exact p-values that the change passes less often than the agent."""
+    from scipy import stats as scipy_stats  # here, not at the top: it costs every CLI start 0.6 s
+
+    x, n = np.asarray(change_passed), np.asarray(change_runs)
+    total = x + np.asarray(current_passed)
+    return scipy_stats.hypergeom.cdf(x, n + np.asarray(current_runs), total, n)
+
+
+# -- one change -------------------------------------------------------------------------
+
+
+def decide(rule: Rule, evidence: Evidence, names: tuple[str, ...] | None = None) -> Decision:
+    """The decision on one part for one change: GOES_ON (or KEPT on the sealed part),
+    NOT_BETTER, LOSES_TASKS, MORE_RUNS (with the fresh runs each contested task needs)
+    or NOT_JUDGED (a task without a judged run in either arm)."""
+    names = names if names is not None else tuple(sorted(evidence.current))
+    thin = tuple(n for n in names if n not in evidence.change or n not in evidence.current)
+    if thin:
+        return Decision(Outcome.NOT_JUDGED, rule.part, thin=thin)
+    names = tuple(sorted(names))
+    column = {n: [evidence.change[n], evidence.current[n], evidence.fresh.get(n)] for n in names}
+    cp, cn, ap, an, fp, fn = (
+        np.array([[_count(column[n], i) for n in names]]) for i in range(6)
+    )  # fmt: skip
+    judged = judge_many(rule, cp, cn, ap, an, fp, fn)
+    comparison = replace(
+        stats.compare(rule.test, _only(evidence.change, names), _only(evidence.current, names), 2 * rule.level),
+        better=bool(judged.better[0]),
+    )
+    outcome = judged.outcome[0]
+    contested = tuple(n for n, c in zip(names, judged.contested[0]) if c)
+    more = {
+        n: min(rule.runs, rule.contest_runs - _count(column[n], 5))
+        for n, p in zip(names, judged.pending[0]) if p
+    }  # fmt: skip
+    lost = tuple(n for n, x in zip(names, judged.lost[0]) if x)
+    return Decision(outcome, rule.part, comparison, lost, contested, more if outcome is Outcome.MORE_RUNS else {})
+
+
+def settle(decision: Decision) -> Decision:
+    """A MORE_RUNS decision whose runs could not be had (every fresh run errored): its
+    undecided tasks are cleared, since nothing showed them lost."""
+    if decision.outcome is not Outcome.MORE_RUNS:
+        return decision
+    if decision.lost:
+        return replace(decision, outcome=Outcome.LOSES_TASKS, more={})
+    return replace(decision, outcome=Outcome.KEPT if decision.part == SEALED else Outcome.GOES_ON, more={})
+
+
+def clearly_worse(change: Mapping[str, Tally], parent: Mapping[str, Tally]) -> Decision | None:
+    """DROPPED when, after one run of each task, the change is worse than its parent
+    beyond chance (pooled Newcombe, one-sided `CLEARLY_WORSE_LEVEL`)."""
+    names = sorted(set(change) & set(parent))
+    if not names:
+        return None
+    c = stats.compare_newcombe(_only(change, names), _only(parent, names), 2 * CLEARLY_WORSE_LEVEL)
+    return Decision(Outcome.DROPPED, CHOOSE, c) if c.high < 0 else None
+
+
+def held_out(part_decision: Decision, answer_gain: float, turned_down: bool) -> Decision | None:
+    """HOLDOUT_TURNED_DOWN when the reusable holdout answered the gain at or below its threshold."""
+    if not turned_down:
+        return None
+    return Decision(Outcome.HOLDOUT_TURNED_DOWN, SEALED, part_decision.comparison, gain=answer_gain)
+
+
+def gate(why: str) -> Decision:
+    """TURNED_DOWN by a gate, before anything was tried."""
+    return Decision(Outcome.TURNED_DOWN, CHOOSE, reason=why)
+
+
+def not_judged(part: str, thin: list[str]) -> Decision:
+    """NOT_JUDGED: errored runs left these tasks without a judged run in either arm."""
+    return Decision(Outcome.NOT_JUDGED, part, thin=tuple(thin))
+
+
+def _only(tallies: Mapping[str, Tally], names: tuple[str, ...] | list[str]) -> dict[str, Tally]:
+    return {n: tallies[n] for n in names}
+
+
+def _count(cell: list[Tally | None], i: int) -> int:
+    """Column i of (change passed, change runs, agent passed, agent runs, fresh passed, fresh runs)."""
+    tally = cell[i // 2]
+    if tally is None:
+        return 0
+    return tally.passed if i % 2 == 0 else tally.runs

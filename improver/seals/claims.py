@@ -1,0 +1,263 @@
+"""Ledger rules for the improver's claims: seals, kept improvements, releases, the
+attestations third parties publish about releases, and kept improvers.
+
+They run when a claim is appended and again when an auditor replays the log, so a
+claim that names a seal not issued before it, or spends a confirmation the seal does
+not allow, never gets in and never verifies.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from improver.base.digests import digest
+from improver.base.errors import ImproverError
+from improver.decide import levels
+from improver.seals.settings import Settings
+from ledger import Entry, RuleSet, RuleViolation, State, back
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+SEAL = "agent.seal/v1"
+IMPROVEMENT = "agent.improvement/v1"
+RELEASE = "agent.release/v1"
+ATTESTATION = "agent.release-attestation/v1"
+IMPROVER = "agent.improver/v1"
+TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+SEAL_FIELDS = ("seal", "profile", "set_digest", "train_digest", "sealed_digest", "confirmations", "level", "test")
+
+
+def register(rules: RuleSet) -> None:
+    rules.register(SEAL, _seal)
+    rules.register(IMPROVEMENT, _improvement)
+    rules.register(RELEASE, _release)
+    rules.register(ATTESTATION, _attestation)
+    rules.register(IMPROVER, _improver)
+
+
+def _seal(state: State, entry: Entry) -> None:
+    body = entry.body
+    missing = [f for f in SEAL_FIELDS if f not in body]
+    _require(not missing, f"a seal claim needs {', '.join(missing)}")
+    _require(_named(body["seal"]), "seal must be the seal's id, as text")
+    _require(_named(body["profile"]), "profile must be named")
+    for name in ("set_digest", "train_digest", "sealed_digest"):
+        _require(isinstance(body[name], str) and HEX64.fullmatch(body[name]), f"{name} must be a SHA-256 in hex")
+    k = body["confirmations"]
+    _require(_count(k) and k >= 1, "confirmations must be a count of at least 1")
+    level = body["level"]
+    _require(
+        isinstance(level, (int, float))
+        and not isinstance(level, bool)
+        and math.isclose(level, levels.confirmation_level(k)),
+        f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations",
+    )
+    _require(
+        isinstance(body["test"], str) and body["test"] in levels.TESTS, f"test must be one of {', '.join(levels.TESTS)}"
+    )
+    seals: dict[str, Any] = state.ns("seals")
+    _require(all(s["seal"] != body["seal"] for s in seals.values()), f"seal {body['seal']} is already published")
+    contents = body.get("contents", [])  # absent from seals published before they were carried
+    _require(
+        isinstance(contents, list) and all(isinstance(c, str) and HEX64.fullmatch(c) for c in contents),
+        "contents must be a list of the sealed tasks' content keys (SHA-256 in hex)",
+    )
+    sealed: dict[str, str] = state.ns("sealed_contents")
+    again = next((c for c in contents if c in sealed), None)
+    _require(again is None, f"a task with content key {again} was sealed already, by claim {sealed.get(again or '')}")
+    shown = body.get("shown", [])  # absent from seals published before it was carried
+    _require(
+        isinstance(shown, list) and all(isinstance(c, str) and HEX64.fullmatch(c) for c in shown),
+        "shown must be a list of the content keys (SHA-256 in hex) of the tasks to choose on",
+    )
+    # A task to choose on is shown to the proposer: it is never sealed, before or after.
+    # Read without `ns`, which would add an empty namespace to the fold of a ledger whose
+    # claims never carried `shown`, and so make its stored snapshots disagree.
+    seen = state.namespaces.get("shown_contents", {})
+    shown_before = next((c for c in contents if c in seen or c in shown), None)
+    _require(
+        shown_before is None,
+        f"a task with content key {shown_before} was shown to a proposer, to choose on, by claim "
+        f"{seen.get(shown_before or '', entry.claim_id)}: a task a proposer saw is never sealed",
+    )
+    sealed_shown = next((c for c in shown if c in sealed), None)
+    _require(
+        sealed_shown is None,
+        f"a task with content key {sealed_shown} was sealed by claim {sealed.get(sealed_shown or '')}: "
+        "a sealed task is never shown to a proposer",
+    )
+    for content in contents:
+        sealed[content] = entry.claim_id
+    if shown:
+        seen = state.ns("shown_contents")
+        for content in shown:
+            seen.setdefault(content, entry.claim_id)
+    seals[entry.claim_id] = {"seal": body["seal"], "pulse": entry.pulse, "confirmations": k, "spent": 0}
+
+
+def _improvement(state: State, entry: Entry) -> None:
+    body = entry.body
+    seal_claim = body.get("seal_claim")
+    # Types before lookups: a list or an object is no key, and must be refused, not crash.
+    if not isinstance(seal_claim, str) or not HEX64.fullmatch(seal_claim):
+        raise RuleViolation("seal_claim must name a seal's claim (64 hex digits)")
+    seal = state.ns("seals").get(seal_claim)
+    if seal is None:
+        raise RuleViolation("an improvement must name, by claim, a seal published before it")
+    n = body.get("confirmation")
+    _require(_count(n), "confirmation must be a number")
+    _require(n <= seal["confirmations"], f"confirmation {n} is beyond the {seal['confirmations']} the seal allows")
+    # Confirmations spent on changes that were not kept leave gaps; none is spent twice.
+    _require(n > seal["spent"], f"confirmation {n} of that seal was already claimed")
+    follows = body.get("follows")
+    _require(follows is None or isinstance(follows, str), "follows must be an earlier improvement's claim id, or null")
+    improvements: dict[str, Any] = state.ns("improvements")
+    _require(follows is None or follows in improvements, "follows must name an earlier improvement claim, or be null")
+    _require(body.get("profile") is None or _named(body["profile"]), "profile must be named")
+    seal["spent"] = n
+    improvements[entry.claim_id] = {"pulse": entry.pulse, "seal_claim": seal_claim, "profile": body.get("profile")}
+
+
+HEX40 = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # a SHA-1 or SHA-256 commit
+RELEASE_TEXT = ("summary", "operator")
+
+
+def _release(state: State, entry: Entry) -> None:
+    """A kept code change: an improvement (its seal, its confirmation, what it follows)
+    whose release names the commit, the patch's digest and the commands, and is the code
+    its `after` names. It takes its place among the improvements, so either may follow it."""
+    release = entry.body.get("release")
+    _require(isinstance(release, dict), "a release claim needs its release (commit, patch, commands)")
+    commit, patch = release.get("commit"), release.get("patch")
+    _require(isinstance(commit, str) and HEX40.fullmatch(commit), "release.commit must be a commit id in hex")
+    _require(isinstance(patch, str) and HEX64.fullmatch(patch), "release.patch must be the patch's SHA-256 in hex")
+    _require(
+        release.get("release") == digest({"commit": commit, "patch": patch})[:16],
+        "release.release must be the id of its commit and patch",
+    )
+    commands = release.get("commands")
+    _require(
+        isinstance(commands, dict)
+        and set(commands) == {"build", "test", "candidate"}
+        and all(isinstance(c, str) for c in commands.values()),
+        "release.commands must give build, test and candidate as text",
+    )
+    _require(
+        all(isinstance(release.get(f), str) for f in RELEASE_TEXT), "release.summary and release.operator must be text"
+    )
+    after = entry.body.get("after")
+    code = after.get("code") if isinstance(after, dict) else None
+    _require(code == {"commit": commit, "patch": patch}, "after.code must be the release's commit and patch")
+    _improvement(state, entry)
+    state.ns("releases")[release["release"]] = {"claim": entry.claim_id, "author": entry.author, "pulse": entry.pulse}
+
+
+ATTESTATION_COUNTS = ("before", "after")
+
+
+def _attestation(state: State, entry: Entry) -> None:
+    """What someone other than its publisher found on rebuilding and scoring a release.
+    On a bond (`bond` and `adjudicator` both given) it is a claim the bond backs."""
+    body = entry.body
+    rid, claim = body.get("release"), body.get("release_claim")
+    published = state.ns("releases").get(rid) if isinstance(rid, str) else None
+    _require(published is not None, f"release {rid} has no agent.release/v1 claim on the log to attest")
+    _require(claim == published["claim"], f"release_claim must be release {rid}'s claim ({published['claim']})")
+    _require(entry.author != published["author"], "a publisher cannot attest its own release")
+    ids = {"commit": body.get("commit"), "patch": body.get("patch")}
+    _require(digest(ids)[:16] == rid, f"commit and patch must be release {rid}'s")
+    _require(isinstance(body.get("holds"), bool), "holds must be true (the release held up) or false")
+    _require(isinstance(body.get("why"), str), "why must say, as text, what the attester found")
+    _require(
+        isinstance(body.get("tasks"), str) and HEX64.fullmatch(body["tasks"]),
+        "tasks must be the sealed tasks' SHA-256 in hex",
+    )
+    for name in ATTESTATION_COUNTS:
+        tally = body.get(name)
+        ok = isinstance(tally, dict) and _count(tally.get("passed")) and _count(tally.get("runs"))
+        _require(
+            ok and 0 <= tally["passed"] <= tally["runs"], f"{name} must be {{passed, runs}} counts, passed at most runs"
+        )
+    expires = body.get("expires")
+    _require(isinstance(expires, str) and TIME.fullmatch(expires), "expires must be a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+    _require(expires > entry.at, f"expires ({expires}) must come after the attestation is issued ({entry.at})")
+    bond, adjudicator = body.get("bond"), body.get("adjudicator")
+    _require(
+        (bond is None) == (adjudicator is None), "a bonded attestation names both its bond and the bond's adjudicator"
+    )
+    if bond is not None:
+        back(state, bond, entry.claim_id, entry.author, adjudicator)
+    state.ns("attestations")[entry.claim_id] = {
+        "release": rid, "author": entry.author, "pulse": entry.pulse, "holds": body["holds"], "expires": expires,
+        "bond": bond, "adjudicator": adjudicator,
+    }  # fmt: skip
+
+
+def release_claim_of(state: State, release: str) -> dict[str, Any] | None:
+    """{claim, author, pulse} of `release`'s agent.release/v1 claim, or None."""
+    found = state.namespaces.get("releases", {}).get(release)
+    return dict(found) if found else None
+
+
+def attestation_of(state: State, claim: str) -> dict[str, Any] | None:
+    """{release, author, pulse, holds, expires, bond, adjudicator} of attestation `claim`, or None."""
+    found = state.namespaces.get("attestations", {}).get(claim)
+    return dict(found) if found else None
+
+
+IMPROVER_FIELDS = ("profile", "step", "change", "before", "after", "improver", "problems", "held_out", "held_out_digest",
+                   "choose", "held", "confirmation", "confirmations", "level", "test")  # fmt: skip
+
+
+def _improver(state: State, entry: Entry) -> None:
+    """A kept improver: the improver before and after, named by its id, the problems it
+    was graded on, and the confirmation of its held-out problems it spent, at the level
+    their confirmations allow; each confirmation of one set of held-out problems once."""
+    body = entry.body
+    missing = [f for f in IMPROVER_FIELDS if f not in body]
+    _require(not missing, f"an improver claim needs {', '.join(missing)}")
+    _require(_named(body["profile"]) and _named(body["change"]), "profile and change must be named")
+    try:
+        before, after = Settings.from_json(body["before"], "before"), Settings.from_json(body["after"], "after")
+    except (ImproverError, TypeError) as exc:
+        raise RuleViolation(f"before and after must be improvers (instructions and settings): {exc}") from None
+    _require(body["improver"] == after.id and after != before, "improver must be the id of after, a change from before")
+    for name in ("problems", "held_out"):
+        _require(isinstance(body[name], list) and body[name] and all(isinstance(d, str) and HEX64.fullmatch(d) for d in body[name]),
+                 f"{name} must list the problems' digests")  # fmt: skip
+    _require(not set(body["problems"]) & set(body["held_out"]), "a held-out problem cannot be a problem to choose on")
+    _require(body["held_out_digest"] == digest(sorted(body["held_out"])), "held_out_digest must be the digest of held_out")
+    k, n = body["confirmations"], body["confirmation"]
+    _require(_count(k) and k >= 1 and _count(n) and 1 <= n <= k, "confirmation must be a count from 1 to confirmations")
+    level = body["level"]
+    _require(isinstance(level, (int, float)) and not isinstance(level, bool) and math.isclose(level, levels.confirmation_level(k)),
+             f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations")  # fmt: skip
+    _require(body["step"] == digest({"improver": after.id, "held_out": body["held_out_digest"], "confirmation": n})[:16],
+             "step must be the id of the improver, its held-out problems and the confirmation")  # fmt: skip
+    _require(body["test"] in levels.TESTS, f"test must be one of {', '.join(levels.TESTS)}")
+    for part in ("choose", "held"):
+        _require(isinstance(body[part], dict), f"{part} must hold the comparison")
+    spent: dict[str, list[int]] = state.ns("improver_confirmations")  # [spent, allowed]
+    key = f"{body['profile']}/{body['held_out_digest']}"
+    before_n, allowed = spent.get(key, [0, k])
+    _require(k == allowed, f"those held-out problems allow {allowed} confirmations, as first claimed, not {k}")
+    _require(n > before_n, f"confirmation {n} of those held-out problems was already claimed")
+    improvers: dict[str, Any] = state.ns("improvers")
+    follows = body.get("follows")
+    _require(follows is None or (isinstance(follows, str) and follows in improvers), "follows must name an earlier improver claim, or be null")
+    spent[key] = [n, k]
+    improvers[entry.claim_id] = {"pulse": entry.pulse, "profile": body["profile"]}
+
+
+def _named(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(condition: Any, why: str) -> None:
+    if not condition:
+        raise RuleViolation(why)
