@@ -26,7 +26,10 @@ def _session(state: State, entry: Entry) -> None:
     _require(isinstance(body.get("profile"), str) and body["profile"], "profile must be named")
     _require(isinstance(body.get("digest"), str) and HEX64.fullmatch(body["digest"]), "digest must be SHA-256 hex")
     _require(_one_of(body.get("ended"), ENDINGS), f"ended must be one of {', '.join(ENDINGS)}")
-    _require(body.get("check") is None or _one_of(body["check"], ("passed", "failed")), "check must be passed, failed or null")
+    _require(
+        body.get("check") is None or _one_of(body["check"], ("passed", "failed")),
+        "check must be passed, failed or null",
+    )
     sessions: dict[str, Any] = state.ns("sessions")
     _require(body["session"] not in sessions, f"session {body['session']} is already on the ledger")
     sessions[body["session"]] = {"claim": entry.claim_id, "pulse": entry.pulse, "ended": body["ended"]}

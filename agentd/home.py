@@ -41,7 +41,9 @@ class Home:
             raise WrongValue("--home (or AGENTD_HOME) is empty: give the folder of an agentd home")
         if raw is None:
             if not os.environ.get("HOME", "").strip():
-                raise AgentdError(f"HOME is not set, so there is no default home ({DEFAULT_HOME}): give --home DIR or set AGENTD_HOME")
+                raise AgentdError(
+                    f"HOME is not set, so there is no default home ({DEFAULT_HOME}): give --home DIR or set AGENTD_HOME"
+                )
             raw = DEFAULT_HOME
         return cls(Path(raw).expanduser().resolve())
 
@@ -56,7 +58,9 @@ class Home:
         if self.root.exists() and not self.root.is_dir():
             raise AgentdError(f"{self.root} is not a folder: give --home the folder of an agentd home")
         if not self.exists:
-            raise AgentdError(f"no agentd home at {self.root}; create one with: agentd --home {self.root} init (or give the right --home)")
+            raise AgentdError(
+                f"no agentd home at {self.root}; create one with: agentd --home {self.root} init (or give the right --home)"
+            )
         return self
 
     @property
@@ -72,7 +76,9 @@ class Home:
             with lock:
                 yield
         except Timeout:
-            raise AgentdError(f"{self.pending_lock} is held by another agentd process; try again when it is done") from None
+            raise AgentdError(
+                f"{self.pending_lock} is held by another agentd process; try again when it is done"
+            ) from None
 
     def ensure(self) -> Home:
         """Creates the home's folders, each readable by its owner alone (0700)."""
@@ -153,7 +159,9 @@ def load_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise AgentdError(f"{path}: line {_error_line(exc, text)}: {_error_reason(exc)}; fix the file and try again") from None
+        raise AgentdError(
+            f"{path}: line {_error_line(exc, text)}: {_error_reason(exc)}; fix the file and try again"
+        ) from None
     except RecursionError:
         raise AgentdError(f"{path}: nested too deeply to read; fix the file and try again") from None
 

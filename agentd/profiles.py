@@ -110,9 +110,7 @@ def profile_dir(home: Home, name: str) -> Path:
 
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name):
-        raise WrongValue(
-            f"{name!r} is not a valid profile name: use lower-case letters, digits, '-' and '_'"
-        )
+        raise WrongValue(f"{name!r} is not a valid profile name: use lower-case letters, digits, '-' and '_'")
     return name
 
 
@@ -121,7 +119,9 @@ def load_profile(home: Home, name: str) -> Profile:
     folder = profile_dir(home, name)
     path = folder / "profile.toml"
     if not path.exists():
-        raise AgentdError(f"no profile named {name!r} in {home.profiles_dir} (create it with: agentd profile new {name})")
+        raise AgentdError(
+            f"no profile named {name!r} in {home.profiles_dir} (create it with: agentd profile new {name})"
+        )
     data = load_toml(path)
     return _parse(name, folder, path, data)
 
@@ -190,11 +190,13 @@ def _tool(data: Any, index: int, where: str) -> ToolSpec:
     run = _get(data, "run", str, at, default=None)
     command = _get(data, "command", list, at, default=None)
     if (run is None) == (command is None):
-        raise AgentdError(f"{at} needs exactly one of run = \"module:function\" or command = [...]")
+        raise AgentdError(f'{at} needs exactly one of run = "module:function" or command = [...]')
     if command is not None and (not command or not all(isinstance(c, str) and c for c in command)):
-        raise AgentdError(f"{at}: command must list the program and its arguments, as non-empty strings, like [\"python3\", \"tool.py\"]")
+        raise AgentdError(
+            f'{at}: command must list the program and its arguments, as non-empty strings, like ["python3", "tool.py"]'
+        )
     if run is not None and not re.match(r"^[\w.]+:\w+$", run):
-        raise AgentdError(f"{at}: run = {run!r} is not \"module:function\"")
+        raise AgentdError(f'{at}: run = {run!r} is not "module:function"')
     match = _get(data, "match", str, at, default="input")
     if match not in MATCHES:
         raise AgentdError(f"{at}: match must be one of {', '.join(MATCHES)}")
@@ -228,9 +230,13 @@ def load_learned(path: Path) -> Learned:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         models = data.get("models")
-        if models is not None and (not isinstance(models, list) or not all(isinstance(m, str) and ":" in m for m in models)):
+        if models is not None and (
+            not isinstance(models, list) or not all(isinstance(m, str) and ":" in m for m in models)
+        ):
             raise ValueError('"models" must list models as "provider:model"')
-        return Learned(lessons=str(data.get("lessons") or ""), models=list(models) if models else None, step=data.get("step"))
+        return Learned(
+            lessons=str(data.get("lessons") or ""), models=list(models) if models else None, step=data.get("step")
+        )
     except (ValueError, AttributeError, TypeError, RecursionError) as exc:
         # ValueError covers text that is not JSON and bytes that are not UTF-8.
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)

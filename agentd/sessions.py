@@ -11,7 +11,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
@@ -201,7 +201,9 @@ class SessionStore:
             yield
         except SQLAlchemyError as exc:
             cause = getattr(exc, "orig", None) or exc
-            raise AgentdError(f"cannot {what} the sessions store {self.path} ({cause}); check the disk and the file") from None
+            raise AgentdError(
+                f"cannot {what} the sessions store {self.path} ({cause}); check the disk and the file"
+            ) from None
 
     def _session(self) -> Session:
         if self.engine is None:
@@ -214,7 +216,9 @@ class SessionStore:
             db.commit()
         return record
 
-    def begin(self, records: list[SessionRecord], kind: str, after: int, mark: str | None = None, note: str = "") -> None:
+    def begin(
+        self, records: list[SessionRecord], kind: str, after: int, mark: str | None = None, note: str = ""
+    ) -> None:
         """Writes `records` with a note that each waits for an entry of `kind` beyond Pulse `after`."""
         with self._failing("write to"), self._session() as db:
             for record in records:
@@ -258,14 +262,18 @@ class SessionStore:
         """A session by its id or any unique prefix of it."""
         prefix = prefix.strip().lower()
         if not HEX.fullmatch(prefix):
-            raise WrongValue(f"session id {prefix!r} is not hexadecimal: give a session's id, or its first characters (0-9, a-f)")
+            raise WrongValue(
+                f"session id {prefix!r} is not hexadecimal: give a session's id, or its first characters (0-9, a-f)"
+            )
         if len(prefix) < 4:
             raise WrongValue(f"session id {prefix!r} is too short: give at least 4 characters")
         rows: list[SessionRecord] = []
         if self.engine is not None:
             with self._failing("read"), self._session() as db:
                 # Escaped as well: the prefix is data, never a LIKE pattern.
-                query = select(SessionRecord).where(col(SessionRecord.id).startswith(prefix, autoescape=True), _recorded())
+                query = select(SessionRecord).where(
+                    col(SessionRecord.id).startswith(prefix, autoescape=True), _recorded()
+                )
                 rows = list(db.exec(query.limit(2)).all())
         if not rows:
             raise AgentdError(f"no session {prefix!r} (list them with: agentd sessions list)")
@@ -360,7 +368,7 @@ def keep(store: SessionStore, records: list[SessionRecord], signer: Wallet, ledg
         except BaseException:
             settle(store, ledger)
             raise
-        for record, entry in zip(records, entries):
+        for record, entry in zip(records, entries, strict=False):
             record.claim_id, record.pulse = entry.claim_id, entry.pulse
         store.finish(records)
     return records
@@ -369,10 +377,8 @@ def keep(store: SessionStore, records: list[SessionRecord], signer: Wallet, ledg
 def settle(store: SessionStore, ledger: Ledger) -> None:
     """`repair`, as far as the disk lets it: what it cannot settle now stays pending for
     the next command, and a failed append's own error is the one shown."""
-    try:
+    with suppress(AgentdError, LedgerError):
         repair(store, ledger)
-    except (AgentdError, LedgerError):
-        pass
 
 
 def person_messages(messages: list[dict[str, Any]]) -> int:

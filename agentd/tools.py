@@ -18,8 +18,9 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from agentd.errors import AgentdError
 from agentd.profiles import Profile, ToolSpec
@@ -109,7 +110,9 @@ async def _call_command(folder: Path, spec: ToolSpec, args: dict[str, Any]) -> s
     assert spec.command
     program = spec.command[0]
     argv = [str(folder / program) if (folder / program).is_file() else program, *spec.command[1:]]
-    done = await run_program(argv, cwd=folder, env=allowed_environment(), stdin=json.dumps(args).encode(), timeout=spec.timeout)
+    done = await run_program(
+        argv, cwd=folder, env=allowed_environment(), stdin=json.dumps(args).encode(), timeout=spec.timeout
+    )
     if done.timed_out:
         return f"error: the tool took longer than {spec.timeout:g}s"
     if done.returncode != 0:

@@ -58,24 +58,24 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fakeservers import ModelServer, Received, Reply  # noqa: E402
-from loopback import loopback_server  # noqa: E402
-from timing import Stopwatch  # noqa: E402
+from fakeservers import ModelServer, Received, Reply
+from loopback import loopback_server
+from timing import Stopwatch
 
-import agentd.app.live  # noqa: E402
-from agentd.app.ledger import open_ledger  # noqa: E402
-from agentd.app.live import LiveEpisode, run_session  # noqa: E402
-from agentd.home import Home  # noqa: E402
-from agentd.profiles import Profile, load_profile  # noqa: E402
-from agentd.providers import connections, make_model  # noqa: E402
-from agentd.providers.chat import assistant, tool_call  # noqa: E402
-from agentd.runtime import ASK_PERSON_SCHEMA, run_case, system_prompt  # noqa: E402
-from agentd.sessions import SessionStore  # noqa: E402
-from agentd.tools import Toolbox  # noqa: E402
-from agentd.wallets import load_wallet, wallet_path  # noqa: E402
-from improver.base.protocol import Completion, Model, TokenUsage  # noqa: E402
-from ledger import Wallet, open_key_file, write_key_file  # noqa: E402
-from ledger.log import Ledger  # noqa: E402
+import agentd.app.live
+from agentd.app.ledger import open_ledger
+from agentd.app.live import LiveEpisode, run_session
+from agentd.home import Home
+from agentd.profiles import Profile, load_profile
+from agentd.providers import connections, make_model
+from agentd.providers.chat import assistant, tool_call
+from agentd.runtime import ASK_PERSON_SCHEMA, run_case, system_prompt
+from agentd.sessions import SessionStore
+from agentd.tools import Toolbox
+from agentd.wallets import load_wallet, wallet_path
+from improver.base.protocol import Completion, Model, TokenUsage
+from ledger import Wallet, open_key_file, write_key_file
+from ledger.log import Ledger
 
 PROFILE = "bench"
 TURNS = 3  # read_invoice, pay, the answer
@@ -198,7 +198,9 @@ class Sleeps:
     def __init__(self, delay: float) -> None:
         self.delay = delay
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         await asyncio.sleep(self.delay)
         text, calls = answer(messages)
         message = assistant(text or None, [tool_call(f"call_{i}", n, json.dumps(a)) for i, (n, a) in enumerate(calls)])
@@ -239,14 +241,15 @@ def run_sessions(profile: Profile, llm: Model, count: int, concurrency: int) -> 
                 episode = LiveEpisode(llm, toolbox, profile.limits)
                 ending = await run_case(profile.case(task_text(i)), episode)
                 if ending.ended != "done" or episode.budget.turns != TURNS:
-                    raise SystemExit(f"bench: a session ended {ending.ended} after {episode.budget.turns} turns: {ending.error}")
+                    raise SystemExit(
+                        f"bench: a session ended {ending.ended} after {episode.budget.turns} turns: {ending.error}"
+                    )
                 each.append(time.perf_counter() - started)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return each
 
     return timed(all_of, count, concurrency)
-
 
 
 def timed(all_of: Callable[[int], Awaitable[list[float]]], count: int, concurrency: int) -> Batch:
@@ -260,6 +263,7 @@ def timed(all_of: Callable[[int], Awaitable[list[float]]], count: int, concurren
         return Batch(count, concurrency, time.perf_counter() - started, time.process_time() - cpu, each)
 
     return asyncio.run(measured())
+
 
 def first_turn(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The messages and tools of a session's first model call."""
@@ -331,9 +335,11 @@ def provider_calls(llm: Model, profile: Profile, calls: int, concurrency: int) -
 
 def cpu_beside(what: str, provider: Batch, bare: Batch) -> None:
     ratio = (provider.cpu / provider.count) / (bare.cpu / bare.count)
-    print(f"   {what}: this process's CPU {provider.cpu * 1e3 / provider.count:.2f} ms a call against "
-          f"{bare.cpu * 1e3 / bare.count:.2f} ms for the bare httpx request: {ratio:.2f}x "
-          f"({'within' if ratio <= 1.5 else 'beyond'} the 1.5x goal)")  # fmt: skip
+    print(
+        f"   {what}: this process's CPU {provider.cpu * 1e3 / provider.count:.2f} ms a call against "
+        f"{bare.cpu * 1e3 / bare.count:.2f} ms for the bare httpx request: {ratio:.2f}x "
+        f"({'within' if ratio <= 1.5 else 'beyond'} the 1.5x goal)"
+    )
 
 
 # -- 1 and 2 -------------------------------------------------------------------------
@@ -341,7 +347,9 @@ def cpu_beside(what: str, provider: Batch, bare: Batch) -> None:
 
 def overhead(profile: Profile, llm: Model, base_url: str, delay: float, sessions: int) -> Batch:
     ms = delay * 1e3
-    print(f"1. overhead per turn, one session at a time ({sessions} sessions a line): time a turn takes beyond the model's {ms:.0f} ms")
+    print(
+        f"1. overhead per turn, one session at a time ({sessions} sessions a line): time a turn takes beyond the model's {ms:.0f} ms"
+    )
     floor = bare_http(base_url, profile, sessions * TURNS, 1)
     alone = run_sessions(profile, Sleeps(delay), sessions, 1)
     full = run_sessions(profile, llm, sessions, 1)
@@ -356,12 +364,20 @@ def overhead(profile: Profile, llm: Model, base_url: str, delay: float, sessions
         ("alone", "the runtime and the tools, a model that only sleeps", alone.cpu / (alone.count * TURNS)),
     )
     for key, what, cpu in rows:
-        print(f"   {what:<52} +{beyond[key]:5.2f} ms ({beyond[key] / ms:5.1%} of {ms:.0f} ms); "
-              f"this process's CPU {cpu * 1e3:.2f} ms a turn")  # fmt: skip
+        print(
+            f"   {what:<52} +{beyond[key]:5.2f} ms ({beyond[key] / ms:5.1%} of {ms:.0f} ms); "
+            f"this process's CPU {cpu * 1e3:.2f} ms a turn"
+        )
     own = beyond["full"] - beyond["floor"]
-    print(f"   the runtime's own overhead: {own:.2f} ms a turn ({own / ms:.1%} of the delay), what the bare request does not pay; "
-          f"of it {beyond['alone']:.2f} ms the runtime and tools, {own - beyond['alone']:.2f} ms the openai: provider over bare httpx")  # fmt: skip
-    cpu_beside("the openai: provider alone, the same turn, one call at a time", provider_calls(llm, profile, sessions * TURNS, 1), floor)
+    print(
+        f"   the runtime's own overhead: {own:.2f} ms a turn ({own / ms:.1%} of the delay), what the bare request does not pay; "
+        f"of it {beyond['alone']:.2f} ms the runtime and tools, {own - beyond['alone']:.2f} ms the openai: provider over bare httpx"
+    )
+    cpu_beside(
+        "the openai: provider alone, the same turn, one call at a time",
+        provider_calls(llm, profile, sessions * TURNS, 1),
+        floor,
+    )
     return full
 
 
@@ -371,18 +387,26 @@ def throughput(profile: Profile, llm: Model, base_url: str, delay: float, counts
     for concurrency, count in counts.items():
         batch = batches[concurrency] = run_sessions(profile, llm, count, concurrency)
         ideal = concurrency / (TURNS * delay)
-        print(f"   {concurrency:>2} at once, {count:>5} sessions: {batch.rate:7.1f} sessions/s = {batch.rate / ideal:5.1%} of the ideal "
-              f"{ideal:6.1f}; CPU {batch.cpu * 1e3 / count:5.2f} ms a session, {batch.cpu / batch.wall:4.0%} of the wall time")  # fmt: skip
+        print(
+            f"   {concurrency:>2} at once, {count:>5} sessions: {batch.rate:7.1f} sessions/s = {batch.rate / ideal:5.1%} of the ideal "
+            f"{ideal:6.1f}; CPU {batch.cpu * 1e3 / count:5.2f} ms a session, {batch.cpu / batch.wall:4.0%} of the wall time"
+        )
     top = max(counts)
     sleeps = run_sessions(profile, Sleeps(delay), counts[top], top)
     ideal = top / (TURNS * delay)
-    print(f"   {top} at once, a model that only sleeps: {sleeps.rate:7.1f} sessions/s = {sleeps.rate / ideal:5.1%} of the ideal; "
-          f"CPU {sleeps.cpu * 1e3 / counts[top]:.2f} ms a session")  # fmt: skip
+    print(
+        f"   {top} at once, a model that only sleeps: {sleeps.rate:7.1f} sessions/s = {sleeps.rate / ideal:5.1%} of the ideal; "
+        f"CPU {sleeps.cpu * 1e3 / counts[top]:.2f} ms a session"
+    )
     http = bare_http(base_url, profile, counts[top] * TURNS, top)
-    print(f"   {top} at once, bare HTTP requests: {http.rate:7.0f} requests/s = {http.rate / TURNS:6.1f} sessions/s "
-          f"({http.rate / TURNS / ideal:.1%} of the ideal): what the server, on the same {os.cpu_count()} CPUs, allows")  # fmt: skip
+    print(
+        f"   {top} at once, bare HTTP requests: {http.rate:7.0f} requests/s = {http.rate / TURNS:6.1f} sessions/s "
+        f"({http.rate / TURNS / ideal:.1%} of the ideal): what the server, on the same {os.cpu_count()} CPUs, allows"
+    )
     calls = provider_calls(llm, profile, counts[top] * TURNS, top)
-    print(f"   {top} at once, the openai: provider's calls alone: {calls.rate:7.0f} requests/s = {calls.rate / http.rate:.0%} of the bare requests'")
+    print(
+        f"   {top} at once, the openai: provider's calls alone: {calls.rate:7.0f} requests/s = {calls.rate / http.rate:.0%} of the bare requests'"
+    )
     cpu_beside(f"the openai: provider alone, {top} calls at once", calls, http)
     return batches
 
@@ -457,20 +481,29 @@ def where_cpu_goes(profile: Profile, llm: Model, batches: dict[int, Batch], leas
     a worker, and at least `least` sessions."""
     ends = (min(batches), max(batches))
     counts = {c: max(least, 2 * c) for c in ends}
-    print(f"3. where this process's CPU goes with the openai: provider (cProfile of {' and '.join(map(str, counts.values()))} "
-          f"sessions; it slows them, so its shares are scaled to the CPU a turn measured without it in 2)")  # fmt: skip
+    print(
+        f"3. where this process's CPU goes with the openai: provider (cProfile of {' and '.join(map(str, counts.values()))} "
+        f"sessions; it slows them, so its shares are scaled to the CPU a turn measured without it in 2)"
+    )
     per_turn = {c: batches[c].cpu / (batches[c].count * TURNS) for c in ends}
     shares = {c: profile_shares(profile, llm, c, counts[c]) for c in ends}
-    labels = sorted({label for s in shares.values() for label in s}, key=lambda label: -shares[ends[-1]].get(label, 0.0))
+    labels = sorted(
+        {label for s in shares.values() for label in s}, key=lambda label: -shares[ends[-1]].get(label, 0.0)
+    )
     head = "".join(f"{f'{c} at once':>22}" for c in ends)
     print(f"   {'':<44}{head}")
     for label in labels:
-        cells = "".join(f"{shares[c].get(label, 0.0):8.1%} {shares[c].get(label, 0.0) * per_turn[c] * 1e3:5.2f} ms/turn" for c in ends)
+        cells = "".join(
+            f"{shares[c].get(label, 0.0):8.1%} {shares[c].get(label, 0.0) * per_turn[c] * 1e3:5.2f} ms/turn"
+            for c in ends
+        )
         print(f"   {label:<44}{cells}")
     total = "".join(f"{'100.0%':>8} {per_turn[c] * 1e3:5.2f} ms/turn" for c in ends)
     print(f"   {'all of it':<44}{total}")
-    print("   (cProfile sees this thread only; the CPU of the tools' worker threads, small beside the rest, is in the "
-          "total, so scaling spreads it over the rows)")
+    print(
+        "   (cProfile sees this thread only; the CPU of the tools' worker threads, small beside the rest, is in the "
+        "total, so scaling spreads it over the rows)"
+    )
 
 
 # -- 4 -------------------------------------------------------------------------------
@@ -520,13 +553,17 @@ def recorded(home: Home, sessions: int, library_each: float, prefill: int) -> No
                 if record.ended != "done" or record.claim_id is None:
                     raise SystemExit(f"bench: a recorded session ended {record.ended}: {record.error}")
             each = (time.perf_counter() - started) / sessions
-            print(f"   ledger at {record.pulse:,} entries: {each * 1e3:6.1f} ms a session, against {library_each * 1e3:.1f} ms "
-                  f"for the library's session: recording adds {(each - library_each) * 1e3:.1f} ms")  # fmt: skip
+            print(
+                f"   ledger at {record.pulse:,} entries: {each * 1e3:6.1f} ms a session, against {library_each * 1e3:.1f} ms "
+                f"for the library's session: recording adds {(each - library_each) * 1e3:.1f} ms"
+            )
             ms = {label: watch.seconds(label) * 1e3 / sessions for label, _ in STEPS}
             print("     ms a session: " + "; ".join(f"{text} {ms[label]:.1f}" for label, text in STEPS))
             inner = {(label, outer): watch.seconds(label, outer) * 1e3 / sessions for label, outer, _ in INNER}
             print("     of which: " + "; ".join(f"{text} {inner[label, outer]:.1f}" for label, outer, text in INNER))
-    print(f"   a wallet sealed with a passphrase would add {sealed_wallet_ms():.0f} ms to each session (scrypt, to open it)")
+    print(
+        f"   a wallet sealed with a passphrase would add {sealed_wallet_ms():.0f} ms to each session (scrypt, to open it)"
+    )
 
 
 def fill_ledger(home: Home, entries: int) -> None:
@@ -542,7 +579,13 @@ def fill_ledger(home: Home, entries: int) -> None:
 
 
 def _session_body() -> dict[str, Any]:
-    return {"session": secrets.token_hex(16), "profile": PROFILE, "digest": secrets.token_hex(32), "ended": "done", "check": None}
+    return {
+        "session": secrets.token_hex(16),
+        "profile": PROFILE,
+        "digest": secrets.token_hex(32),
+        "ended": "done",
+        "check": None,
+    }
 
 
 def sealed_wallet_ms() -> float:
@@ -563,7 +606,9 @@ def sealed_wallet_ms() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Fewer sessions, for a look.")
-    parser.add_argument("--delay", type=float, default=0.05, help="Seconds the model server waits before each answer (default 0.05).")
+    parser.add_argument(
+        "--delay", type=float, default=0.05, help="Seconds the model server waits before each answer (default 0.05)."
+    )
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)  # the loopback server's own process
     args = parser.parse_args()
     if args.serve is not None:
@@ -574,8 +619,10 @@ def main() -> None:
     for name in UNSET:
         os.environ.pop(name, None)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # in step with the progress on stderr
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; a session: {TURNS} model turns "
-          f"(answered after {delay * 1e3:.0f} ms by a loopback server in its own process) and 2 tool calls")  # fmt: skip
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; a session: {TURNS} model turns "
+        f"(answered after {delay * 1e3:.0f} ms by a loopback server in its own process) and 2 tool calls"
+    )
     with tempfile.TemporaryDirectory() as tmp, loopback_server(__file__, delay) as base_url:
         os.environ["OPENAI_BASE_URL"] = base_url
         home = make_home(Path(tmp) / "home")

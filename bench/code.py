@@ -31,26 +31,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from timing import Stopwatch  # noqa: E402
+from timing import Stopwatch
 
-import improver.code.codeloop  # noqa: E402
-import improver.episodes.harness  # noqa: E402
-import improver.loop.rounds  # noqa: E402
-from agentd.app.code import CodeRequest, run_code  # noqa: E402
-from agentd.app.demo import CODE, CODE_BUILD, CODE_CANDIDATE, CODE_TEST, record_sessions  # noqa: E402
-from agentd.app.examples import install_example  # noqa: E402
-from agentd.app.runners import sandbox_runner  # noqa: E402
-from agentd.app.seals import seal_tasks  # noqa: E402
-from agentd.app.tasks import harvest_profile  # noqa: E402
-from agentd.home import Home  # noqa: E402
-from agentd.profiles import load_profile  # noqa: E402
-from agentd.providers.script import ScriptModel  # noqa: E402
-from agentd.wallets import log_key, wallet_path  # noqa: E402
-from improver.code.codeloop import Workshop  # noqa: E402
-from improver.decide import stats  # noqa: E402
-from improver.seals.seal import SealRequest  # noqa: E402
-from ledger import Wallet, write_key_file  # noqa: E402
-from sandbox import Request, run_blocking, shell_request  # noqa: E402
+import improver.code.codeloop
+import improver.episodes.harness
+import improver.loop.rounds
+from agentd.app.code import CodeRequest, run_code
+from agentd.app.demo import CODE, CODE_BUILD, CODE_CANDIDATE, CODE_TEST, record_sessions
+from agentd.app.examples import install_example
+from agentd.app.runners import sandbox_runner
+from agentd.app.seals import seal_tasks
+from agentd.app.tasks import harvest_profile
+from agentd.home import Home
+from agentd.profiles import load_profile
+from agentd.providers.script import ScriptModel
+from agentd.wallets import log_key, wallet_path
+from improver.code.codeloop import Workshop
+from improver.decide import stats
+from improver.seals.seal import SealRequest
+from ledger import Wallet, write_key_file
+from sandbox import Request, run_blocking, shell_request
 
 CODER = """
 [[rule]]
@@ -74,7 +74,9 @@ def prepare(home: Home) -> Path:
     (folder / "models" / "coder-bench.toml").write_text(CODER)
     record_sessions(home, folder, lambda line: None, CODE)
     harvest_profile(home, CODE, home.root / "work.json")
-    seal_tasks(home, CODE, home.root / "work.json", SealRequest(share=50, confirmations=4, canaries=2, seed="bench"), CODE)
+    seal_tasks(
+        home, CODE, home.root / "work.json", SealRequest(share=50, confirmations=4, canaries=2, seed="bench"), CODE
+    )
     return folder / "harness"
 
 
@@ -83,8 +85,17 @@ def size_of(folder: Path) -> int:
 
 
 def one_run(home: Home, source: Path) -> tuple[float, Stopwatch, int, list[str]]:
-    request = CodeRequest("script:models/coder-bench.toml", source, CODE_BUILD, CODE_TEST, CODE_CANDIDATE,
-                          allow=("agent.py",), rounds=1, runs=4, wallet=CODE)  # fmt: skip
+    request = CodeRequest(
+        "script:models/coder-bench.toml",
+        source,
+        CODE_BUILD,
+        CODE_TEST,
+        CODE_CANDIDATE,
+        allow=("agent.py",),
+        rounds=1,
+        runs=4,
+        wallet=CODE,
+    )
     peak = [0]
     sweep, run = Workshop.sweep, Workshop.run
 
@@ -93,7 +104,13 @@ def one_run(home: Home, source: Path) -> tuple[float, Stopwatch, int, list[str]]
         sweep(self, keep)
 
     async def labelled_run(self: Workshop, command: str, folder: Path, writable: bool, limits=None):  # type: ignore[no-untyped-def]
-        what = "build" if command == self.commands.build else "test" if command == self.commands.test else "coder's command"
+        what = (
+            "build"
+            if command == self.commands.build
+            else "test"
+            if command == self.commands.test
+            else "coder's command"
+        )
         started = time.perf_counter()
         try:
             return await run(self, command, folder, writable, limits)
@@ -130,13 +147,18 @@ def one_run(home: Home, source: Path) -> tuple[float, Stopwatch, int, list[str]]
 
 def raw_figures(source: Path, where: Path) -> list[tuple[str, float]]:
     started = time.perf_counter()
-    subprocess.run(["git", "clone", "--quiet", str(source), str(where / "raw-clone")], check=True, env={"PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        ["git", "clone", "--quiet", str(source), str(where / "raw-clone")], check=True, env={"PATH": "/usr/bin:/bin"}
+    )
     clone = time.perf_counter() - started
     runner = sandbox_runner(Home(where / "no-home"))
     true = _median(lambda: run_blocking(runner, Request(("/bin/true",))))
     python = _median(lambda: run_blocking(runner, shell_request("python3 -c pass", where / "raw-clone")))
-    return [("a bare git clone of the example", clone), ("/bin/true in the bubblewrap runner", true),
-            ("python3 -c pass there (a candidate's floor)", python)]  # fmt: skip
+    return [
+        ("a bare git clone of the example", clone),
+        ("/bin/true in the bubblewrap runner", true),
+        ("python3 -c pass there (a candidate's floor)", python),
+    ]
 
 
 def _median(call, times: int = 5) -> float:  # type: ignore[no-untyped-def]
@@ -163,7 +185,9 @@ def main() -> None:
         runs.sort(key=lambda r: r[0])
         wall, watch, peak, lines = runs[len(runs) // 2]
         raw = raw_figures(source, Path(tmp))
-    print(f"one round of improve code on {CODE}, scripted coder and agent, 6 tasks to choose on x 4 runs, 6 sealed (+2 canaries)")
+    print(
+        f"one round of improve code on {CODE}, scripted coder and agent, 6 tasks to choose on x 4 runs, 6 sealed (+2 canaries)"
+    )
     for line in lines:
         print(f"  | {line}")
     model = watch.seconds("model") - watch.seconds("model", within="coder")  # the agent's model, in the episodes
@@ -186,8 +210,10 @@ def main() -> None:
     rest = wall - sum(p[1] for p in parts) + watch.within["copy", "clone"].seconds  # the copy's clone is counted once
     print(f"  {'the rest (the loop, lock, ledger, files)':<50} {rest:7.3f} s {rest / wall:6.1%}")
     episodes = watch.spent["episode"].calls
-    print(f"  candidate episodes: {(watch.seconds('trials') - model) * 1e3 / max(episodes, 1):.1f} ms each over the trials' wall time "
-          f"(8 at once on this machine's cores), {watch.spent['episode'].each_ms:.0f} ms each start to end")
+    print(
+        f"  candidate episodes: {(watch.seconds('trials') - model) * 1e3 / max(episodes, 1):.1f} ms each over the trials' wall time "
+        f"(8 at once on this machine's cores), {watch.spent['episode'].each_ms:.0f} ms each start to end"
+    )
     print(f"disk: the run's own folder at its fullest: {peak / 1e3:.0f} kB (removed when the run ends)")
     print("raw, in the same run:")
     for what, seconds in raw:

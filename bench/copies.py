@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from ledger import MINT, TRANSFER, Ledger, RuleSet, Wallet, register_funds  # noqa: E402
+from ledger import MINT, TRANSFER, Ledger, RuleSet, Wallet, register_funds
 
 BATCH = 1000
 # Far below a copy's size (about 600 bytes an entry), which both held whole before: 232 MB
@@ -77,6 +77,7 @@ print(json.dumps({"count": count, "seconds": seconds, "opened_kb": opened,
                   "raw_verify": raw_verify_rate() if what == "import" else None}))
 """
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="ledger sizes to measure at, comma-separated")
@@ -93,10 +94,16 @@ def main() -> None:
             for size in sizes:
                 while ledger.size < size:
                     n, start = min(BATCH, size - ledger.size), ledger.size
-                    ledger.append_many([
-                        (wallets[i % 10], TRANSFER, {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"m {start + i}"})
-                        for i in range(n)
-                    ])  # fmt: skip
+                    ledger.append_many(
+                        [
+                            (
+                                wallets[i % 10],
+                                TRANSFER,
+                                {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"m {start + i}"},
+                            )
+                            for i in range(n)
+                        ]
+                    )
                 print(f"-- {ledger.size:,} entries built", file=sys.stderr)
                 rows.append(measure(Path(tmp), source, ledger.size))
     report(rows)
@@ -134,8 +141,10 @@ def report(rows: list[dict[str, Any]]) -> None:
         memory = [_memory(r[what]) for r in rows]
         sizes = ", ".join(f"{r['size']:,}" for r in rows)
         verdict = "meets" if max(memory) <= MEMORY_GOAL_MB else "MISSES"
-        print(f"{what}: memory above an opened ledger {', '.join(f'{m:.1f}' for m in memory)} MB at {sizes} entries; "
-              f"goal at most {MEMORY_GOAL_MB} MB at every size: {verdict}")  # fmt: skip
+        print(
+            f"{what}: memory above an opened ledger {', '.join(f'{m:.1f}' for m in memory)} MB at {sizes} entries; "
+            f"goal at most {MEMORY_GOAL_MB} MB at every size: {verdict}"
+        )
 
 
 def _memory(done: dict[str, Any]) -> float:

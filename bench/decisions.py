@@ -126,10 +126,19 @@ class Figure:
     def to_json(self) -> dict:
         goal = _goal(self)
         line = {
-            "tasks": self.tasks, "runs": self.runs, "prior": self.prior, "test": self.test, "effect": self.effect,
-            "scenario": self.scenario, "what": self.what, "rate": round(self.rate, 5), "n": self.n,
-            "runs_per_change": round(self.runs_per_change, 1), "baseline_runs": self.baseline_runs, **self.extra,
-        }  # fmt: skip
+            "tasks": self.tasks,
+            "runs": self.runs,
+            "prior": self.prior,
+            "test": self.test,
+            "effect": self.effect,
+            "scenario": self.scenario,
+            "what": self.what,
+            "rate": round(self.rate, 5),
+            "n": self.n,
+            "runs_per_change": round(self.runs_per_change, 1),
+            "baseline_runs": self.baseline_runs,
+            **self.extra,
+        }
         if goal:
             op, limit = goal
             line["goal"] = f"{op} {limit}"
@@ -148,9 +157,16 @@ def _goal(f: Figure) -> tuple[str, float] | None:
 
 
 def kept_rate(
-    tasks: int, prior: str, test: str, effect: int, scenario: str, changes: int, baseline_runs: int,
-    rng: np.random.Generator, holdout_tasks: int | None = None,
-) -> Figure:  # fmt: skip
+    tasks: int,
+    prior: str,
+    test: str,
+    effect: int,
+    scenario: str,
+    changes: int,
+    baseline_runs: int,
+    rng: np.random.Generator,
+    holdout_tasks: int | None = None,
+) -> Figure:
     """Changes tried end to end: screened on the tasks to choose on, then confirmed."""
     gain = effect / 100
     choose = world(rng, changes, tasks, PRIORS[prior], gain, baseline_runs)
@@ -191,7 +207,7 @@ def _holdout_passes(choose: Part, sealed: Part, baseline_runs: int, rng: np.rand
         change = rng.binomial(RUNS, part.change).sum(axis=1) / (RUNS * part.change.shape[1])
         gains.append(np.clip(change - part.baseline.sum(axis=1) / (baseline_runs * part.change.shape[1]), -1, 1))
     holdout = Holdout.create(sealed.change.shape[1], CONFIRMATIONS, rng)
-    return np.array([not holdout.ask(float(c), float(s), rng).turned_down for c, s in zip(*gains)])
+    return np.array([not holdout.ask(float(c), float(s), rng).turned_down for c, s in zip(*gains, strict=False)])
 
 
 def family_false_keep(
@@ -206,8 +222,20 @@ def family_false_keep(
         outcome, cost = judge_part(rule, sealed, baseline_runs, rng)
         kept |= outcome == Outcome.KEPT
         runs += cost
-    return Figure(tasks, RUNS, prior, test, 0, "uniform", "family_false_keep", float(kept.mean()), seals,
-                  float(runs.mean() / CONFIRMATIONS), baseline_runs, {})  # fmt: skip
+    return Figure(
+        tasks,
+        RUNS,
+        prior,
+        test,
+        0,
+        "uniform",
+        "family_false_keep",
+        float(kept.mean()),
+        seals,
+        float(runs.mean() / CONFIRMATIONS),
+        baseline_runs,
+        {},
+    )
 
 
 def figures(changes: int, baseline_runs: int, seed: int) -> list[Figure]:
@@ -231,14 +259,18 @@ def figures(changes: int, baseline_runs: int, seed: int) -> list[Figure]:
 
 
 def print_table(rows: list[Figure]) -> None:
-    print(f"{'tasks':>5} {'prior':<14} {'test':<8} {'effect':>6} {'scenario':<10} {'what':<17} {'rate':>8} "
-          f"{'runs/change':>11}  goal")  # fmt: skip
+    print(
+        f"{'tasks':>5} {'prior':<14} {'test':<8} {'effect':>6} {'scenario':<10} {'what':<17} {'rate':>8} "
+        f"{'runs/change':>11}  goal"
+    )
     for f in rows:
         line = f.to_json()
         goal = f"{line['goal']} {'met' if line['met'] else 'MISSED'}" if "goal" in line else ""
         held = f" (holdout, {f.extra['holdout_tasks']} sealed, threshold {f.extra['threshold']:.1%})" if f.extra else ""
-        print(f"{f.tasks:>5} {f.prior:<14} {f.test:<8} {f.effect:>+6} {f.scenario:<10} {f.what:<17} {f.rate:8.2%} "
-              f"{f.runs_per_change:11.0f}  {goal}{held}")  # fmt: skip
+        print(
+            f"{f.tasks:>5} {f.prior:<14} {f.test:<8} {f.effect:>+6} {f.scenario:<10} {f.what:<17} {f.rate:8.2%} "
+            f"{f.runs_per_change:11.0f}  {goal}{held}"
+        )
 
 
 def positive(text: str) -> int:

@@ -34,16 +34,22 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from episodes import example_task, trial  # noqa: E402
+from episodes import example_task, trial
 
-from agentd.app.agent import AGENT, model_factory  # noqa: E402
-from agentd.home import Home  # noqa: E402
-from improver.episodes.openenv import EnvSetup, Session  # noqa: E402
-from improver.tasks.task import TaskSet  # noqa: E402
+from agentd.app.agent import AGENT, model_factory
+from agentd.home import Home
+from improver.episodes.openenv import EnvSetup, Session
+from improver.tasks.task import TaskSet
 
 
 def _call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        ],
+    }
 
 
 # The policy: the turns of the session the task came from, answered at once.
@@ -106,7 +112,9 @@ def main() -> None:
         print("1. in-process harness, scripted model (3 model turns, 2 tool calls an episode)")
         for concurrency in (1, 64):
             seconds, _ = trial(task, variant, AGENT, model_factory(home), n, concurrency)
-            print(f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.0f} episodes/s ({seconds * 1e3 / n:.2f} ms each)")
+            print(
+                f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.0f} episodes/s ({seconds * 1e3 / n:.2f} ms each)"
+            )
 
         seconds = asyncio.run(sessions_in_process(EnvSetup(taskset, AGENT), n))
         print("2. in-process server sessions, stepped directly (no network)")
@@ -126,8 +134,10 @@ def main() -> None:
                 cpu = cpu_seconds(server.pid)
                 seconds = asyncio.run(over_websocket(url, clients, n))
                 cpu = cpu_seconds(server.pid) - cpu
-                print(f"   {n} episodes, {clients:>2} clients: {n / seconds:8.0f} episodes/s "
-                      f"({seconds * 1e3 / n:.2f} ms each; the server's CPU {cpu * 1e3 / n:.2f} ms an episode)")  # fmt: skip
+                print(
+                    f"   {n} episodes, {clients:>2} clients: {n / seconds:8.0f} episodes/s "
+                    f"({seconds * 1e3 / n:.2f} ms each; the server's CPU {cpu * 1e3 / n:.2f} ms an episode)"
+                )
         finally:
             server.terminate()
             server.wait(timeout=30)

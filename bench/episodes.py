@@ -36,21 +36,21 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fakeservers import ModelServer  # noqa: E402
-from loopback import loopback_server  # noqa: E402
+from fakeservers import ModelServer
+from loopback import loopback_server
 
-from agentd.app.agent import AGENT, model_factory  # noqa: E402
-from agentd.app.examples import install_example  # noqa: E402
-from agentd.home import Home  # noqa: E402
-from agentd.profiles import load_profile  # noqa: E402
-from improver.base.protocol import Completion, TokenUsage  # noqa: E402
-from improver.base.variant import Variant  # noqa: E402
-from improver.episodes.harness import Candidate, Command  # noqa: E402
-from improver.episodes.trials import TrialResult, run_trials  # noqa: E402
-from improver.tasks.harvest import Session, task_from  # noqa: E402
-from improver.tasks.task import Task  # noqa: E402
-from sandbox.choose import make_runner  # noqa: E402
-from sandbox.python import python_request  # noqa: E402
+from agentd.app.agent import AGENT, model_factory
+from agentd.app.examples import install_example
+from agentd.home import Home
+from agentd.profiles import load_profile
+from improver.base.protocol import Completion, TokenUsage
+from improver.base.variant import Variant
+from improver.episodes.harness import Candidate, Command
+from improver.episodes.trials import TrialResult, run_trials
+from improver.tasks.harvest import Session, task_from
+from improver.tasks.task import Task
+from sandbox.choose import make_runner
+from sandbox.python import python_request
 
 TASK = "Pay invoice 23 from Acme, 7 USD, to acme-ltd."
 DELAY = 0.05
@@ -93,15 +93,25 @@ def example_task(home: Home) -> tuple[Task, Variant]:
 
 
 def _call(call_id: str, name: str, arguments: str) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
 
 
-def trial(task: Task, variant: Variant, candidate: Candidate, factory, episodes: int, concurrency: int) -> tuple[float, TrialResult]:
+def trial(
+    task: Task, variant: Variant, candidate: Candidate, factory, episodes: int, concurrency: int
+) -> tuple[float, TrialResult]:
     started = time.perf_counter()
-    result = asyncio.run(run_trials(variant, [task], candidate, factory, runs=episodes, concurrency=concurrency, retries=0))
+    result = asyncio.run(
+        run_trials(variant, [task], candidate, factory, runs=episodes, concurrency=concurrency, retries=0)
+    )
     seconds = time.perf_counter() - started
     if result.passed != episodes:
-        raise SystemExit(f"bench: only {result.passed} of {episodes} episodes passed ({result.errors or result.per_task})")
+        raise SystemExit(
+            f"bench: only {result.passed} of {episodes} episodes passed ({result.errors or result.per_task})"
+        )
     return seconds, result
 
 
@@ -123,25 +133,38 @@ def main() -> None:
         print("1. in-process, scripted model (3 model turns, 2 tool calls an episode)")
         for concurrency in (1, 64):
             seconds, _ = trial(task, variant, AGENT, scripted, n, concurrency)
-            print(f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.0f} episodes/s ({seconds * 1e3 / n:.2f} ms each)")
+            print(
+                f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.0f} episodes/s ({seconds * 1e3 / n:.2f} ms each)"
+            )
 
         n = 8 if quick else 32
-        runtime = python_request(("-m", "agentd", "case", "--stdio"), packages=("agentd", "improver", "ledger", "sandbox"))
+        runtime = python_request(
+            ("-m", "agentd", "case", "--stdio"), packages=("agentd", "improver", "ledger", "sandbox")
+        )
         stdio = Command(make_runner("bwrap"), runtime)
         print("2. stdio candidate protocol, a process each in bwrap (python -m agentd case --stdio)")
         for concurrency in (1, os.cpu_count() or 1):
             seconds, _ = trial(task, variant, stdio, scripted, n, concurrency)
-            print(f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.1f} episodes/s ({seconds * 1e3 / n:.0f} ms each)")
+            print(
+                f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.1f} episodes/s ({seconds * 1e3 / n:.0f} ms each)"
+            )
 
         print(f"3. 640 episodes, 64 at once, each one model turn answered after {DELAY * 1e3:.0f} ms")
         one_turn = _answered_in_one_turn(task)
         with loopback_server(__file__, DELAY) as base_url:
             os.environ["OPENAI_BASE_URL"] = base_url
             answers = Variant(variant.operator, "", ("openai:bench",))
-            _latency_line("a loopback OpenAI-compatible server, through the openai: provider", one_turn, answers, model_factory(home))
+            _latency_line(
+                "a loopback OpenAI-compatible server, through the openai: provider",
+                one_turn,
+                answers,
+                model_factory(home),
+            )
             _bare_line(base_url, variant.operator)
         waits = Variant(variant.operator, "", ("waits",))
-        _latency_line("a model that only waits (asyncio.sleep), the harness alone", one_turn, waits, lambda spec: Waits())
+        _latency_line(
+            "a model that only waits (asyncio.sleep), the harness alone", one_turn, waits, lambda spec: Waits()
+        )
 
 
 def _latency_line(what: str, task: Task, variant: Variant, factory) -> None:
@@ -153,8 +176,10 @@ def _latency_line(what: str, task: Task, variant: Variant, factory) -> None:
     cpu = time.process_time() - cpu
     verdict = "within" if seconds <= ideal * 1.1 else "beyond"
     print(f"   {what}:")
-    print(f"     wall {seconds:.3f} s against the ideal {ideal:.3f} s: {seconds / ideal:.2f}x ({verdict} 10%); "
-          f"this process's CPU {cpu:.3f} s ({cpu * 1e3 / episodes:.2f} ms an episode); {result.usage.total} tokens counted")
+    print(
+        f"     wall {seconds:.3f} s against the ideal {ideal:.3f} s: {seconds / ideal:.2f}x ({verdict} 10%); "
+        f"this process's CPU {cpu:.3f} s ({cpu * 1e3 / episodes:.2f} ms an episode); {result.usage.total} tokens counted"
+    )
 
 
 def _bare_line(base_url: str, operator: str) -> None:
@@ -187,8 +212,10 @@ def _bare_line(base_url: str, operator: str) -> None:
 
     seconds, cpu = asyncio.run(measured())
     print("   the same server, bare httpx requests (no harness, no provider):")
-    print(f"     wall {seconds:.3f} s against the ideal {ideal:.3f} s: {seconds / ideal:.2f}x; "
-          f"this process's CPU {cpu:.3f} s ({cpu * 1e3 / requests:.2f} ms a request)")  # fmt: skip
+    print(
+        f"     wall {seconds:.3f} s against the ideal {ideal:.3f} s: {seconds / ideal:.2f}x; "
+        f"this process's CPU {cpu:.3f} s ({cpu * 1e3 / requests:.2f} ms a request)"
+    )
 
 
 class Waits:

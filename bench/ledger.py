@@ -54,9 +54,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from ledger import MINT, TRANSFER, Entry, Ledger, RuleSet, State, Wallet, open_store, register_funds  # noqa: E402
-from ledger import snapshot as snapshots  # noqa: E402
-from ledger.entry import PAYLOAD_TYPE, pae  # noqa: E402
+from ledger import MINT, TRANSFER, Entry, Ledger, RuleSet, State, Wallet, open_store, register_funds
+from ledger import snapshot as snapshots
+from ledger.entry import PAYLOAD_TYPE, pae
 
 BATCH = 1000
 OPENS = 5
@@ -121,8 +121,10 @@ def main() -> None:
                 rate = appended / seconds
                 print(f"-- {ledger.size:,} entries built", file=sys.stderr)
                 rows.append(measure(url, ledger.size, rules, key, wallets, raw))
-        print(f"append_many, batches of {BATCH:,} (signing included): {rate:,.0f}/s = {rate / raw.sign_rate():.1%} "
-              f"of raw Ed25519 sign ({raw.sign_rate():,.0f}/s); goal 50%: {'meets' if rate >= raw.sign_rate() / 2 else 'MISSES'}")  # fmt: skip
+        print(
+            f"append_many, batches of {BATCH:,} (signing included): {rate:,.0f}/s = {rate / raw.sign_rate():.1%} "
+            f"of raw Ed25519 sign ({raw.sign_rate():,.0f}/s); goal 50%: {'meets' if rate >= raw.sign_rate() / 2 else 'MISSES'}"
+        )
         report(rows)
         startup(Path(tmp) / "home")
         if args.snapshot_costs:
@@ -136,7 +138,10 @@ def grow(ledger: Ledger, wallets: list[Wallet], size: int, raw: Raw) -> tuple[fl
     while ledger.size < size:
         n = min(BATCH, size - ledger.size)
         start = ledger.size
-        items = [(wallets[i % 10], TRANSFER, {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"m {start + i}"}) for i in range(n)]
+        items = [
+            (wallets[i % 10], TRANSFER, {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"m {start + i}"})
+            for i in range(n)
+        ]
         if start % 20_000 < BATCH:
             raw.measure_sign()
         began = time.perf_counter()
@@ -169,7 +174,9 @@ def measure(url: str, size: int, rules: RuleSet, key: Wallet, wallets: list[Wall
         began = time.perf_counter()
         with Ledger.open(url, rules, key) as fresh:
             opened = time.perf_counter()
-            fresh.append(wallets[i % 10], TRANSFER, {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"fresh {size} {i}"})
+            fresh.append(
+                wallets[i % 10], TRANSFER, {"to": wallets[(i + 1) % 10].id, "cents": 1, "memo": f"fresh {size} {i}"}
+            )
             appends.append(time.perf_counter() - opened)
         opens.append(opened - began)
     row["open"], row["append"] = statistics.median(opens), statistics.median(appends)
@@ -197,14 +204,18 @@ def _run_verify(url: str, jobs: int) -> dict[str, Any]:
 def report(rows: list[dict[str, Any]]) -> None:
     for jobs in (1, 2):
         limits = [r[f"verify{jobs}"]["limit"] for r in rows]
-        print(f"raw Ed25519 verify in {jobs} process{'es' * (jobs > 1)} at once, this run: "
-              f"{min(limits):,.0f}-{max(limits):,.0f}/s (measured before and after each verify)")  # fmt: skip
+        print(
+            f"raw Ed25519 verify in {jobs} process{'es' * (jobs > 1)} at once, this run: "
+            f"{min(limits):,.0f}-{max(limits):,.0f}/s (measured before and after each verify)"
+        )
     print(f"{'entries':>10}  {'verify, 1 job':>34}  {'verify, 2 jobs':>34}  {'open':>8}  {'append':>8}  {'proof':>8}")
     for r in rows:
         cells = [f"{r['size']:>10,}"]
         for jobs in (1, 2):
             v = r[f"verify{jobs}"]
-            cells.append(f"{v['rate']:>8,.0f}/s {v['rate'] / v['limit']:>4.0%} {v['seconds']:>6.1f} s {v['memory_mb']:>5.1f} MB")
+            cells.append(
+                f"{v['rate']:>8,.0f}/s {v['rate'] / v['limit']:>4.0%} {v['seconds']:>6.1f} s {v['memory_mb']:>5.1f} MB"
+            )
         cells += [f"{r['open'] * 1e3:>5.1f} ms", f"{r['append'] * 1e3:>5.1f} ms", f"{r['proof'] * 1e6:>5.0f} µs"]
         print("  ".join(cells))
     first, last = rows[0], rows[-1]
@@ -218,17 +229,21 @@ def report(rows: list[dict[str, Any]]) -> None:
         naive = min(c["rate"] / c["single_x_jobs"] for c in cells)
         memory = ", ".join(f"{c['memory_mb']:.1f}" for c in cells)
         verdict = "meets" if worst >= 0.8 else "MISSES"
-        print(f"verify, {jobs} job{'s' * (jobs > 1)}: at least {worst:.0%} of raw verify in {jobs} process"
-              f"{'es' * (jobs > 1)} at once ({naive:.0%} of one process's raw rate x {jobs}); goal 80%: {verdict}; "
-              f"memory above an opened ledger: {memory} MB")  # fmt: skip
+        print(
+            f"verify, {jobs} job{'s' * (jobs > 1)}: at least {worst:.0%} of raw verify in {jobs} process"
+            f"{'es' * (jobs > 1)} at once ({naive:.0%} of one process's raw rate x {jobs}); goal 80%: {verdict}; "
+            f"memory above an opened ledger: {memory} MB"
+        )
     for jobs in (1, 2):
         cells = [r[f"verify{jobs}"] for r in rows]
         worst = min(c["raw_cpu_us"] / c["cpu_us"] for c in cells)
         figures = ", ".join(f"{c['cpu_us']:.0f} µs beside {c['raw_cpu_us']:.0f} µs" for c in cells)
         verdict = "meets" if worst >= 0.8 else "MISSES"
-        print(f"  CPU an entry, verify with {jobs} job{'s' * (jobs > 1)} (all its processes), beside a raw verify in the "
-              f"same process around it: {figures}; at least {worst:.0%} (what the rate would be on idle cores); "
-              f"goal 80%: {verdict}")  # fmt: skip
+        print(
+            f"  CPU an entry, verify with {jobs} job{'s' * (jobs > 1)} (all its processes), beside a raw verify in the "
+            f"same process around it: {figures}; at least {worst:.0%} (what the rate would be on idle cores); "
+            f"goal 80%: {verdict}"
+        )
 
 
 def startup(home: Path) -> None:
@@ -242,12 +257,16 @@ def startup(home: Path) -> None:
     for args in (["--help"], ["ledger", "checkpoint"]):
         took = _median_wall([sys.executable, "-m", "agentd", *args], env)
         verdict = "meets" if took - bare <= 0.2 else "MISSES"
-        print(f"agentd {' '.join(args)}: {took:.3f} s beside {bare:.3f} s for python3 -c 'import click' "
-              f"(+{took - bare:.3f} s); goal within 0.2 s: {verdict}")
+        print(
+            f"agentd {' '.join(args)}: {took:.3f} s beside {bare:.3f} s for python3 -c 'import click' "
+            f"(+{took - bare:.3f} s); goal within 0.2 s: {verdict}"
+        )
 
 
 def _run(args: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run([sys.executable, "-m", "agentd", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentd", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
     if done.returncode:
         raise SystemExit(f"bench: agentd {' '.join(args)} failed: {done.stderr.strip()}")
 
@@ -293,10 +312,12 @@ def snapshot_costs(path: Path, entries: int, writer: Wallet) -> None:
     for entry in sample:
         _note(state, entry)
     fold = (time.perf_counter() - started) / len(sample)
-    print(f"a state keeping one item per entry, at {entries:,} entries: snapshot {length / 1e6:.1f} MB, read and "
-          f"restored in {read * 1e3:.0f} ms, taken and written in {write * 1e3:.0f} ms ({write / length * 1e9:.1f} ns "
-          f"a byte); folding an entry by its rule: {fold * 1e6:.1f} µs, the cost of writing "
-          f"{fold / write * length:,.0f} bytes of snapshot")  # fmt: skip
+    print(
+        f"a state keeping one item per entry, at {entries:,} entries: snapshot {length / 1e6:.1f} MB, read and "
+        f"restored in {read * 1e3:.0f} ms, taken and written in {write * 1e3:.0f} ms ({write / length * 1e9:.1f} ns "
+        f"a byte); folding an entry by its rule: {fold * 1e6:.1f} µs, the cost of writing "
+        f"{fold / write * length:,.0f} bytes of snapshot"
+    )
 
 
 def _note(state: State, entry: Entry) -> None:

@@ -42,38 +42,38 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from decisions import FAMILY_SEALS, PRIORS, family_false_keep, kept_rate  # noqa: E402  (a script's own folder is on sys.path)
-from timing import Stopwatch  # noqa: E402
+from decisions import FAMILY_SEALS, PRIORS, family_false_keep, kept_rate
+from timing import Stopwatch
 
-import improver.episodes.harness  # noqa: E402
-import improver.loop.rounds  # noqa: E402
-from agentd.app.examples import install_example  # noqa: E402
-from agentd.app.live import run_session  # noqa: E402
-from agentd.app.loop import RunRequest, run_improvement  # noqa: E402
-from agentd.app.marks import mark_session  # noqa: E402
-from agentd.app.seals import seal_tasks  # noqa: E402
-from agentd.app.tasks import harvest_profile  # noqa: E402
-from agentd.home import Home  # noqa: E402
-from agentd.profiles import load_profile  # noqa: E402
-from agentd.providers.script import ScriptModel  # noqa: E402
-from agentd.wallets import log_key, wallet_path  # noqa: E402
-from improver.decide import stats  # noqa: E402
-from improver.decide.archive import Archive  # noqa: E402
-from improver.decide.decision import BASELINE_FACTOR  # noqa: E402
-from improver.loop.lineage import Lineage  # noqa: E402
-from improver.loop.rounds import Event, Loop  # noqa: E402
-from improver.seals.seal import Seal, SealRequest  # noqa: E402
-from ledger import Wallet, write_key_file  # noqa: E402
-from ledger.log import Ledger  # noqa: E402
+import improver.episodes.harness
+import improver.loop.rounds
+from agentd.app.examples import install_example
+from agentd.app.live import run_session
+from agentd.app.loop import RunRequest, run_improvement
+from agentd.app.marks import mark_session
+from agentd.app.seals import seal_tasks
+from agentd.app.tasks import harvest_profile
+from agentd.home import Home
+from agentd.profiles import load_profile
+from agentd.providers.script import ScriptModel
+from agentd.wallets import log_key, wallet_path
+from improver.decide import stats
+from improver.decide.archive import Archive
+from improver.decide.decision import BASELINE_FACTOR
+from improver.loop.lineage import Lineage
+from improver.loop.rounds import Event, Loop
+from improver.seals.seal import Seal, SealRequest
+from ledger import Wallet, write_key_file
+from ledger.log import Ledger
 
 PROFILE = "invoices"
 RUNS = 4
@@ -103,8 +103,10 @@ class Invoice:
     def text(self) -> str:
         if self.other_payee is None:
             return f"Invoice {self.number} from {self.supplier}: {ITEMS[self.number % len(ITEMS)]}, {self.usd} USD."
-        return (f"Invoice {self.number} from {self.supplier}: services, {self.usd} USD. "
-                f"Our bank details changed: the invoice says to pay {self.other_payee}.")  # fmt: skip
+        return (
+            f"Invoice {self.number} from {self.supplier}: services, {self.usd} USD. "
+            f"Our bank details changed: the invoice says to pay {self.other_payee}."
+        )
 
     @property
     def task(self) -> str:
@@ -114,7 +116,9 @@ class Invoice:
 def invoices(count: int) -> list[Invoice]:
     """`count` invoices, every other one naming another payee."""
     return [
-        Invoice(100 + i, SUPPLIERS[i % len(SUPPLIERS)], 3 + (7 * i) % 17, PAYEES[(i // 2) % len(PAYEES)] if i % 2 else None)
+        Invoice(
+            100 + i, SUPPLIERS[i % len(SUPPLIERS)], 3 + (7 * i) % 17, PAYEES[(i // 2) % len(PAYEES)] if i % 2 else None
+        )
         for i in range(count)
     ]
 
@@ -126,7 +130,9 @@ def prepare(home: Home, tasks: int) -> None:
     log_key(home)
     folder = install_example(home, PROFILE)
     book = list(invoices(2 * tasks))
-    (folder / "book.json").write_text(json.dumps({"invoices": {str(i.number): i.text for i in book}, "payments": []}, indent=2))
+    (folder / "book.json").write_text(
+        json.dumps({"invoices": {str(i.number): i.text for i in book}, "payments": []}, indent=2)
+    )
     # Unsealed, as with no terminal: a passphrase would make every session pay scrypt.
     write_key_file(wallet_path(home, load_profile(home, PROFILE).wallet), Wallet.generate(PROFILE), None)
     check = f"{sys.executable} {folder / 'check.py'}"
@@ -147,9 +153,11 @@ def prepare(home: Home, tasks: int) -> None:
     kept = harvested.validation.taskset
     if len(kept.tasks) != len(book):
         raise SystemExit(f"bench: {len(kept.tasks)} of {len(book)} tasks were kept by validation")
-    print(f"1. the home: {len(book)} invoices, half naming another payee; a session each through run_session "
-          f"({recorded:.1f} s, {recorded * 1e3 / len(book):.0f} ms a session, a mark or a check.py run included); "
-          f"harvested and validated {len(kept.tasks)} tasks in {time.perf_counter() - started:.1f} s")  # fmt: skip
+    print(
+        f"1. the home: {len(book)} invoices, half naming another payee; a session each through run_session "
+        f"({recorded:.1f} s, {recorded * 1e3 / len(book):.0f} ms a session, a mark or a check.py run included); "
+        f"harvested and validated {len(kept.tasks)} tasks in {time.perf_counter() - started:.1f} s"
+    )
 
 
 def seal(home: Home, test: str) -> str:
@@ -157,8 +165,10 @@ def seal(home: Home, test: str) -> str:
     request = SealRequest(share=50, confirmations=CONFIRMATIONS, canaries=2, seed="bench", test=test)
     sealed = seal_tasks(home, PROFILE, home.root / "work.json", request, PROFILE)
     terms = sealed.seal.terms
-    return (f"{terms.train_tasks} tasks to choose on, {terms.sealed_tasks} sealed (+{terms.canaries} canaries), "
-            f"published at Pulse {sealed.pulse}")  # fmt: skip
+    return (
+        f"{terms.train_tasks} tasks to choose on, {terms.sealed_tasks} sealed (+{terms.canaries} canaries), "
+        f"published at Pulse {sealed.pulse}"
+    )
 
 
 # -- 2. one round --------------------------------------------------------------------
@@ -179,7 +189,9 @@ class Round:
 
 def timed_round(home: Home, challenger: str | None = None) -> Round:
     events: list[Event] = []
-    request = RunRequest("script:models/proposer.toml", rounds=1, runs=RUNS, wallet=PROFILE, seed=0, challenger=challenger)
+    request = RunRequest(
+        "script:models/proposer.toml", rounds=1, runs=RUNS, wallet=PROFILE, seed=0, challenger=challenger
+    )
     with Stopwatch() as watch:
         watch.wrap(Loop, "run", "round")
         watch.wrap(improver.loop.rounds, "run_trials", "trials")
@@ -228,17 +240,26 @@ def report_challenge(plain: list[Round], challenged: list[Round]) -> None:
     def counts(r: Round) -> tuple[int, int, int, int]:
         """Model calls, the challenger's among them, agent runs, and replays checking what it wrote."""
         replays = r.watch.within["challenger", "run"].calls
-        return r.watch.spent["model"].calls, r.watch.within["challenger", "model"].calls, r.watch.spent["run"].calls - replays, replays
+        return (
+            r.watch.spent["model"].calls,
+            r.watch.within["challenger", "model"].calls,
+            r.watch.spent["run"].calls - replays,
+            replays,
+        )
 
     (m0, _, r0, _), (m1, c1, r1, v1) = counts(without), counts(with_)
     extra = with_.seconds - without.seconds
     took = [", ".join(f"{r.seconds:.2f}" for r in rounds) for rounds in (plain, challenged)]
-    print(f"   {'':<20} {'model calls':>12} {'the challenger':>15} {'agent runs':>11} {'replays':>8} {'seconds (median)':>17}")
+    print(
+        f"   {'':<20} {'model calls':>12} {'the challenger':>15} {'agent runs':>11} {'replays':>8} {'seconds (median)':>17}"
+    )
     print(f"   {'unchallenged round':<20} {m0:>12} {0:>15} {r0:>11} {0:>8} {without.seconds:>17.2f}   of {took[0]} s")
     print(f"   {'challenged round':<20} {m1:>12} {c1:>15} {r1:>11} {v1:>8} {with_.seconds:>17.2f}   of {took[1]} s")
-    print(f"   the challenge: +{m1 - m0} model calls, +{r1 - r0} agent runs and {v1} replays, {extra:+.2f} s "
-          f"({extra / without.seconds:+.0%}); the challenger's calls and the checking of what it wrote "
-          f"{with_.watch.seconds('challenger') * 1e3:.0f} ms of it")  # fmt: skip
+    print(
+        f"   the challenge: +{m1 - m0} model calls, +{r1 - r0} agent runs and {v1} replays, {extra:+.2f} s "
+        f"({extra / without.seconds:+.0%}); the challenger's calls and the checking of what it wrote "
+        f"{with_.watch.seconds('challenger') * 1e3:.0f} ms of it"
+    )
 
 
 def report_round(rounds: list[Round]) -> None:
@@ -254,20 +275,32 @@ def report_round(rounds: list[Round]) -> None:
     proposer_model = watch.within["proposer", "model"]
     harness = watch.seconds("trials") - agent_model.seconds
     parts = [
-        ("harness: the trials, model calls taken out", harness,
-         f"{runs.calls} runs, {harness * 1e3 / max(runs.calls, 1):.2f} ms each; of it scoring {watch.seconds('checks') * 1e3:.0f} ms"),
-        ("model time: the scripted models' complete", model.seconds,
-         f"{agent_model.calls} agent turns, {agent_model.each_ms * 1e3:.0f} us each; {proposer_model.calls} proposer call"),
+        (
+            "harness: the trials, model calls taken out",
+            harness,
+            f"{runs.calls} runs, {harness * 1e3 / max(runs.calls, 1):.2f} ms each; of it scoring {watch.seconds('checks') * 1e3:.0f} ms",
+        ),
+        (
+            "model time: the scripted models' complete",
+            model.seconds,
+            f"{agent_model.calls} agent turns, {agent_model.each_ms * 1e3:.0f} us each; {proposer_model.calls} proposer call",
+        ),
         ("statistics: improver.decide.stats", watch.seconds("stats"), f"{watch.spent['stats'].calls} calls"),
         ("ledger: the kept change's claim", watch.seconds("ledger"), f"{watch.spent['ledger'].calls} append"),
         ("the proposer's prompt and answer", watch.seconds("proposer") - proposer_model.seconds, ""),
         ("the gates", watch.seconds("gates"), f"{watch.spent['gates'].calls} changes"),
-        ("files: archive, lineage, seal state", watch.seconds("files"), f"{watch.spent['files'].calls} writes, each synced"),
-    ]  # fmt: skip
+        (
+            "files: archive, lineage, seal state",
+            watch.seconds("files"),
+            f"{watch.spent['files'].calls} writes, each synced",
+        ),
+    ]
     rest = whole - sum(seconds for _, seconds, _ in parts)
     took = ", ".join(f"{r.seconds:.2f}" for r in rounds)
-    print(f"   the round of median time of {len(rounds)} ({took} s), each on a fresh copy of the home: {whole:.2f} s, "
-          f"and {chosen.wall - whole:.2f} s before it (loading the seal, the archive, the wallet, the ledger)")  # fmt: skip
+    print(
+        f"   the round of median time of {len(rounds)} ({took} s), each on a fresh copy of the home: {whole:.2f} s, "
+        f"and {chosen.wall - whole:.2f} s before it (loading the seal, the archive, the wallet, the ledger)"
+    )
     for what, seconds, detail in [*parts, ("the rest of the loop", rest, "")]:
         print(f"     {what:<45} {seconds:7.3f} s {seconds / whole:6.1%}  {detail}")
 
@@ -277,15 +310,21 @@ def report_round(rounds: list[Round]) -> None:
 
 def decision_rule(tasks: int, changes: int, seed: int) -> None:
     """Through bench/decisions.py, which decides with improver.decide.decision itself."""
-    print(f"3. the decision rule, by simulation (bench/decisions.py): {tasks} tasks a part, {RUNS} runs of a change, "
-          f"{BASELINE_FACTOR * RUNS} of the agent, {CONFIRMATIONS} confirmations at 0.05/{CONFIRMATIONS} one-sided; "
-          f"{changes:,} changes (null: {FAMILY_SEALS * changes:,} seals) a line")  # fmt: skip
-    print(f"   {'test':<9} {'prior':<14} {'null, per seal':>15} {'+10 kept':>9} {'+20 kept':>9}   goal: null at most {GOAL:.0%}")
+    print(
+        f"3. the decision rule, by simulation (bench/decisions.py): {tasks} tasks a part, {RUNS} runs of a change, "
+        f"{BASELINE_FACTOR * RUNS} of the agent, {CONFIRMATIONS} confirmations at 0.05/{CONFIRMATIONS} one-sided; "
+        f"{changes:,} changes (null: {FAMILY_SEALS * changes:,} seals) a line"
+    )
+    print(
+        f"   {'test':<9} {'prior':<14} {'null, per seal':>15} {'+10 kept':>9} {'+20 kept':>9}   goal: null at most {GOAL:.0%}"
+    )
     for p, name in enumerate(PRIORS):
         for t, test in enumerate(stats.TESTS):
             rng = np.random.default_rng([seed, p, t])
             null = family_false_keep(tasks, name, test, FAMILY_SEALS * changes, BASELINE_FACTOR * RUNS, rng)
-            gains = [kept_rate(tasks, name, test, g, "uniform", changes, BASELINE_FACTOR * RUNS, rng).rate for g in (10, 20)]
+            gains = [
+                kept_rate(tasks, name, test, g, "uniform", changes, BASELINE_FACTOR * RUNS, rng).rate for g in (10, 20)
+            ]
             verdict = "meets" if null.rate <= GOAL else "MISSES"
             print(f"   {test:<9} {name:<14} {null.rate:15.2%} {gains[0]:9.2%} {gains[1]:9.2%}   {verdict}")
 
@@ -305,7 +344,9 @@ def at_least(least: int) -> Callable[[str], int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 tasks to choose on and 300 simulated changes a line.")
-    parser.add_argument("--tasks", type=at_least(4), help="tasks to choose on (as many are sealed); default 80, 40 with --quick")
+    parser.add_argument(
+        "--tasks", type=at_least(4), help="tasks to choose on (as many are sealed); default 80, 40 with --quick"
+    )
     parser.add_argument("--changes", type=at_least(1), help="changes simulated a line; default 2,000, 300 with --quick")
     parser.add_argument("--seed", type=int, default=6, help="seed of the simulation")
     args = parser.parse_args()
@@ -318,15 +359,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Home(Path(tmp) / "prepared")
         prepare(prepared, tasks)
-        print(f"2. one round: agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 1 --runs {RUNS} "
-              f"--wallet {PROFILE}")  # fmt: skip
+        print(
+            f"2. one round: agentd improve run {PROFILE} --proposer script:models/proposer.toml --rounds 1 --runs {RUNS} "
+            f"--wallet {PROFILE}"
+        )
         plain = {}
         for test in stats.TESTS:
             plain[test] = rounds_on(prepared, Path(tmp), test, REPEATS)
             report_round(plain[test])
         print(f"   the same round with --challenger {CHALLENGER}, beside the one without, taken in turns:")
-        pairs = [(rounds_on(prepared, Path(tmp), "newcombe", 1), rounds_on(prepared, Path(tmp), "newcombe", 1, CHALLENGER))
-                 for _ in range(REPEATS)]  # fmt: skip
+        pairs = [
+            (rounds_on(prepared, Path(tmp), "newcombe", 1), rounds_on(prepared, Path(tmp), "newcombe", 1, CHALLENGER))
+            for _ in range(REPEATS)
+        ]
         report_challenge([r for without, _ in pairs for r in without], [r for _, with_ in pairs for r in with_])
     decision_rule(tasks, changes, args.seed)
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager
 def loopback_server(script: str, delay: float) -> Iterator[str]:
     """Starts `script --serve DELAY`; yields the server's base URL; stops it after."""
-    proc = subprocess.Popen([sys.executable, script, "--serve", str(delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, script, "--serve", str(delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()

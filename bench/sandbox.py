@@ -24,22 +24,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
-from episodes import example_task, trial  # noqa: E402
+from episodes import example_task, trial
 
-from agentd.app.agent import model_factory  # noqa: E402
-from agentd.home import Home  # noqa: E402
-from improver.episodes.harness import Command  # noqa: E402
-from sandbox import seccomp  # noqa: E402
-from sandbox.bubblewrap import BubblewrapProcess, BubblewrapRunner, sandbox_uid  # noqa: E402
-from sandbox.choose import make_runner  # noqa: E402
-from sandbox.python import python_request  # noqa: E402
-from sandbox.runner import Limits, Request, Runner, SandboxUnavailable, run  # noqa: E402
+from agentd.app.agent import model_factory
+from agentd.home import Home
+from improver.episodes.harness import Command
+from sandbox import seccomp
+from sandbox.bubblewrap import BubblewrapProcess, BubblewrapRunner, sandbox_uid
+from sandbox.choose import make_runner
+from sandbox.python import python_request
+from sandbox.runner import Limits, Request, Runner, SandboxUnavailable, run
 
 TRUE = Request(("/bin/true",))
 PACKAGES = ("agentd", "improver", "ledger", "sandbox")
@@ -52,7 +52,9 @@ class Bare:
     limits = Limits()
 
     async def start(self, request: Request) -> BubblewrapProcess:
-        popen = subprocess.Popen(request.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=request.env)
+        popen = subprocess.Popen(
+            request.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=request.env
+        )
         process = BubblewrapProcess(popen, request.limits or self.limits)
         await process.connect()
         return process
@@ -62,7 +64,7 @@ def interleaved(n: int, ways: dict[str, Callable[[], object]]) -> dict[str, list
     """Times each way n times, taking turns, so that a shared machine's load falls on
     all of them alike."""
     times: dict[str, list[float]] = {name: [] for name in ways}
-    for name, once in ways.items():
+    for once in ways.values():
         once()  # warm
     for _ in range(n):
         for name, once in ways.items():
@@ -142,7 +144,9 @@ def main() -> None:
                 continue
             for concurrency in (1, 2):
                 seconds, _ = trial(task, variant, Command(each, runtime), model_factory(home), episodes, concurrency)
-                print(f"   {each.name:<8} {concurrency} at once: {episodes / seconds:6.2f} episodes/s ({seconds * 1e3 / episodes:.0f} ms each)")
+                print(
+                    f"   {each.name:<8} {concurrency} at once: {episodes / seconds:6.2f} episodes/s ({seconds * 1e3 / episodes:.0f} ms each)"
+                )
     if docker and hasattr(docker, "close"):
         docker.close()
 

@@ -41,10 +41,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]  # before bench/, whose ledger.py would shadow the package
 
-from agentd.app.ledger import open_ledger  # noqa: E402
-from agentd.home import Home  # noqa: E402
-from agentd.wallets import log_key  # noqa: E402
-from ledger import MINT, TRANSFER, Entry, Ledger, Wallet  # noqa: E402
+from agentd.app.ledger import open_ledger
+from agentd.home import Home
+from agentd.wallets import log_key
+from ledger import MINT, TRANSFER, Entry, Ledger, Wallet
 
 CLIENTS = (1, 16, 64)
 
@@ -56,10 +56,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentd-bench-serve-") as folder:
         home = Home(Path(folder) / "home")
-        subprocess.run([sys.executable, "-m", "agentd", "--home", str(home.root), "init"], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "agentd", "--home", str(home.root), "init"], check=True, capture_output=True
+        )
         claims = grow(home, args.size)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"ledger of {args.size} entries; {args.requests} requests per operation and client count; load average {load}", flush=True)
+        print(
+            f"ledger of {args.size} entries; {args.requests} requests per operation and client count; load average {load}",
+            flush=True,
+        )
         port = _free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "agentd", "--home", str(home.root), "serve", "--port", str(port)],
@@ -94,10 +99,18 @@ def signed_transfers(ledger: Ledger, key: Wallet, clients: int, each: int) -> li
     ledger.append_many([(key, MINT, {"to": w.id, "cents": 10**9}) for w in wallets])
     origin = ledger.origin
     return [
-        [Entry.create(w, TRANSFER, {"to": wallets[(i + 1) % clients].id if clients > 1 else key.id, "cents": 1}, log=origin, seq=n).raw
-         for n in range(1, each + 1)]
+        [
+            Entry.create(
+                w,
+                TRANSFER,
+                {"to": wallets[(i + 1) % clients].id if clients > 1 else key.id, "cents": 1},
+                log=origin,
+                seq=n,
+            ).raw
+            for n in range(1, each + 1)
+        ]
         for i, w in enumerate(wallets)
-    ]  # fmt: skip
+    ]
 
 
 def report(home: Home, base: str, claims: list[str], requests: int) -> None:
@@ -106,7 +119,9 @@ def report(home: Home, base: str, claims: list[str], requests: int) -> None:
     with open_ledger(home) as ledger:
         inproc = {
             "checkpoint": _rate(lambda: ledger.latest_checkpoint(), requests),
-            "inclusion proof": _rate(lambda: ledger.inclusion_proof(ledger.find(random.choice(claims)).pulse or 0), requests),
+            "inclusion proof": _rate(
+                lambda: ledger.inclusion_proof(ledger.find(random.choice(claims)).pulse or 0), requests
+            ),
         }
         own = iter(signed_transfers(ledger, key, 1, requests)[0])
         inproc["append"] = _rate(lambda: ledger.append_raw([next(own)]), requests)
@@ -116,11 +131,14 @@ def report(home: Home, base: str, claims: list[str], requests: int) -> None:
         operations: dict[str, Callable[[httpx.AsyncClient, int], object]] = {
             "checkpoint": lambda c, i: c.get("/v1/checkpoint"),
             "inclusion proof": lambda c, i: c.get("/v1/proofs/inclusion", params={"claim": random.choice(claims)}),
-            "append": lambda c, i: c.post("/v1/entries", content=raws[i].pop(0)),
+            "append": lambda c, i, raws=raws: c.post("/v1/entries", content=raws[i].pop(0)),
         }
         for name, call in operations.items():
             rate, p50, p99 = asyncio.run(_load(base, clients, max(1, requests // clients), call))
-            print(f"{name:<16} {clients:>7} {rate:>9.0f} {p50 * 1000:>8.2f} {p99 * 1000:>8.2f} {inproc[name]:>13.0f}", flush=True)
+            print(
+                f"{name:<16} {clients:>7} {rate:>9.0f} {p50 * 1000:>8.2f} {p99 * 1000:>8.2f} {inproc[name]:>13.0f}",
+                flush=True,
+            )
 
 
 def _rate(call: Callable[[], object], count: int) -> float:
@@ -130,7 +148,9 @@ def _rate(call: Callable[[], object], count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-async def _load(base: str, clients: int, each: int, call: Callable[[httpx.AsyncClient, int], object]) -> tuple[float, float, float]:
+async def _load(
+    base: str, clients: int, each: int, call: Callable[[httpx.AsyncClient, int], object]
+) -> tuple[float, float, float]:
     latencies: list[float] = []
 
     async def client(i: int) -> None:

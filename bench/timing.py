@@ -18,10 +18,11 @@ import functools
 import inspect
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any
 
 _ACTIVE: ContextVar[tuple[str, ...]] = ContextVar("timed_labels", default=())
 

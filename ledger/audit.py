@@ -111,7 +111,9 @@ def audit(
     signed = [c.note for c in store.checkpoints()]
     snapshot = store.snapshot()
     head = store.head()
-    replay = _Replay(rules, snapshot, [*signed, checkpoint] if checkpoint else signed, tiles_of(store), leaves_of(store))
+    replay = _Replay(
+        rules, snapshot, [*signed, checkpoint] if checkpoint else signed, tiles_of(store), leaves_of(store)
+    )
     with _Checker(jobs) as check:
         for page, checked in check(_upto(row_pages(store), head.size)):
             if not replay.steps(page, checked, progress):
@@ -205,7 +207,7 @@ class _Replay:
 
     def steps(self, rows: list[Row], checked: list[Entry | str], progress: Callable[[int], None] | None) -> bool:
         """Folds a page of rows; False at the first bad one."""
-        for row, entry in zip(rows, checked):
+        for row, entry in zip(rows, checked, strict=False):
             if not self.step(row, entry):
                 return False
             if progress and row.pulse % PROGRESS_EVERY == 0:
@@ -257,9 +259,10 @@ class _Replay:
             if self.stored(height // tiles.HEIGHT, index) != digest:
                 first = (index << height) + 1
                 return self._fail(
-                    first, f"the log's stored tree disagrees with the entries from here to Pulse {pulse}: proofs served "
-                    "from it are wrong"
-                )  # fmt: skip
+                    first,
+                    f"the log's stored tree disagrees with the entries from here to Pulse {pulse}: proofs served "
+                    "from it are wrong",
+                )
         self.completed.clear()
         return True
 
@@ -279,7 +282,9 @@ class _Replay:
         problem = self.signed(note)
         if problem is None and notes.parse(note).root != self.frontier.root():
             size = self.state.size
-            return Problem(None, f"not consistent with the checkpoint at size {size}: entries up to Pulse {size} were rewritten")
+            return Problem(
+                None, f"not consistent with the checkpoint at size {size}: entries up to Pulse {size} were rewritten"
+            )
         return problem
 
     def signed(self, note: str) -> Problem | None:
@@ -300,7 +305,9 @@ class _Replay:
 def _tree(replay: _Replay, head: Head, store: Recorder, report: VerifyReport) -> Problem | None:
     size, root = replay.state.size, replay.frontier.root()
     if size < head.size:
-        return Problem(size + 1, f"missing: the head records {head.size} entries but the store holds {size} (truncated)")
+        return Problem(
+            size + 1, f"missing: the head records {head.size} entries but the store holds {size} (truncated)"
+        )
     last = store.last_pulse()
     if last > head.size:
         return Problem(
@@ -312,7 +319,8 @@ def _tree(replay: _Replay, head: Head, store: Recorder, report: VerifyReport) ->
         return Problem(None, "the entries do not hash to the root the head records: the head was altered")
     for pending_size, note in replay.pending:
         return replay.signed(note) or Problem(
-            size + 1, f"missing: a checkpoint of this log covers {pending_size} entries, the log holds {size} (truncated)"
+            size + 1,
+            f"missing: a checkpoint of this log covers {pending_size} entries, the log holds {size} (truncated)",
         )
     report.checkpoints = sorted(s for s, _ in replay.held)
     return None
@@ -433,7 +441,7 @@ def check_rows(rows: list[tuple[bytes, bytes]]) -> bytes | list[Fields | str]:
 def _rebuilt(rows: list[Row], checked: bytes | list[Fields | str]) -> list[Entry | str]:
     if isinstance(checked, bytes):
         checked = orjson.loads(checked)
-    return [c if isinstance(c, str) else Entry(row.raw, *c, row.leaf) for row, c in zip(rows, checked)]
+    return [c if isinstance(c, str) else Entry(row.raw, *c, row.leaf) for row, c in zip(rows, checked, strict=False)]
 
 
 def _pool(jobs: int) -> Any:

@@ -76,18 +76,33 @@ class Bonds:
         if raw is None:
             return None
         return Bond(
-            bond_id, raw["owner"], raw["cents"], raw["adjudicator"], raw["pulse"], raw["status"], raw["ended"],
-            tuple(raw["claims"]), tuple(raw["open"]),
-        )  # fmt: skip
+            bond_id,
+            raw["owner"],
+            raw["cents"],
+            raw["adjudicator"],
+            raw["pulse"],
+            raw["status"],
+            raw["ended"],
+            tuple(raw["claims"]),
+            tuple(raw["open"]),
+        )
 
     def challenge(self, challenge_id: str) -> Challenge | None:
         raw = self._challenges.get(challenge_id)
         if raw is None:
             return None
         return Challenge(
-            challenge_id, raw["bond"], raw["claim"], raw["challenger"], raw["cents"], raw["pulse"], raw["evidence"],
-            raw["recipe"], raw["status"], raw["ruling"],
-        )  # fmt: skip
+            challenge_id,
+            raw["bond"],
+            raw["claim"],
+            raw["challenger"],
+            raw["cents"],
+            raw["pulse"],
+            raw["evidence"],
+            raw["recipe"],
+            raw["status"],
+            raw["ruling"],
+        )
 
     def shown_false(self, claim: str) -> str | None:
         """The ruling that showed `claim` false, or None."""
@@ -139,9 +154,15 @@ def _post(state: State, entry: Entry) -> None:
     _text(entry, body.get("memo", ""), "memo", MAX_NOTE)
     debit(state, entry.author, cents, "post a bond of")
     state.ns("bonds")[entry.claim_id] = {
-        "owner": entry.author, "cents": cents, "adjudicator": adjudicator, "pulse": entry.pulse,
-        "status": OPEN, "ended": None, "claims": [], "open": [],
-    }  # fmt: skip
+        "owner": entry.author,
+        "cents": cents,
+        "adjudicator": adjudicator,
+        "pulse": entry.pulse,
+        "status": OPEN,
+        "ended": None,
+        "claims": [],
+        "open": [],
+    }
 
 
 def _withdraw(state: State, entry: Entry) -> None:
@@ -165,9 +186,11 @@ def _withdraw(state: State, entry: Entry) -> None:
 def _challenge(state: State, entry: Entry) -> None:
     body = entry.body
     _keys(
-        entry, {"bond", "claim", "cents", "evidence"}, {"recipe"},
+        entry,
+        {"bond", "claim", "cents", "evidence"},
+        {"recipe"},
         '{"bond": <bond claim id>, "claim": <claim id>, "cents": <int>, "evidence": <text>, "recipe"?: <object>}',
-    )  # fmt: skip
+    )
     bond_id, claim = body["bond"], body["claim"]
     bond = _bond(state, bond_id, "bond")
     if not isinstance(claim, str) or claim not in bond["claims"]:
@@ -188,9 +211,16 @@ def _challenge(state: State, entry: Entry) -> None:
     debit(state, entry.author, cents, "deposit")
     bond["open"].append(entry.claim_id)
     state.ns("challenges")[entry.claim_id] = {
-        "bond": bond_id, "claim": claim, "challenger": entry.author, "cents": cents, "pulse": entry.pulse,
-        "evidence": body["evidence"], "recipe": recipe, "status": OPEN, "ruling": None,
-    }  # fmt: skip
+        "bond": bond_id,
+        "claim": claim,
+        "challenger": entry.author,
+        "cents": cents,
+        "pulse": entry.pulse,
+        "evidence": body["evidence"],
+        "recipe": recipe,
+        "status": OPEN,
+        "ruling": None,
+    }
 
 
 def _ruling(state: State, entry: Entry) -> None:

@@ -19,7 +19,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -172,7 +172,7 @@ def now() -> str:
 
 @lru_cache(maxsize=2)
 def _utc(second: int) -> str:
-    return datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _envelope(payload_b64: bytes, keyid: bytes, sig_b64: bytes) -> bytes:
@@ -203,13 +203,20 @@ def _plain_payload(payload: bytes) -> dict[str, Any] | None:
         return None
     kind, author, at, log, seq, v = doc["kind"], doc["author"], doc["at"], doc["log"], doc["seq"], doc["v"]
     good = (
-        type(v) is int and v == VERSION
-        and type(seq) is int and 1 <= seq <= MAX_SEQ
-        and type(kind) is str and type(author) is str and type(log) is str and _names_valid(kind, author, log)
-        and type(at) is str and _valid_time(at)
-        and type(doc["body"]) is dict and canonical.plain(doc["body"])
+        type(v) is int
+        and v == VERSION
+        and type(seq) is int
+        and 1 <= seq <= MAX_SEQ
+        and type(kind) is str
+        and type(author) is str
+        and type(log) is str
+        and _names_valid(kind, author, log)
+        and type(at) is str
+        and _valid_time(at)
+        and type(doc["body"]) is dict
+        and canonical.plain(doc["body"])
         and orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) == payload
-    )  # fmt: skip
+    )
     return doc if good else None
 
 
@@ -292,7 +299,12 @@ def _explain_envelope(raw: bytes) -> None:
     if not isinstance(doc, dict) or doc.keys() != {"payload", "payloadType", "signatures"}:
         raise EntryError("not a DSSE envelope: expected payload, payloadType and signatures")
     sigs = doc["signatures"]
-    if not isinstance(sigs, list) or len(sigs) != 1 or not isinstance(sigs[0], dict) or sigs[0].keys() != {"keyid", "sig"}:
+    if (
+        not isinstance(sigs, list)
+        or len(sigs) != 1
+        or not isinstance(sigs[0], dict)
+        or sigs[0].keys() != {"keyid", "sig"}
+    ):
         raise EntryError("an entry carries exactly one signature, with keyid and sig")
     if canonical.dumps(doc) == raw:
         raise EntryError("payload and sig must be base64 strings, keyid a hex string")

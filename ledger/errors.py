@@ -13,5 +13,6 @@ class DamagedStore(LedgerError):
     """The store cannot be read as a ledger: its file or database is damaged. `verify`
     reports it as what it found, not as a failure to run."""
 
+
 # What a message about a store that disagrees with itself tells the user to do.
 VERIFY_HINT = "run `agentd ledger verify` to find the first bad Pulse"

@@ -45,7 +45,9 @@ def write_copy(path: Path, lines: Iterable[str]) -> int:
         finally:
             tmp.unlink(missing_ok=True)
     except OSError as exc:
-        raise LedgerError(f"cannot write {path}: {exc.strerror or exc}; give a file in a folder you can write to") from None
+        raise LedgerError(
+            f"cannot write {path}: {exc.strerror or exc}; give a file in a folder you can write to"
+        ) from None
     return written
 
 
@@ -61,6 +63,8 @@ def read_copy(lines: Iterable[str]) -> Iterator[bytes]:
         except (ValueError, KeyError, TypeError, binascii.Error):
             raise LedgerError(f"line {number} is not an exported entry (expected pulse and base64 entry)") from None
         if pulse != expected:
-            raise LedgerError(f"line {number} holds Pulse {pulse} where Pulse {expected} should be: the copy is incomplete")
+            raise LedgerError(
+                f"line {number} holds Pulse {pulse} where Pulse {expected} should be: the copy is incomplete"
+            )
         expected += 1
         yield raw

@@ -129,7 +129,9 @@ class Folder:
         self.url = url
         self.replayed = 0
 
-    def resume(self, snapshot: Snapshot | None, rows: Callable[[int], Iterable[Row]], head: Head | None) -> tuple[Tip, bool]:
+    def resume(
+        self, snapshot: Snapshot | None, rows: Callable[[int], Iterable[Row]], head: Head | None
+    ) -> tuple[Tip, bool]:
         """The fold from the stored snapshot and the `rows` after it, or, when that does
         not hold, from Pulse 1; and whether a snapshot was ignored. Held to `head` if given."""
         if snapshot is not None:
@@ -138,8 +140,10 @@ class Folder:
             except LedgerError as exc:
                 log.warning(
                     "the ledger at %s does not use its stored snapshot (of %d entries): %s; replaying the whole log",
-                    self.url, snapshot.size, exc,
-                )  # fmt: skip
+                    self.url,
+                    snapshot.size,
+                    exc,
+                )
         tip = Tip.empty()
         self.advance(tip, rows(1))
         if head is not None:

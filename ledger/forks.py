@@ -66,7 +66,9 @@ class ForkProof:
             prefix = base64.b64decode(doc["prefix_root"], validate=True)
             path = [base64.b64decode(h, validate=True) for h in doc["proof"]]
         except (KeyError, TypeError, ValueError, binascii.Error):
-            raise ProofError('a fork proof is {"checkpoints": [NOTE, NOTE], "prefix_root": B64, "proof": [B64, …]}') from None
+            raise ProofError(
+                'a fork proof is {"checkpoints": [NOTE, NOTE], "prefix_root": B64, "proof": [B64, …]}'
+            ) from None
         if not isinstance(first, str) or not isinstance(second, str):
             raise ProofError("a fork proof's checkpoints are signed notes (text)")
         return cls(first, second, prefix, path)

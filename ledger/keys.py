@@ -41,7 +41,7 @@ def wallet_id(public_key: bytes) -> str:
 class Wallet:
     """An Ed25519 signing key with a name; its id derives from the public key."""
 
-    __slots__ = ("name", "public_key", "id", "_key")
+    __slots__ = ("_key", "id", "name", "public_key")
 
     def __init__(self, key: Ed25519PrivateKey, name: str = "") -> None:
         self._key = key
@@ -205,7 +205,9 @@ def _unseal(seed: dict[str, Any], passphrase: str, wid: str, path: Path) -> byte
         if not (2 <= params["n"] <= MAX_SCRYPT_N and params["r"] <= 32 and params["p"] <= 16):
             raise LedgerError(f"{path} asks for scrypt parameters beyond what a key file may use")
         key = _derive(passphrase, _unb64(seed["salt"], path), params)
-        return ChaCha20Poly1305(key).decrypt(_unb64(seed["nonce"], path), _unb64(seed["ciphertext"], path), wid.encode())
+        return ChaCha20Poly1305(key).decrypt(
+            _unb64(seed["nonce"], path), _unb64(seed["ciphertext"], path), wid.encode()
+        )
     except InvalidTag:
         raise LedgerError(f"wrong passphrase for {path}") from None
     except (KeyError, TypeError, ValueError):

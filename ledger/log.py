@@ -105,7 +105,13 @@ class Ledger:
 
     @classmethod
     def open(
-        cls, url: str, rules: RuleSet, key: Wallet | None = None, *, check: bool = True, policy: CheckpointPolicy | None = None
+        cls,
+        url: str,
+        rules: RuleSet,
+        key: Wallet | None = None,
+        *,
+        check: bool = True,
+        policy: CheckpointPolicy | None = None,
     ) -> Ledger:
         return cls(open_store(url), rules, key, check=check, policy=policy)
 
@@ -165,7 +171,9 @@ class Ledger:
         if not found:
             raise LedgerError(f"no claim {prefix} on the log")
         if len(found) > 1:
-            raise LedgerError(f"claim prefix {prefix} is ambiguous (Pulses {found[0]}, {found[1]}, …): give more digits")
+            raise LedgerError(
+                f"claim prefix {prefix} is ambiguous (Pulses {found[0]}, {found[1]}, …): give more digits"
+            )
         return self.get(found[0])
 
     def entries(self, kind: str | None = None, start: int = 1, author: str | None = None) -> Iterator[Entry]:
@@ -475,7 +483,9 @@ class Ledger:
             if stored is None:
                 raise LedgerError(f"this log signed no checkpoint of size {size}")
             if notes.signed_text(stored.note) != notes.signed_text(note):
-                raise LedgerError(f"the note's checkpoint of size {size} is not the one this log signed (their roots differ)")
+                raise LedgerError(
+                    f"the note's checkpoint of size {size} is not the one this log signed (their roots differ)"
+                )
             merged = notes.with_signatures(stored.note, note)
             txn.replace_checkpoint(size, merged)
         return merged
@@ -497,7 +507,9 @@ class Ledger:
     def consistency_proof(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
         new_size = self._size_arg(new_size)
         if not 1 <= old_size <= new_size:
-            raise LedgerError(f"a consistency proof runs from a size of 1 or more up to {new_size}, not from {old_size}")
+            raise LedgerError(
+                f"a consistency proof runs from a size of 1 or more up to {new_size}, not from {old_size}"
+            )
         tree = tiles.Tree(self._store.tile, new_size)
         path = merkle.consistency_path(old_size, new_size, tree.subtree) if old_size < new_size else []
         return ConsistencyProof(old_size, new_size, tree.subtree(0, old_size), tree.root(), path)

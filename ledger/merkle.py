@@ -39,7 +39,7 @@ def root(leaves: Sequence[bytes]) -> bytes:
     while len(level) > 1:
         pairs = iter(level)
         # node_hash inlined: the start-up check hashes every node of the tree this way.
-        paired = [sha256(b"\x01" + left + right).digest() for left, right in zip(pairs, pairs)]
+        paired = [sha256(b"\x01" + left + right).digest() for left, right in zip(pairs, pairs, strict=False)]
         if len(level) % 2:
             paired.append(level[-1])
         level = paired
@@ -53,7 +53,7 @@ class Frontier:
     current without rereading every leaf.
     """
 
-    __slots__ = ("size", "nodes", "completed", "stride")
+    __slots__ = ("completed", "nodes", "size", "stride")
 
     def __init__(self, size: int = 0, nodes: list[bytes] | None = None) -> None:
         self.size = size
@@ -168,9 +168,7 @@ def verify_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes],
         raise ProofError("the proof leads to a different root")
 
 
-def verify_consistency(
-    old_size: int, new_size: int, proof: Sequence[bytes], old_root: bytes, new_root: bytes
-) -> None:
+def verify_consistency(old_size: int, new_size: int, proof: Sequence[bytes], old_root: bytes, new_root: bytes) -> None:
     """Raises ProofError unless `proof` shows tree `old_root` is a prefix of `new_root`."""
     if old_size > new_size:
         raise ProofError(f"the old size {old_size} exceeds the new size {new_size}")

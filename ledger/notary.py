@@ -91,11 +91,15 @@ class Notary:
         """Signs and keeps a checkpoint of the locked tip, which must extend the last one."""
         state, size, root = tip.state, tip.frontier.size, tip.frontier.root()
         if self._key is None or state.origin is None or not self.signs(state):
-            raise LedgerError(f"only the log's key ({state.authority}) signs its checkpoints, and this home holds another")
+            raise LedgerError(
+                f"only the log's key ({state.authority}) signs its checkpoints, and this home holds another"
+            )
         if last is not None:
             previous = notes.parse(last.note)
             if previous.size > size:
-                raise LedgerError(f"the log's last checkpoint covers {previous.size} entries but it holds {size}; {VERIFY_HINT}")
+                raise LedgerError(
+                    f"the log's last checkpoint covers {previous.size} entries but it holds {size}; {VERIFY_HINT}"
+                )
             if tiles.Tree(txn.tile, size).subtree(0, previous.size) != previous.root:
                 raise LedgerError(
                     f"refusing to sign: the log does not extend its last checkpoint (size {previous.size}); {VERIFY_HINT}"

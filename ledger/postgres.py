@@ -95,10 +95,13 @@ class PostgresRecorder(SqlRecorder):
 
     def _insert(self, rows: Sequence[Row]) -> None:
         # A savepoint, so a refused row leaves the transaction usable to say why.
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            with cur.copy(f"COPY ledger_entries ({INSERT_COLUMNS}) FROM STDIN") as copy:
-                for r in rows:
-                    copy.write_row((*r, claim_key(r.leaf)))
+        with (
+            self._conn.transaction(),
+            self._conn.cursor() as cur,
+            cur.copy(f"COPY ledger_entries ({INSERT_COLUMNS}) FROM STDIN") as copy,
+        ):
+            for r in rows:
+                copy.write_row((*r, claim_key(r.leaf)))
 
 
 def _redacted(url: str) -> str:

@@ -71,7 +71,9 @@ class ConsistencyProof:
             path = [base64.b64decode(h, validate=True) for h in doc["proof"]]
             sizes = [doc[k] for k in ("size1", "size2")]
         except (KeyError, TypeError, ValueError, binascii.Error):
-            raise ProofError('a consistency proof is {"type": "consistency", "size1", "size2", "root1", "root2", "proof"}') from None
+            raise ProofError(
+                'a consistency proof is {"type": "consistency", "size1", "size2", "root1", "root2", "proof"}'
+            ) from None
         if not all(type(n) is int for n in sizes):
             raise ProofError("a consistency proof's sizes are whole numbers")
         return cls(sizes[0], sizes[1], roots[0], roots[1], path)

@@ -110,4 +110,9 @@ class Receipt:
         return size, root
 
     def to_json(self) -> dict[str, Any]:
-        return {"pulse": self.pulse, "leaf_hash": b64(self.leaf_hash), "checkpoint": self.checkpoint, "promise": self.promise}
+        return {
+            "pulse": self.pulse,
+            "leaf_hash": b64(self.leaf_hash),
+            "checkpoint": self.checkpoint,
+            "promise": self.promise,
+        }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,9 @@ class RemoteRecorder:
         if answer.status_code == 404:
             return None
         if answer.status_code != 200:
-            raise LedgerError(f"the daemon at {self.url} answered {answer.status_code} to {path}: {answer.text.strip()[:200]}")
+            raise LedgerError(
+                f"the daemon at {self.url} answered {answer.status_code} to {path}: {answer.text.strip()[:200]}"
+            )
         try:
             return answer.json()
         except ValueError:
@@ -59,16 +62,20 @@ class RemoteRecorder:
     def last_pulse(self) -> int:
         return int(self._get("/v1/head")["last_pulse"])
 
-    def rows(self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE) -> list[Row]:
+    def rows(
+        self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[Row]:
         doc = self._get("/v1/entries", **{"from": start, "kind": kind, "author": author, "limit": limit})
         return [_row(item) for item in doc["entries"]]
 
-    def rows_back(self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE) -> list[Row]:
+    def rows_back(
+        self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[Row]:
         # A daemon that does not know ?until= answers from Pulse 1 on, in order: asked for
         # two rows at least, it shows that whenever two match (with one, first is last).
         doc = self._get("/v1/entries", **{"until": end, "kind": kind, "author": author, "limit": max(limit, 2)})
         rows = [_row(item) for item in doc["entries"]]
-        if any(row.pulse > end for row in rows) or any(a.pulse <= b.pulse for a, b in zip(rows, rows[1:])):
+        if any(row.pulse > end for row in rows) or any(a.pulse <= b.pulse for a, b in itertools.pairwise(rows)):
             raise LedgerError(f"the daemon at {self.url} does not read its log back from a Pulse: upgrade its agentd")
         return rows[:limit]
 
@@ -106,14 +113,18 @@ class RemoteRecorder:
         return (0, 0)
 
     def transaction(self) -> AbstractContextManager[Transaction]:
-        raise LedgerError(f"the ledger at {self.url} is read here over HTTP: post signed entries to {self.url}/v1/entries")
+        raise LedgerError(
+            f"the ledger at {self.url} is read here over HTTP: post signed entries to {self.url}/v1/entries"
+        )
 
     def close(self) -> None:
         self._client.close()
 
 
 def _row(item: dict[str, Any]) -> Row:
-    return Row(int(item["pulse"]), _b64(item["raw"]), _hex(item["leaf"]), _hex(item["chain"]), item["kind"], item["author"])
+    return Row(
+        int(item["pulse"]), _b64(item["raw"]), _hex(item["leaf"]), _hex(item["chain"]), item["kind"], item["author"]
+    )
 
 
 def _checkpoint(doc: dict[str, Any]) -> StoredCheckpoint:

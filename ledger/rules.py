@@ -62,9 +62,13 @@ class State:
         # exactly, three times quicker than deepcopy: commands that read the fold of a
         # long log copy every session's item.
         return State(
-            self.size, self.origin, self.authority, dict(self.balances),
-            orjson.loads(orjson.dumps(self.namespaces)), dict(self.sequences),
-        )  # fmt: skip
+            self.size,
+            self.origin,
+            self.authority,
+            dict(self.balances),
+            orjson.loads(orjson.dumps(self.namespaces)),
+            dict(self.sequences),
+        )
 
 
 class RuleSet:

@@ -71,7 +71,9 @@ class SqlRecorder(ABC):
             version = self._fetch("SELECT version FROM ledger_format WHERE id = 1")[0][0]
             if version != FORMAT:
                 raise LedgerError(f"the ledger at {self.url} is in format v{version}, which this version cannot read")
-            self._execute("INSERT INTO ledger_head (id, size, root) VALUES (1, 0, ?) ON CONFLICT DO NOTHING", [EMPTY_ROOT])
+            self._execute(
+                "INSERT INTO ledger_head (id, size, root) VALUES (1, 0, ?) ON CONFLICT DO NOTHING", [EMPTY_ROOT]
+            )
 
     def _refuse_v1(self) -> None:
         """A store of the first layout that holds entries: they cannot be carried over."""
@@ -183,7 +185,7 @@ class SqlRecorder(ABC):
     def _tables(self) -> set[str]:
         """The names of the tables the store's schema holds."""
 
-    def _serialize_schema(self) -> None:
+    def _serialize_schema(self) -> None:  # noqa: B027  (a hook: PostgreSQL's takes a lock; SQLite needs none)
         """Keeps two sessions from creating the tables at once (the write lock does, on SQLite)."""
 
     def _lock_clause(self) -> str:
@@ -267,7 +269,9 @@ class SqlTransaction:
                         f"entry {wanted[key].hex()[:16]} shares its first 64 bits of hash with Pulse {pulse}; "
                         "sign it again (a new second gives new bytes)"
                     )
-                raise LedgerError(f"entry {bytes(leaf).hex()[:16]} is already on the log at Pulse {pulse}: an entry is recorded once")
+                raise LedgerError(
+                    f"entry {bytes(leaf).hex()[:16]} is already on the log at Pulse {pulse}: an entry is recorded once"
+                )
 
     def latest_checkpoint(self) -> StoredCheckpoint | None:
         return self._r.latest_checkpoint()
@@ -291,7 +295,15 @@ class SqlTransaction:
         self._r._execute("DELETE FROM ledger_snapshot")
         self._r._execute(
             f"INSERT INTO ledger_snapshot (id, {SNAPSHOT_COLUMNS}) VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
-            [snapshot.size, snapshot.root, snapshot.chain, snapshot.frontier, snapshot.rules, snapshot.state, snapshot.digest],
+            [
+                snapshot.size,
+                snapshot.root,
+                snapshot.chain,
+                snapshot.frontier,
+                snapshot.rules,
+                snapshot.state,
+                snapshot.digest,
+            ],
         )
 
 

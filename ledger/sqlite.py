@@ -99,7 +99,10 @@ class SqliteRecorder(SqlRecorder):
         conn = None
         try:
             conn = sqlite3.connect(
-                f"{self.path.as_uri()}?{'immutable=1' if quiet else 'mode=ro'}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+                f"{self.path.as_uri()}?{'immutable=1' if quiet else 'mode=ro'}",
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
             )
             conn.execute("SELECT 1 FROM sqlite_master")  # a database at all: its layout is checked next
         except sqlite3.Error as exc:
@@ -133,7 +136,9 @@ class SqliteRecorder(SqlRecorder):
         if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             return LedgerError(f"the ledger at {self.path} is busy ({exc}); try again")
         if code == sqlite3.SQLITE_READONLY:
-            return LedgerError(f"the ledger at {self.path} is read-only here ({exc}): this command needs to write to it")
+            return LedgerError(
+                f"the ledger at {self.path} is read-only here ({exc}): this command needs to write to it"
+            )
         if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
             return DamagedStore(
                 f"the ledger file {self.path} is damaged ({exc}): restore it from a backup, or rebuild the "

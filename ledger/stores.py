@@ -33,4 +33,6 @@ def open_store(url: str, *, read_only: bool = False) -> Recorder:
         from ledger.remote import RemoteRecorder
 
         return RemoteRecorder(url)
-    raise LedgerError(f"unknown ledger URL {url!r}: use sqlite:///PATH, postgresql://HOST/DB or a daemon's http://HOST:PORT")
+    raise LedgerError(
+        f"unknown ledger URL {url!r}: use sqlite:///PATH, postgresql://HOST/DB or a daemon's http://HOST:PORT"
+    )

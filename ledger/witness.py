@@ -128,7 +128,9 @@ class Witness:
     def _log_key(self, origin: str, seen: Seen | None, given: bytes | None) -> bytes:
         if seen is None:
             if given is None:
-                raise WitnessError(f"this witness has not seen log {origin}: give the log's key to trust its first checkpoint by")
+                raise WitnessError(
+                    f"this witness has not seen log {origin}: give the log's key to trust its first checkpoint by"
+                )
             return given
         if given is not None and given != seen.log_key:
             raise WitnessError(f"the key given for log {origin} is not the one this witness has held for it")

@@ -71,7 +71,9 @@ class BubblewrapRunner:
             if not os.access(tool, os.X_OK):
                 raise SandboxUnavailable(f"{tool} is missing: {INSTALL}")
         if os.geteuid() != 0:
-            raise SandboxUnavailable("the bubblewrap runner must run as root (it runs each program as a uid of its own)")
+            raise SandboxUnavailable(
+                "the bubblewrap runner must run as root (it runs each program as a uid of its own)"
+            )
         probe = subprocess.run(self.bwrap_argv(Request(("/bin/true",)), sandbox_uid(), -1), capture_output=True, env={})
         if probe.returncode != 0:
             said = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]

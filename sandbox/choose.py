@@ -17,15 +17,21 @@ says what to install.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Mapping
+from typing import Any
 
 from sandbox.bubblewrap import BubblewrapRunner
 from sandbox.container import DockerRunner
 from sandbox.runner import Limits, MiB, Runner, SandboxUnavailable
 
 RUNNERS = {"bwrap": BubblewrapRunner, "docker": DockerRunner}
-IN_MB = {"memory_mb": "memory_bytes", "file_mb": "file_bytes", "output_mb": "output_bytes", "scratch_mb": "scratch_bytes"}
+IN_MB = {
+    "memory_mb": "memory_bytes",
+    "file_mb": "file_bytes",
+    "output_mb": "output_bytes",
+    "scratch_mb": "scratch_bytes",
+}
 SETTINGS = ("runner", *(f.name for f in fields(Limits) if not f.name.endswith("_bytes")), *IN_MB)
 NOTHING_WORKS = (
     "no sandbox runner works here, and candidates are never run unconfined: install bubblewrap "

@@ -13,16 +13,18 @@ that started it dies first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sandbox import seccomp
 from sandbox.bubblewrap import hand_over, sandbox_uid
@@ -74,7 +76,9 @@ class DockerRunner:
 
         limits = request.limits or self.limits
         mounts = [docker.types.Mount("/usr", "/usr", type="bind", read_only=True)]
-        mounts += [docker.types.Mount(str(p), str(p), type="bind", read_only=p != request.writable) for p in request.mounts()]
+        mounts += [
+            docker.types.Mount(str(p), str(p), type="bind", read_only=p != request.writable) for p in request.mounts()
+        ]
         ulimits = [
             docker.types.Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds + 1),
             docker.types.Ulimit(name="fsize", soft=limits.file_bytes, hard=limits.file_bytes),
@@ -139,10 +143,8 @@ class DockerRunner:
     def _remove(self, container) -> None:  # type: ignore[no-untyped-def]
         import docker.errors
 
-        try:
+        with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
         self._tell(f"-{container.id}")
 
     def _tell(self, line: str) -> None:
@@ -208,18 +210,14 @@ class DockerProcess(Started):
     def close_input(self) -> None:
         if self._input_open:
             self._input_open = False
-            try:
+            with contextlib.suppress(OSError):
                 self.sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
 
     def kill_tree(self) -> None:
         # The container's first process is killed, and with it its pid namespace.
         def kill() -> None:
-            try:
+            with contextlib.suppress(Exception):  # it has already stopped
                 self.container.kill()
-            except Exception:
-                pass  # it has already stopped
 
         if not self._exit.done():
             self.runner.pool.submit(kill)

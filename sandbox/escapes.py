@@ -27,9 +27,9 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 from sandbox.python import python_request
 from sandbox.runner import Limits, MiB, Result, Runner, run
@@ -121,7 +121,9 @@ class Bait:
         for listener in (self.tcp, self.unix, self.unix_abstract):
             listener.listen()
             threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-        self.witness = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", f"witness-{self.token}"])
+        self.witness = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(3600)", f"witness-{self.token}"]
+        )
         self._saved = {name: os.environ.get(name) for name in SECRETS}
         for name in SECRETS:
             os.environ[name] = f"bait-{name.lower()}-{self.token}"
@@ -449,7 +451,9 @@ report(**outcome)
 """
 
 
-def _limit_probe(body: str, limit: str, tries: int, kept: Callable[[Result, dict], bool]) -> Callable[[Runner, Bait], Verdict]:
+def _limit_probe(
+    body: str, limit: str, tries: int, kept: Callable[[Result, dict], bool]
+) -> Callable[[Runner, Bait], Verdict]:
     def judge(runner: Runner, bait: Bait) -> Verdict:
         result = attempt(runner, bait, body, tries=tries)
         found = findings(result)
@@ -472,7 +476,9 @@ def _writes(*targets: str) -> Callable[[Runner, Bait], Verdict]:
     return judge
 
 
-def _refused(body: str, key: str, success: Callable[[dict], bool], connects: bool = False) -> Callable[[Runner, Bait], Verdict]:
+def _refused(
+    body: str, key: str, success: Callable[[dict], bool], connects: bool = False
+) -> Callable[[Runner, Bait], Verdict]:
     def judge(runner: Runner, bait: Bait) -> Verdict:
         heard = len(bait.connections)
         result = attempt(runner, bait, body)
@@ -507,7 +513,17 @@ def _harnessed(runner: Runner, bait: Bait, body: str, tty: bool) -> tuple[subpro
     """Starts a harness of its own (a process running `runner`) on a probe program, and
     waits for the program's first line; the harness can then be killed."""
     source = PRELUDE + textwrap.dedent(body)
-    command = [sys.executable, "-m", "sandbox.escapes", "harness", runner.name, json.dumps(vars(LIMITS)), "-c", source, bait.arguments()]
+    command = [
+        sys.executable,
+        "-m",
+        "sandbox.escapes",
+        "harness",
+        runner.name,
+        json.dumps(vars(LIMITS)),
+        "-c",
+        source,
+        bait.arguments(),
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     controller: int | None = None
     stdin: int | None = subprocess.DEVNULL
@@ -541,7 +557,9 @@ def _outlive(runner: Runner, bait: Bait) -> Verdict:
         if time.monotonic() > deadline:
             for pid in _running(marker):
                 os.kill(pid, signal.SIGKILL)
-            return Verdict(False, f"a double-forked, setsid process was still running {SETTLE:g}s after the harness was killed")
+            return Verdict(
+                False, f"a double-forked, setsid process was still running {SETTLE:g}s after the harness was killed"
+            )
         time.sleep(0.1)
     return Verdict(True, "the harness was SIGKILLed and nothing of the run was left")
 
@@ -574,10 +592,22 @@ def _output(result: Result, found: dict) -> bool:
 
 
 PROBES: list[Probe] = [
-    Probe("key_in_own_environment", "read a provider key or the passphrase from its own environment", _nothing_leaked(OWN_ENVIRONMENT)),
-    Probe("key_in_parent_environ", "read a provider key or the passphrase from /proc/<ppid>/environ", _nothing_leaked(PARENT_ENVIRON)),
+    Probe(
+        "key_in_own_environment",
+        "read a provider key or the passphrase from its own environment",
+        _nothing_leaked(OWN_ENVIRONMENT),
+    ),
+    Probe(
+        "key_in_parent_environ",
+        "read a provider key or the passphrase from /proc/<ppid>/environ",
+        _nothing_leaked(PARENT_ENVIRON),
+    ),
     Probe("key_in_parent_memory", "find a provider key in the harness's memory through /proc/<pid>/mem", _memory),
-    Probe("read_the_home", "find and read the home: wallets, the log key, sealed files, learned.json", _nothing_leaked(READ_HOME)),
+    Probe(
+        "read_the_home",
+        "find and read the home: wallets, the log key, sealed files, learned.json",
+        _nothing_leaked(READ_HOME),
+    ),
     Probe("write_the_home", "write the home", _writes("home")),
     Probe("write_the_profile", "write the profile (learned.json, tools.py)", _writes("profile")),
     Probe("write_the_project", "write the project checkout", _writes("project")),
@@ -599,26 +629,39 @@ PROBES: list[Probe] = [
     Probe(
         "fork_past_the_process_limit",
         "fork past the process limit",
-        _limit_probe(FORK, "process", 4 * LIMITS.processes, lambda r, f: "forked" in f and f["forked"] < LIMITS.processes),
+        _limit_probe(
+            FORK, "process", 4 * LIMITS.processes, lambda r, f: "forked" in f and f["forked"] < LIMITS.processes
+        ),
     ),
     Probe(
         "exhaust_memory",
         "exhaust memory",
-        _limit_probe(MEMORY, "memory", 4 * LIMITS.memory_bytes, lambda r, f: "held" in f and f["held"] <= LIMITS.memory_bytes),
+        _limit_probe(
+            MEMORY, "memory", 4 * LIMITS.memory_bytes, lambda r, f: "held" in f and f["held"] <= LIMITS.memory_bytes
+        ),
     ),
     Probe(
         "write_past_the_file_size_limit",
         "write a file past the file-size limit",
-        _limit_probe(FILE_SIZE, "file-size", 4 * LIMITS.file_bytes, lambda r, f: "size" in f and f["size"] <= LIMITS.file_bytes),
+        _limit_probe(
+            FILE_SIZE, "file-size", 4 * LIMITS.file_bytes, lambda r, f: "size" in f and f["size"] <= LIMITS.file_bytes
+        ),
     ),
     Probe(
         "write_past_the_scratch_limit",
         "write past the scratch limit, anywhere it can",
         _limit_probe(
-            SCRATCH, "scratch", 4 * LIMITS.scratch_bytes // MiB, lambda r, f: "written" in f and f["written"] <= LIMITS.scratch_bytes + MiB
+            SCRATCH,
+            "scratch",
+            4 * LIMITS.scratch_bytes // MiB,
+            lambda r, f: "written" in f and f["written"] <= LIMITS.scratch_bytes + MiB,
         ),
     ),
-    Probe("print_past_the_output_limit", "print past the output limit", _limit_probe(OUTPUT, "output", 4 * LIMITS.output_bytes // 1024, _output)),
+    Probe(
+        "print_past_the_output_limit",
+        "print past the output limit",
+        _limit_probe(OUTPUT, "output", 4 * LIMITS.output_bytes // 1024, _output),
+    ),
     Probe("outlive_the_run", "outlive the run (double fork and setsid, then the harness is SIGKILLed)", _outlive),
     Probe("tiocsti", "inject keystrokes through the terminal (TIOCSTI)", _tiocsti),
     Probe(

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from sandbox.runner import SandboxError
 

@@ -39,7 +39,12 @@ def run_shell(command: str, *, env: dict[str, str], timeout: float) -> HostResul
 async def run_program(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: bytes, timeout: float) -> HostResult:
     """Runs the operator's program `argv` with `stdin`, to its end or its time limit."""
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)

@@ -27,7 +27,9 @@ def installation() -> tuple[Path, ...]:
     environment's own site-packages (the environment's other files are left out)."""
     paths = [Path(sys.base_prefix)]
     if sys.prefix != sys.base_prefix:
-        paths += [Path(p) for p in site.getsitepackages() if Path(p).is_dir() and not Path(p).is_relative_to(sys.base_prefix)]
+        paths += [
+            Path(p) for p in site.getsitepackages() if Path(p).is_dir() and not Path(p).is_relative_to(sys.base_prefix)
+        ]
     return tuple(paths)
 
 

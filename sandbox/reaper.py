@@ -10,6 +10,7 @@ process has gone, however it went) it removes every container still listed.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
@@ -27,10 +28,8 @@ def main() -> None:
 
         client = docker.from_env()
         for ident in listed:
-            try:
+            with contextlib.suppress(docker.errors.APIError):  # already gone
                 client.api.remove_container(ident, force=True)
-            except docker.errors.APIError:
-                pass  # already gone
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import time
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections.abc import Callable
 
 from sandbox.runner import Limits, OutputLimit, Result, Usage, Why
 

@@ -114,11 +114,7 @@ class SyscallRule:
     value: int = 0
 
 
-ALWAYS = [
-    SyscallRule(name)
-    for name in SYSCALLS
-    if name not in ("clone", "clone3", "ioctl", "socket")
-]
+ALWAYS = [SyscallRule(name) for name in SYSCALLS if name not in ("clone", "clone3", "ioctl", "socket")]
 RULES: list[SyscallRule] = [
     *ALWAYS,
     # glibc falls back to clone when clone3 is not there; clone's flags can then be read.
@@ -127,7 +123,9 @@ RULES: list[SyscallRule] = [
     SyscallRule("ioctl", arg=1, value=TIOCSTI),
     SyscallRule("ioctl", arg=1, value=TIOCLINUX),
 ]
-NO_NETWORK: list[SyscallRule] = [SyscallRule("socket", errno.EACCES, arg=0, value=domain) for domain in (AF_INET, AF_INET6, AF_PACKET)]
+NO_NETWORK: list[SyscallRule] = [
+    SyscallRule("socket", errno.EACCES, arg=0, value=domain) for domain in (AF_INET, AF_INET6, AF_PACKET)
+]
 
 
 def rules(loopback: bool = False) -> list[SyscallRule]:
@@ -163,7 +161,13 @@ def _arch_block(rule_list: list[SyscallRule], column: int, x32_check: bool) -> l
             block += [(LD_W_ABS, 0, 0, NR), (JEQ_K, 0, 1, number), refuse]
         else:
             test = JSET_K if rule.op == "any" else JEQ_K
-            block += [(LD_W_ABS, 0, 0, NR), (JEQ_K, 0, 3, number), (LD_W_ABS, 0, 0, arg_low(rule.arg)), (test, 0, 1, rule.value), refuse]
+            block += [
+                (LD_W_ABS, 0, 0, NR),
+                (JEQ_K, 0, 3, number),
+                (LD_W_ABS, 0, 0, arg_low(rule.arg)),
+                (test, 0, 1, rule.value),
+                refuse,
+            ]
     block.append((RET_K, 0, 0, RET_ALLOW))
     return block
 
@@ -178,9 +182,15 @@ def docker_profile(rule_list: list[SyscallRule]) -> str:
             entries.append(base)
         elif rule.op == "any":
             for bit in (1 << i for i in range(32) if rule.value >> i & 1):
-                entries.append({**base, "args": [{"index": rule.arg, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}]})
+                entries.append(
+                    {**base, "args": [{"index": rule.arg, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ"}]}
+                )
         else:
             entries.append({**base, "args": [{"index": rule.arg, "value": rule.value, "op": "SCMP_CMP_EQ"}]})
     return json.dumps(
-        {"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"], "syscalls": entries}
+        {
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+            "syscalls": entries,
+        }
     )

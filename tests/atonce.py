@@ -7,7 +7,8 @@ import contextlib
 import io
 import multiprocessing
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 FORK = multiprocessing.get_context("fork")
 

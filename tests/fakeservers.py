@@ -25,10 +25,11 @@ import itertools
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 Wire = Literal["openai", "anthropic"]
 PATHS: dict[str, str] = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}

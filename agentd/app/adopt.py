@@ -10,8 +10,9 @@ profile's loop lock, so they never race a running `improve run --apply`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -45,7 +46,9 @@ def holding_loop_lock(home: Home, profile: str) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        raise AgentdError(f"another agentd improve run, adopt or undo for {profile} holds {lock.lock_file}; wait for it to end") from None
+        raise AgentdError(
+            f"another agentd improve run, adopt or undo for {profile} holds {lock.lock_file}; wait for it to end"
+        ) from None
     try:
         yield
     finally:
@@ -91,7 +94,11 @@ def undo(home: Home, profile_name: str) -> tuple[str, Learned | Settings]:
         history = [line for _, line in read_lines(path)]
         # A line whose change never reached its file (a crash between the two writes)
         # took nothing to give back: drop it and take back the change before it.
-        while history and _now(profile, history[-1]) != history[-1]["after"] and _now(profile, history[-1]) == history[-1]["before"]:
+        while (
+            history
+            and _now(profile, history[-1]) != history[-1]["after"]
+            and _now(profile, history[-1]) == history[-1]["before"]
+        ):
             history.pop()
         if not history:
             raise AgentdError(f"profile {profile_name} has no change to take back")
@@ -125,5 +132,3 @@ def _restore(profile: Profile, line: dict[str, Any]) -> Learned | Settings:
     else:
         write_atomic(improver, line["before"])
     return load_settings(improver)
-
-

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from agentd import __version__
 from agentd.app import killswitch
@@ -160,7 +161,9 @@ def rerun(
         release = release.following(recipe)
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
-    return _rebuild(release, source, _read(patch), tasks, runs, _setup(home, release, progress), digest=recipe.get("tasks"))
+    return _rebuild(
+        release, source, _read(patch), tasks, runs, _setup(home, release, progress), digest=recipe.get("tasks")
+    )
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,12 @@ class Rerun:
 
 
 def rerun_challenge(
-    home: Home, challenge_ref: str, source: Path, patch: Path, tasks: Path, progress: Callable[[str], None] = lambda line: None
+    home: Home,
+    challenge_ref: str,
+    source: Path,
+    patch: Path,
+    tasks: Path,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> Rerun:
     """Reruns the rebuild recipe challenge `challenge_ref` carries, for its adjudicator to
     weigh beside the attestation's claim before ruling. Publishes nothing."""
@@ -240,9 +248,7 @@ def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: s
         # Said before the rebuild; the bond's rule holds it again when it is posted.
         affords(ledger, signer.id, request.wallet, request.bond_cents, "post a bond of")
         return None
-    standing: list[Bond] = [
-        b for b in bonds_in(state).of_owner(signer.id) if b.adjudicator == adjudicator and b.stands
-    ]  # fmt: skip
+    standing: list[Bond] = [b for b in bonds_in(state).of_owner(signer.id) if b.adjudicator == adjudicator and b.stands]
     if not standing:
         raise AgentdError(
             f"wallet {request.wallet} has no open bond under adjudicator {adjudicator}: post one with --bond USD"
@@ -251,7 +257,13 @@ def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: s
 
 
 def _rebuild(
-    release: PublishedRelease, source: Path, patch: bytes, tasks_file: Path, runs: int, setup: AttestSetup, digest: Any = None
+    release: PublishedRelease,
+    source: Path,
+    patch: bytes,
+    tasks_file: Path,
+    runs: int,
+    setup: AttestSetup,
+    digest: Any = None,
 ) -> Finding:
     try:
         tasks = load_sealed(tasks_file)
@@ -297,7 +309,7 @@ def _read(path: Path) -> bytes:
 
 def expiry(days: int = EXPIRES_DAYS) -> str:
     """When an attestation issued now expires, `days` from now."""
-    return _utc(datetime.now(timezone.utc) + timedelta(days=days))
+    return _utc(datetime.now(UTC) + timedelta(days=days))
 
 
 def write_envelope(path: Path, envelope: dict[str, Any]) -> None:

@@ -43,7 +43,9 @@ def post_bond(home: Home, wallet: str, cents: int, adjudicator: str, memo: str =
     judge = wallet_id_of(home, adjudicator)
     with open_ledger(home) as ledger:
         affords(ledger, owner.id, wallet, cents, "post a bond of")
-        entry = ledger.append(owner, BOND_POST, {"cents": cents, "adjudicator": judge, **({"memo": memo} if memo else {})})
+        entry = ledger.append(
+            owner, BOND_POST, {"cents": cents, "adjudicator": judge, **({"memo": memo} if memo else {})}
+        )
         return Written(entry, _bond(ledger, entry.claim_id))
 
 
@@ -90,11 +92,15 @@ def challenge(
                 "issued on a bond can be challenged"
             )
         if claim.claim_id not in bond.claims:
-            raise AgentdError(f"attestation {claim.claim_id[:16]} is not issued on bond {bond.id[:16]}: challenge it on its own bond")
+            raise AgentdError(
+                f"attestation {claim.claim_id[:16]} is not issued on bond {bond.id[:16]}: challenge it on its own bond"
+            )
         affords(ledger, challenger.id, wallet, cents, "deposit")
         body: dict[str, Any] = {"bond": bond.id, "claim": claim.claim_id, "cents": cents, "evidence": evidence}
         if recipe:
-            body["recipe"] = recipe_for(ledger.find(claim.body["release_claim"]).body, claim.body["tasks"], claim.body["runs"])
+            body["recipe"] = recipe_for(
+                ledger.find(claim.body["release_claim"]).body, claim.body["tasks"], claim.body["runs"]
+            )
         entry = ledger.append(challenger, BOND_CHALLENGE, body)
         return Written(entry, _bond(ledger, bond.id))
 
@@ -109,7 +115,9 @@ def rule(home: Home, wallet: str, challenge_ref: str, uphold: bool, note: str = 
                 f"{wallet} is not the adjudicator of bond {bond.id[:16]} ({bond.adjudicator}): only it rules on the challenge"
             )
         if found.status != "open":
-            raise AgentdError(f"challenge {found.id[:16]} was {found.status} already, by ruling {str(found.ruling)[:16]}")
+            raise AgentdError(
+                f"challenge {found.id[:16]} was {found.status} already, by ruling {str(found.ruling)[:16]}"
+            )
         body: dict[str, Any] = {"challenge": found.id, "uphold": uphold, **({"note": note} if note else {})}
         entry = ledger.append(judge, BOND_RULING, body)
         return Written(entry, _bond(ledger, bond.id))

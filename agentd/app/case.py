@@ -49,7 +49,9 @@ class StdioEpisode:
             raise LimitReached(message) if payload.get("kind") == "limit" else ProviderError(message)
         return kind, payload
 
-    async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def model(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         self.send("model", {"messages": messages, "tools": tools, "max_tokens": max_tokens})
         kind, payload = await self.receive()
         if kind != "completion":
@@ -76,7 +78,13 @@ async def serve(reader: BinaryIO, writer: BinaryIO) -> int:
             ending = await run_case(case, episode)
             if ending.ended not in ("done", "asked"):
                 return 0
-            episode.send(*(("ask", {"question": ending.answer}) if ending.ended == "asked" else ("done", {"answer": ending.answer})))
+            episode.send(
+                *(
+                    ("ask", {"question": ending.answer})
+                    if ending.ended == "asked"
+                    else ("done", {"answer": ending.answer})
+                )
+            )
             reply = await _person(episode)
             if reply is None:
                 return 0

@@ -9,10 +9,11 @@ touch only the agent runtime (agentd/runtime.py).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -182,4 +183,6 @@ def _loop(
 
 def releases(home: Home, profile: str) -> list[dict[str, Any]]:
     """The profile's releases, each with where its patch is."""
-    return [{**r, "patch_file": str(home.routes.release_patch(r["release"]))} for r in releases_of(home.routes, profile)]
+    return [
+        {**r, "patch_file": str(home.routes.release_patch(r["release"]))} for r in releases_of(home.routes, profile)
+    ]

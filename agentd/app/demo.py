@@ -14,9 +14,10 @@ verify` at the end -- each step the same library call the commands make.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from agentd.app.adopt import lineage_of
 from agentd.app.attest import RUNNER, Attested, AttestRequest, attest, expiry, published, rerun_challenge
@@ -49,15 +50,27 @@ CODE_TEST = "python3 test_agent.py"
 CODE_CANDIDATE = "python3 agent.py"
 # (invoice, supplier, USD, payee the task names); invoices 31 and up name another payee.
 TASKS = [
-    ("21", "Acme", "5", "acme"), ("22", "Initech", "12", "initech"), ("23", "Acme", "7", "acme"),
-    ("24", "Umbrella", "9", "umbrella"), ("25", "Hooli", "15", "hooli"), ("26", "Initech", "4", "initech"),
-    ("31", "Globex", "8", "globex"), ("32", "Soylent", "6", "soylent"), ("33", "Acme", "11", "acme"),
-    ("34", "Hooli", "3", "hooli"), ("35", "Umbrella", "14", "umbrella"), ("36", "Initech", "10", "initech"),
-]  # fmt: skip
+    ("21", "Acme", "5", "acme"),
+    ("22", "Initech", "12", "initech"),
+    ("23", "Acme", "7", "acme"),
+    ("24", "Umbrella", "9", "umbrella"),
+    ("25", "Hooli", "15", "hooli"),
+    ("26", "Initech", "4", "initech"),
+    ("31", "Globex", "8", "globex"),
+    ("32", "Soylent", "6", "soylent"),
+    ("33", "Acme", "11", "acme"),
+    ("34", "Hooli", "3", "hooli"),
+    ("35", "Umbrella", "14", "umbrella"),
+    ("36", "Initech", "10", "initech"),
+]
 NAMES_ANOTHER_PAYEE = 31
 # Invoices the invoices example's sessions never ask about: the invoices-code example's own.
-NEW_TASKS = [("27", "Acme", "3", "acme"), ("28", "Hooli", "8", "hooli"), ("37", "Globex", "5", "globex"),
-             ("38", "Soylent", "9", "soylent")]  # fmt: skip
+NEW_TASKS = [
+    ("27", "Acme", "3", "acme"),
+    ("28", "Hooli", "8", "hooli"),
+    ("37", "Globex", "5", "globex"),
+    ("38", "Soylent", "9", "soylent"),
+]
 # The third parties of a release: two attesters, a challenger and an adjudicator, and what each is funded with.
 THIRD_PARTIES = ("bob", "carol", "dave", "judge")
 FUNDED = {"bob": 5_000, "carol": 1_000, "dave": 5_000}
@@ -72,7 +85,9 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     `say` hears what each step did or decided (the data), `step` where the demo is (the
     progress). Ctrl-C stops it as it would the command it is in: KeyboardInterrupt."""
     if home.root.exists() and any(home.root.iterdir()):
-        raise AgentdError(f"{home.root} is not empty: the demo needs a fresh home (leave out --home for one of its own)")
+        raise AgentdError(
+            f"{home.root} is not empty: the demo needs a fresh home (leave out --home for one of its own)"
+        )
     home.ensure()
     log_key(home)
     folder = install_example(home, PROFILE)
@@ -83,17 +98,24 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     step(f"== agentd improve harvest {PROFILE} --out {work}")
     harvested = harvest_profile(home, PROFILE, work)
     kept = harvested.validation.taskset
-    say(f"harvested {len(harvested.harvest.taskset.tasks)} tasks; validated: {len(kept.tasks)} kept, "
-        f"{len(kept.excluded)} excluded; wrote {work}")  # fmt: skip
+    say(
+        f"harvested {len(harvested.harvest.taskset.tasks)} tasks; validated: {len(kept.tasks)} kept, "
+        f"{len(kept.excluded)} excluded; wrote {work}"
+    )
     step(f"== agentd improve seal {PROFILE} --tasks {work} --share 50 --confirmations 4 --wallet {PROFILE}")
     sealed = seal_tasks(home, PROFILE, work, SealRequest(share=50, confirmations=4, canaries=2, seed="demo"), PROFILE)
     t = sealed.seal.terms
-    say(f"sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks (with {t.canaries} canaries), "
-        f"{t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed")  # fmt: skip
+    say(
+        f"sealed {t.sealed_tasks} of {t.sealed_tasks + t.train_tasks} tasks (with {t.canaries} canaries), "
+        f"{t.train_tasks} left to choose changes on; {t.confirmations} confirmations allowed"
+    )
     say(f"published as claim {sealed.claim}, before anything was tried on it")
-    step(f"== agentd improve run {PROFILE} --proposer {PROPOSER} --challenger {CHALLENGER} --challenger-tasks 1 --rounds 2 --runs 4 --apply --wallet {PROFILE}")
-    request = RunRequest(PROPOSER, rounds=2, runs=4, apply=True, wallet=PROFILE, seed=0,
-                         challenger=CHALLENGER, challenger_tasks=1)  # fmt: skip
+    step(
+        f"== agentd improve run {PROFILE} --proposer {PROPOSER} --challenger {CHALLENGER} --challenger-tasks 1 --rounds 2 --runs 4 --apply --wallet {PROFILE}"
+    )
+    request = RunRequest(
+        PROPOSER, rounds=2, runs=4, apply=True, wallet=PROFILE, seed=0, challenger=CHALLENGER, challenger_tasks=1
+    )
     ran_to_the_end(run_improvement(home, PROFILE, request, lambda event: say(event.text)), "the loop")
     step(f"== agentd lineage {PROFILE} --check")
     for _, line in lineage_of(home, PROFILE).kept():
@@ -117,23 +139,41 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
     folder = install_example(home, CODE)
     create_wallet(home, load_profile(home, CODE).wallet)
     source = folder / "harness"
-    step(f"== agentd init --example {CODE}: the same agent, run by a harness program of its own ({source}, a git checkout)")
+    step(
+        f"== agentd init --example {CODE}: the same agent, run by a harness program of its own ({source}, a git checkout)"
+    )
     record_sessions(home, folder, lambda line: None, CODE, code_tasks(home))
     work = home.root / "work-code.json"
     harvest_profile(home, CODE, work)
     sealed = seal_tasks(home, CODE, work, SealRequest(share=50, confirmations=4, canaries=2, seed="demo"), CODE)
-    say(f"recorded its twelve sessions, harvested them and sealed {sealed.seal.terms.sealed_tasks} tasks "
+    say(
+        f"recorded its twelve sessions, harvested them and sealed {sealed.seal.terms.sealed_tasks} tasks "
         f"({sealed.shown} kept to choose on: the invoices profile's proposer is shown them); "
-        f"published as claim {sealed.claim}")  # fmt: skip
-    request = CodeRequest("script:models/coder.toml", source, build=CODE_BUILD, test=CODE_TEST, candidate=CODE_CANDIDATE,
-                          allow=("agent.py",), rounds=2, runs=4, baseline_runs=4, wallet=CODE)  # fmt: skip
-    step(f"== agentd improve code {CODE} --source {source} --coder script:models/coder.toml --build {CODE_BUILD!r} "
-         f"--test {CODE_TEST!r} --candidate {CODE_CANDIDATE!r} --allow agent.py --rounds 2 --runs 4 --baseline-runs 4 --wallet {CODE}")  # fmt: skip
+        f"published as claim {sealed.claim}"
+    )
+    request = CodeRequest(
+        "script:models/coder.toml",
+        source,
+        build=CODE_BUILD,
+        test=CODE_TEST,
+        candidate=CODE_CANDIDATE,
+        allow=("agent.py",),
+        rounds=2,
+        runs=4,
+        baseline_runs=4,
+        wallet=CODE,
+    )
+    step(
+        f"== agentd improve code {CODE} --source {source} --coder script:models/coder.toml --build {CODE_BUILD!r} "
+        f"--test {CODE_TEST!r} --candidate {CODE_CANDIDATE!r} --allow agent.py --rounds 2 --runs 4 --baseline-runs 4 --wallet {CODE}"
+    )
     ran_to_the_end(run_code(home, CODE, request, lambda event: say(event.text)), "the code loop")
     step(f"== agentd improve releases {CODE}; agentd lineage {CODE} --check")
     for release in releases(home, CODE):
-        say(f"release {release['release']}: {release['summary']} ({', '.join(release['files'])} "
-            f"+{release['added']} -{release['deleted']}); patch {release['patch_file']}")  # fmt: skip
+        say(
+            f"release {release['release']}: {release['summary']} ({', '.join(release['files'])} "
+            f"+{release['added']} -{release['deleted']}); patch {release['patch_file']}"
+        )
     report = check_lineage(home, CODE)
     for text in report.lines + report.problems:
         say(text)
@@ -142,8 +182,14 @@ def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], Non
     return not report.problems and third_parties(home, say, step, release, source, tasks)
 
 
-def third_parties(home: Home, say: Callable[[str], None], step: Callable[[str], None], release: dict[str, Any],
-                  source: Path, tasks: Path) -> bool:  # fmt: skip
+def third_parties(
+    home: Home,
+    say: Callable[[str], None],
+    step: Callable[[str], None],
+    release: dict[str, Any],
+    source: Path,
+    tasks: Path,
+) -> bool:
     """Others vouch for the release: bob attests it on a bond under judge without
     rebuilding it; carol's challenge carries the rebuild recipe, judge reruns it, sees
     bob's figures are not what a rebuild finds, upholds it and the bond is slashed, so
@@ -152,8 +198,10 @@ def third_parties(home: Home, say: Callable[[str], None], step: Callable[[str], 
     back out. True when `lineage --check` and `ledger verify` pass."""
     rid, patch = release["release"], Path(release["patch_file"])
     funded = ", ".join(f"{name} {cents // 100}" for name, cents in FUNDED.items())
-    step(f"== agentd wallet new {'|'.join(THIRD_PARTIES)}; agentd wallet fund {funded}: "
-         "bob and dave attest, carol challenges, judge rules")  # fmt: skip
+    step(
+        f"== agentd wallet new {'|'.join(THIRD_PARTIES)}; agentd wallet fund {funded}: "
+        "bob and dave attest, carol challenges, judge rules"
+    )
     with open_ledger(home) as ledger:
         for name in THIRD_PARTIES:
             made = create_wallet(home, name)
@@ -163,16 +211,19 @@ def third_parties(home: Home, say: Callable[[str], None], step: Callable[[str], 
     step(f"== agentd challenge carol {bob[:16]} {bond[:16]} --deposit 5 --evidence ... --recipe")
     challenged = challenge(home, "carol", bob, bond, 500, CHALLENGE_EVIDENCE, recipe=True)
     say(f"carol challenged bob's attestation with a deposit of 5.00 USD: claim {challenged.entry.claim_id[:16]}")
-    step(f"== agentd rule judge {challenged.entry.claim_id[:16]} --rerun --source {source} --patch {patch} --tasks {tasks}")
+    step(
+        f"== agentd rule judge {challenged.entry.claim_id[:16]} --rerun --source {source} --patch {patch} --tasks {tasks}"
+    )
     for line in rerun_challenge(home, challenged.entry.claim_id, source, patch, tasks).lines():
         say(line)
     step(f"== agentd rule judge {challenged.entry.claim_id[:16]} --uphold")
     ruled = rule(home, "judge", challenged.entry.claim_id, True, "rebuilt: the code as it stood passes half its runs")
-    say(f"judge upheld it: bob's attestation is shown false, bond {ruled.bond.id[:16]} is {ruled.bond.status}; "
-        f"carol got her deposit back and the bond's {ruled.bond.cents / 100:.2f} USD")  # fmt: skip
+    say(
+        f"judge upheld it: bob's attestation is shown false, bond {ruled.bond.id[:16]} is {ruled.bond.status}; "
+        f"carol got her deposit back and the bond's {ruled.bond.cents / 100:.2f} USD"
+    )
     audited = _audited(home, say, step)
-    bonded = InstallRequest(source, patch, (bob,), ("bob",), allow=("agent.py",), bonded=True,
-                            adjudicators=("judge",))  # fmt: skip
+    bonded = InstallRequest(source, patch, (bob,), ("bob",), allow=("agent.py",), bonded=True, adjudicators=("judge",))
     refused = _install(home, say, step, rid, bonded, "bob")
     dave = _attest(home, say, step, rid, source, patch, tasks, "dave")
     sound = replace(bonded, attestations=(bob, str(dave.claim)), verifiers=("dave",))
@@ -190,10 +241,14 @@ def _careless(home: Home, say: Callable[[str], None], step: Callable[[str], None
     posted = post_bond(home, "bob", 2_000, "judge")
     with open_ledger(home) as ledger:
         _, release = published(ledger, rid)
-        never = Finding(release, release.sealed_digest, ATTEST_RUNS, True, "not rebuilt", (0, 8), (8, 8), None, False, False, "none")
+        never = Finding(
+            release, release.sealed_digest, ATTEST_RUNS, True, "not rebuilt", (0, 8), (8, 8), None, False, False, "none"
+        )
         body = never.body(RUNNER, expiry(), posted.bond.id, posted.bond.adjudicator)
         claim = ledger.append(load_wallet(home, "bob"), ATTESTATION, body).claim_id
-    say(f"bob attested release {rid} unbuilt, claiming 8/8 against 0/8, as claim {claim[:16]} on bond {posted.bond.id[:16]} under judge")
+    say(
+        f"bob attested release {rid} unbuilt, claiming 8/8 against 0/8, as claim {claim[:16]} on bond {posted.bond.id[:16]} under judge"
+    )
     return claim, posted.bond.id
 
 
@@ -209,24 +264,44 @@ def _audited(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     return not report.problems and verified.ok
 
 
-def _attest(home: Home, say: Callable[[str], None], step: Callable[[str], None], rid: str, source: Path, patch: Path,
-            tasks: Path, wallet: str) -> Attested:  # fmt: skip
-    step(f"== agentd improve attest {rid} --source {source} --patch {patch} --tasks {tasks} --wallet {wallet} "
-         f"--adjudicator judge --bond 20 --runs {ATTEST_RUNS}")  # fmt: skip
+def _attest(
+    home: Home,
+    say: Callable[[str], None],
+    step: Callable[[str], None],
+    rid: str,
+    source: Path,
+    patch: Path,
+    tasks: Path,
+    wallet: str,
+) -> Attested:
+    step(
+        f"== agentd improve attest {rid} --source {source} --patch {patch} --tasks {tasks} --wallet {wallet} "
+        f"--adjudicator judge --bond 20 --runs {ATTEST_RUNS}"
+    )
     request = AttestRequest(rid, source, patch, tasks, wallet, adjudicator="judge", bond_cents=2_000, runs=ATTEST_RUNS)
     made = attest(home, request)
     if made.claim is None:
         raise AgentdError(f"{wallet}'s rebuild of release {rid} did not hold up: {made.finding.why}")
-    say(f"{wallet} rebuilt release {rid} in the sandbox: {made.finding.why}; attested as claim {made.claim[:16]} "
-        f"on bond {str(made.bond)[:16]} under judge")  # fmt: skip
+    say(
+        f"{wallet} rebuilt release {rid} in the sandbox: {made.finding.why}; attested as claim {made.claim[:16]} "
+        f"on bond {str(made.bond)[:16]} under judge"
+    )
     return made
 
 
-def _install(home: Home, say: Callable[[str], None], step: Callable[[str], None], rid: str, request: InstallRequest,
-             verifier: str) -> Installing:  # fmt: skip
+def _install(
+    home: Home,
+    say: Callable[[str], None],
+    step: Callable[[str], None],
+    rid: str,
+    request: InstallRequest,
+    verifier: str,
+) -> Installing:
     given = " ".join(f"--attestation {c[:16]}" for c in request.attestations)
-    step(f"== agentd improve install {CODE} {rid} --source {request.source} --patch {request.patch} {given} "
-         f"--verifier {verifier} --allow agent.py --bonded --adjudicator judge")  # fmt: skip
+    step(
+        f"== agentd improve install {CODE} {rid} --source {request.source} --patch {request.patch} {given} "
+        f"--verifier {verifier} --allow agent.py --bonded --adjudicator judge"
+    )
     done = install(home, CODE, rid, request)
     for w in done.review.attestations:
         say(f"attestation {w.claim[:12]}: {w.why}")
@@ -266,7 +341,11 @@ def _request(row: tuple[str, str, str, str]) -> str:
 
 
 def record_sessions(
-    home: Home, folder: Path, say: Callable[[str], None], profile: str = PROFILE, tasks: list[tuple[str, str, str, str]] = TASKS
+    home: Home,
+    folder: Path,
+    say: Callable[[str], None],
+    profile: str = PROFILE,
+    tasks: list[tuple[str, str, str, str]] = TASKS,
 ) -> None:
     """The example's twelve sessions (or `tasks`'): those checked by its check.py, and
     those that name another payee marked bad by a person."""

@@ -4,8 +4,8 @@ episode the agent runtime on a task with the trainer's policy giving the model's
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from agentd.app.agent import AGENT, episode_settings, users_factory
 from agentd.home import Home

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from agentd.app.adopt import lineage_of
 from agentd.app.agent import AGENT, model_factory, variant_of

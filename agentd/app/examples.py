@@ -36,8 +36,13 @@ def install_example(home: Home, name: str) -> Path:
             continue
         with resources.as_file(resources.files("agentd") / "examples" / each) as folder:
             # Plain copies: the package's own modes (0644 and 0755) are not the home's.
-            shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.lock"),
-                            copy_function=shutil.copyfile, dirs_exist_ok=True)  # fmt: skip
+            shutil.copytree(
+                folder,
+                target,
+                ignore=shutil.ignore_patterns("__pycache__", "*.lock"),
+                copy_function=shutil.copyfile,
+                dirs_exist_ok=True,
+            )
     if (target / SOURCE).is_dir():
         init_checkout(target / SOURCE, f"The {name} example's {SOURCE}, as shipped")
     make_private(target)  # its git directory too

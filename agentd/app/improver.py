@@ -9,10 +9,10 @@ like a kept lesson.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, record_change

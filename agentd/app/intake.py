@@ -75,7 +75,9 @@ def _documents(path: Path) -> list[tuple[str, Any]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise AgentdError(f"{path}: line {line}: not UTF-8 text (byte {exc.start}); transcripts are JSON in UTF-8") from None
+        raise AgentdError(
+            f"{path}: line {line}: not UTF-8 text (byte {exc.start}); transcripts are JSON in UTF-8"
+        ) from None
     try:
         return [(str(path), _json(text, str(path)))]
     except json.JSONDecodeError as whole:
@@ -102,7 +104,7 @@ def _record(profile: Profile, doc: Any, where: str) -> tuple[SessionRecord, list
     if isinstance(doc, list):
         doc = {"messages": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
-        raise AgentdError(f"{where}: expected {{\"messages\": [...]}} or a list of chat messages")
+        raise AgentdError(f'{where}: expected {{"messages": [...]}} or a list of chat messages')
     messages = doc["messages"]
     wrong = transcript_problem(messages)
     if wrong:
@@ -143,7 +145,7 @@ def _metadata(meta: Any, where: str) -> dict[str, Any]:
     if meta is None:
         return {}
     if not isinstance(meta, dict):
-        raise AgentdError(f"{where}: metadata must be a JSON object such as {{\"ended\": \"done\"}}, not {_shown(meta)}")
+        raise AgentdError(f'{where}: metadata must be a JSON object such as {{"ended": "done"}}, not {_shown(meta)}')
     if meta.get("ended") is not None and meta["ended"] not in ENDINGS:
         raise AgentdError(f"{where}: metadata.ended must be one of {', '.join(ENDINGS)}, not {_shown(meta['ended'])}")
     if meta.get("check") is not None and meta["check"] not in ("passed", "failed"):
@@ -186,7 +188,9 @@ def _tools(profile: Profile, offered: Any, where: str) -> tuple[list[dict[str, A
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise AgentdError(f"{where}: tool {index} is not {TOOL_SHAPE}")
         if not isinstance(fn.get("description") or "", str) or not isinstance(fn.get("parameters") or {}, dict):
-            raise AgentdError(f"{where}: tool {index} ({fn['name']}): its description must be text and its parameters a JSON object")
+            raise AgentdError(
+                f"{where}: tool {index} ({fn['name']}): its description must be text and its parameters a JSON object"
+            )
         spec = profile.tool(fn["name"])
         if spec:
             infos.append(spec.info())

@@ -76,8 +76,12 @@ def accept(home: Home, session: str, wallet: str | None = None) -> tuple[Session
     proposals = read_proposals(path)
     proposal = proposals.get(record.id)
     if proposal is None:
-        raise AgentdError(f"no judged mark is proposed for session {record.id} (propose some with: agentd improve judge {record.profile} --model MODEL)")
-    marked = mark_session(home, record.id, proposal.mark == "good", proposal.reason, wallet, by=f"judge:{proposal.model}")
+        raise AgentdError(
+            f"no judged mark is proposed for session {record.id} (propose some with: agentd improve judge {record.profile} --model MODEL)"
+        )
+    marked = mark_session(
+        home, record.id, proposal.mark == "good", proposal.reason, wallet, by=f"judge:{proposal.model}"
+    )
     save_proposals(path, {s: p for s, p in proposals.items() if s != record.id})
     return marked, proposal
 

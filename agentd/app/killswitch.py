@@ -59,7 +59,9 @@ def halted(home: Home) -> str | None:
 def refuse_if_on(home: Home, what: str) -> None:
     """Called before every session, proposal and run of a trial."""
     if is_on(home):
-        raise AgentdError(f"the kill switch is on (since {since(home)}): no {what} starts; turn it off with: agentd kill-switch off")
+        raise AgentdError(
+            f"the kill switch is on (since {since(home)}): no {what} starts; turn it off with: agentd kill-switch off"
+        )
 
 
 def _why(exc: OSError, home: Home) -> str:

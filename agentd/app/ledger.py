@@ -6,7 +6,7 @@ kind not registered there is refused.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from agentd import claims as agent_claims
 from agentd.errors import AgentdError, WrongValue

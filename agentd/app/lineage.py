@@ -22,7 +22,11 @@ def lineage_here(home: Home, profile: str) -> Lineage:
     profile, lineage or seal: an auditor's copy may hold only the last two) is an error."""
     check_name(profile)
     routes = home.routes
-    if not profile_dir(home, profile).is_dir() and not routes.lineage(profile).exists() and not routes.sealed_files(profile):
+    if (
+        not profile_dir(home, profile).is_dir()
+        and not routes.lineage(profile).exists()
+        and not routes.sealed_files(profile)
+    ):
         raise AgentdError(f"profile {profile!r} has no profile, lineage or seal in {home.root}")
     return lineage_of(home, profile)
 

@@ -49,11 +49,15 @@ class LiveEpisode:
     def __post_init__(self) -> None:
         self.budget = Budget(self.limits)
 
-    async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def model(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         self.budget.start_turn()
         started = time.monotonic()
         try:
-            completion = await self.budget.wait_for_model(self.llm.complete(messages, tools, self.budget.allowance(max_tokens)))
+            completion = await self.budget.wait_for_model(
+                self.llm.complete(messages, tools, self.budget.allowance(max_tokens))
+            )
         except (ProviderError, LimitReached):
             raise
         except Exception as exc:  # the model's own fault (a scripted model set up wrong, a bug)
@@ -74,7 +78,9 @@ class LiveEpisode:
         self.budget.check_time()
         started = time.monotonic()
         answer = await self.toolbox.call(name, arguments)
-        self.timings.append({"call": "tool", "tool": name, "id": call_id, "seconds": round(time.monotonic() - started, 6)})
+        self.timings.append(
+            {"call": "tool", "tool": name, "id": call_id, "seconds": round(time.monotonic() - started, 6)}
+        )
         return answer
 
 
@@ -120,7 +126,9 @@ def run_session(
         return keep(store, [record], signer, ledger)[0]
 
 
-def _record(profile: Profile, task: str, spec: str, ending: Ending, episode: LiveEpisode, started: str) -> SessionRecord:
+def _record(
+    profile: Profile, task: str, spec: str, ending: Ending, episode: LiveEpisode, started: str
+) -> SessionRecord:
     return SessionRecord(
         id=new_id(),
         profile=profile.name,

@@ -15,7 +15,9 @@ from agentd.sessions import MARK_KIND, SessionRecord, settle
 from agentd.wallets import load_wallet
 
 
-def mark_session(home: Home, session: str, good: bool, note: str = "", wallet: str | None = None, by: str | None = None) -> SessionRecord:
+def mark_session(
+    home: Home, session: str, good: bool, note: str = "", wallet: str | None = None, by: str | None = None
+) -> SessionRecord:
     """Marks the session, signed by `wallet`; `by` names who proposed the mark when it was
     not the signer (a judge: "judge:MODEL"), and the entry says the signer accepted it."""
     store = open_sessions(home, write=True)

@@ -37,7 +37,18 @@ log = logging.getLogger("agentd.jobs")
 SPENT = "SEAL SPENT"
 AUTO_SEAL_MIN = 8  # fresh tasks auto_seal needs before it seals them: enough for both parts to mean something
 # [schedule] options the code job passes on as they are, under CodeRequest's own names
-CODE_OPTIONS = ("build", "test", "candidate", "max_files", "max_lines", "rounds", "runs", "apply", "wallet", "max_tokens")
+CODE_OPTIONS = (
+    "build",
+    "test",
+    "candidate",
+    "max_files",
+    "max_lines",
+    "rounds",
+    "runs",
+    "apply",
+    "wallet",
+    "max_tokens",
+)
 
 _profile_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _running: set[Stopper] = set()
@@ -137,13 +148,15 @@ def _improve(home: Home, profile: str) -> str:
         sealed = _auto_seal(home, profile, options)
         log.error("job %s.improve: %s", profile, spent)
         if sealed is None:
-            return f"{spent}; auto_seal found fewer than {options.get('auto_seal_min', AUTO_SEAL_MIN)} fresh tasks to seal"
+            return (
+                f"{spent}; auto_seal found fewer than {options.get('auto_seal_min', AUTO_SEAL_MIN)} fresh tasks to seal"
+            )
         log.info("job %s.improve: %s", profile, sealed)
         spent = None
     if spent:
         return spent
     if "proposer" not in options:
-        raise AgentdError(f"profile {profile}: [schedule] needs proposer = \"MODEL\" to run the improve job")
+        raise AgentdError(f'profile {profile}: [schedule] needs proposer = "MODEL" to run the improve job')
     request = RunRequest(
         proposer=options["proposer"],
         rounds=options.get("rounds", 1),
@@ -151,7 +164,9 @@ def _improve(home: Home, profile: str) -> str:
         apply=options.get("apply", False),
         wallet=options.get("wallet"),
         max_tokens=options.get("max_tokens"),
-        **{key: options[key] for key in ("challenger", *CHALLENGER_COUNTS) if key in options},  # as improve run passes them
+        **{
+            key: options[key] for key in ("challenger", *CHALLENGER_COUNTS) if key in options
+        },  # as improve run passes them
     )
     kept: list[str] = []
 

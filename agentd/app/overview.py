@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
@@ -139,7 +139,9 @@ def overview(home: Home, status: dict[str, Any] | None = None) -> Overview:
     """The front page: schedules (from the daemon's status when it runs, else from each
     profile.toml), seals and recent sessions."""
     warnings: list[str] = []
-    profiles = profiles_from_status(status) if status is not None else [scheduled(home, name) for name in list_profiles(home)]
+    profiles = (
+        profiles_from_status(status) if status is not None else [scheduled(home, name) for name in list_profiles(home)]
+    )
     seals: list[SealView] = []
     for name in list_profiles(home):
         seals += seal_views(home, name, warnings)
@@ -151,7 +153,10 @@ def profiles_from_status(status: dict[str, Any]) -> list[ProfileView]:
     return [
         ProfileView(
             str(p["name"]),
-            [Schedule(str(s["job"]), str(s["cron"]), s.get("next_run"), s.get("last_run"), s.get("last_result")) for s in p.get("schedules", [])],
+            [
+                Schedule(str(s["job"]), str(s["cron"]), s.get("next_run"), s.get("last_run"), s.get("last_result"))
+                for s in p.get("schedules", [])
+            ],
             [str(w) for w in p.get("warnings", [])],
         )
         for p in status.get("profiles", [])
@@ -173,11 +178,11 @@ def scheduled(home: Home, name: str, now: datetime | None = None) -> ProfileView
         if cron is None:
             continue
         try:
-            trigger = CronTrigger.from_crontab(str(cron), timezone=timezone.utc)
+            trigger = CronTrigger.from_crontab(str(cron), timezone=UTC)
         except ValueError as exc:
             view.warnings.append(f"schedule {job}: {cron!r} is not a cron expression ({exc})")
             continue
-        fire = trigger.get_next_fire_time(None, now or datetime.now(timezone.utc))
+        fire = trigger.get_next_fire_time(None, now or datetime.now(UTC))
         view.schedules.append(Schedule(job, str(cron), fire.strftime("%Y-%m-%dT%H:%M:%SZ") if fire else None))
     return view
 
@@ -199,7 +204,18 @@ def seal_views(home: Home, profile: str, warnings: list[str]) -> list[SealView]:
             continue
         t, state = seal.terms, seal.state()
         views.append(
-            SealView(profile, seal.id, t.made, t.sealed_tasks, t.train_tasks, t.canaries, t.confirmations, state.spent, state.claim, state.pulse)
+            SealView(
+                profile,
+                seal.id,
+                t.made,
+                t.sealed_tasks,
+                t.train_tasks,
+                t.canaries,
+                t.confirmations,
+                state.spent,
+                state.claim,
+                state.pulse,
+            )
         )
     return views
 
@@ -231,7 +247,17 @@ def tree(archive: Archive, steps: dict[str, str]) -> list[Node]:
     for a in archive.variants:  # parents always come before their children
         line = archive.line(a.number)
         line_passed = sum(m.passed for m in line)
-        node = Node(a.number, a.label, a.parent, a.passed, a.judged, line_passed, sum(m.judged for m in line), a.kept, steps.get(a.variant.id))
+        node = Node(
+            a.number,
+            a.label,
+            a.parent,
+            a.passed,
+            a.judged,
+            line_passed,
+            sum(m.judged for m in line),
+            a.kept,
+            steps.get(a.variant.id),
+        )
         nodes[a.number] = node
         (nodes[a.parent].children if a.parent in nodes else roots).append(node)
     return roots
@@ -244,7 +270,9 @@ def progress(home: Home, profile: str) -> list[Point]:
         return []
     first = kept[0]
     points = [Point(None, "the agent as it was", _pair(first["choose"]["current"]), _pair(first["sealed"]["current"]))]
-    return points + [Point(k["step"], k["change"], _pair(k["choose"]["change"]), _pair(k["sealed"]["change"])) for k in kept]
+    return points + [
+        Point(k["step"], k["change"], _pair(k["choose"]["change"]), _pair(k["sealed"]["change"])) for k in kept
+    ]
 
 
 def _pair(counts: list[int]) -> tuple[int, int]:
@@ -262,7 +290,9 @@ def ledger_size(home: Home) -> int:
         return ledger.size
 
 
-def entry_page(home: Home, start: int | None, limit: int, kind: str | None = None, author: str | None = None) -> EntryPage:
+def entry_page(
+    home: Home, start: int | None, limit: int, kind: str | None = None, author: str | None = None
+) -> EntryPage:
     """At most `limit` entries, without proofs, from Pulse `start` on (the newest when
     None); only those of `kind` and by the wallet id `author` when they are given (see
     `agentd.app.ledger.entry_filter` for what a person may give)."""
@@ -274,7 +304,10 @@ def entry_page(home: Home, start: int | None, limit: int, kind: str | None = Non
             # Every Pulse is listed: the pages either side are found by counting.
             first = start or max(size - limit + 1, 1)
             shown = list(islice(ledger.entries(start=first), limit))
-            earlier, later = max(first - limit, 1) if first > 1 else None, first + limit if first + limit <= size else None
+            earlier, later = (
+                max(first - limit, 1) if first > 1 else None,
+                first + limit if first + limit <= size else None,
+            )
             return EntryPage([_view(e, None, size, "") for e in shown], first, earlier, later, size)
         # Only some match: the store finds the page's neighbours by its kind and author
         # indexes, read back from the end, so no page reads the log from its start.
@@ -306,4 +339,6 @@ def entry(home: Home, pulse: int) -> EntryView | None:
 
 def _view(e: Entry, proof: dict[str, Any] | None, size: int, key: str) -> EntryView:
     assert e.pulse is not None
-    return EntryView(e.pulse, e.kind, e.author, e.at, e.claim_id, e.body, base64.b64encode(e.raw).decode(), proof, size, key)
+    return EntryView(
+        e.pulse, e.kind, e.author, e.at, e.claim_id, e.body, base64.b64encode(e.raw).decode(), proof, size, key
+    )

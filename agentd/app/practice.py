@@ -53,7 +53,9 @@ def practise(
         raise AgentdError(f"profile {profile_name} has no model to write with; name one with --writer")
     spec = writer_spec or profile.models[0]
     seal = current_seal(home.routes, profile_name)
-    runner = PracticeRunner(variant_of(profile), AGENT, model_factory(home, profile.dir), profile.limits, lambda: killswitch.halted(home))
+    runner = PracticeRunner(
+        variant_of(profile), AGENT, model_factory(home, profile.dir), profile.limits, lambda: killswitch.halted(home)
+    )
     model = writer or make_model(spec, home, base_dir=profile.dir)
     try:
         practice = asyncio.run(write_practice(profile_name, seal, model, runner, request))

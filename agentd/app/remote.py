@@ -48,7 +48,9 @@ def prove_remote(url: str, ref: str | None, size: int | None, from_size: int | N
         key, origin = ledger.public_key, ledger.origin
         note = ledger.checkpoint_of(size) if size else ledger.latest_checkpoint()
         if note is None:
-            raise AgentdError(f"the daemon at {url} has no signed checkpoint {f'of size {size}' if size else 'yet'} to prove against")
+            raise AgentdError(
+                f"the daemon at {url} has no signed checkpoint {f'of size {size}' if size else 'yet'} to prove against"
+            )
         try:
             signed = verify_checkpoint(note, key, origin)
         except LedgerError as exc:
@@ -67,7 +69,9 @@ def prove_remote(url: str, ref: str | None, size: int | None, from_size: int | N
     except ProofError as exc:
         raise LedgerError(f"the daemon's proof does not hold: {exc}") from None
     if root != signed.root:
-        raise LedgerError("the daemon's proof leads to another root than the one its log's key signed: its tree was altered")
+        raise LedgerError(
+            "the daemon's proof leads to another root than the one its log's key signed: its tree was altered"
+        )
     return RemoteProof(proof.to_json(), note, extends)
 
 
@@ -104,7 +108,9 @@ def _extends(ledger: Ledger, kept: str, signed: Checkpoint, key: bytes, origin: 
     size = signed.size
     old = verify_checkpoint(kept, key, origin)
     if old.size > size:
-        raise LedgerError(f"the log's checkpoint of {size} entries is older than the one you kept ({old.size}): it shrank")
+        raise LedgerError(
+            f"the log's checkpoint of {size} entries is older than the one you kept ({old.size}): it shrank"
+        )
     proof = ledger.consistency_proof(old.size, size)
     try:
         proof.verify()

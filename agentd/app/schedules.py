@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,30 @@ from improver import write_atomic
 
 JOBS = ("improve", "harvest", "code")
 OPTIONS = {
-    "proposer": str, "rounds": int, "runs": int, "apply": bool, "wallet": str, "max_tokens": int, "grace": int,
-    "auto_seal": bool, "auto_seal_min": int, "challenger": str, "challenger_tasks": int, "challenger_variants": int,
-    "challenger_turns": int, "coder": str, "source": str, "build": str, "test": str, "candidate": str, "allow": list,
-    "readable": list, "env": list, "max_files": int, "max_lines": int,
-}  # fmt: skip
+    "proposer": str,
+    "rounds": int,
+    "runs": int,
+    "apply": bool,
+    "wallet": str,
+    "max_tokens": int,
+    "grace": int,
+    "auto_seal": bool,
+    "auto_seal_min": int,
+    "challenger": str,
+    "challenger_tasks": int,
+    "challenger_variants": int,
+    "challenger_turns": int,
+    "coder": str,
+    "source": str,
+    "build": str,
+    "test": str,
+    "candidate": str,
+    "allow": list,
+    "readable": list,
+    "env": list,
+    "max_files": int,
+    "max_lines": int,
+}
 # How the challenger works: nothing without one.
 CHALLENGER_COUNTS = ("challenger_tasks", "challenger_variants", "challenger_turns")
 AT_LEAST_ONE = (*CHALLENGER_COUNTS, "max_files", "max_lines")
@@ -73,7 +92,7 @@ def trigger(cron: str) -> Any:
     from apscheduler.triggers.cron import CronTrigger
 
     try:
-        return CronTrigger.from_crontab(cron, timezone=timezone.utc)
+        return CronTrigger.from_crontab(cron, timezone=UTC)
     except ValueError as exc:
         raise WrongValue(f"{cron!r} is not a cron expression (minute hour day month weekday): {exc}") from None
 
@@ -89,7 +108,9 @@ def schedule_section(home: Home, profile: str) -> dict[str, Any]:
         if kind is None:
             raise AgentdError(f"{path}: [schedule] has no option {key!r}; it takes {', '.join([*JOBS, *OPTIONS])}")
         if type(value) is not kind or (kind is list and not all(type(each) is str for each in value)):
-            raise AgentdError(f"{path}: [schedule] {key} must be a {'list of strings' if kind is list else kind.__name__}")
+            raise AgentdError(
+                f"{path}: [schedule] {key} must be a {'list of strings' if kind is list else kind.__name__}"
+            )
         if key in AT_LEAST_ONE and value < 1:
             raise AgentdError(f"{path}: [schedule] {key} must be at least 1")
     for pair in section.get("env", ()):
@@ -99,7 +120,9 @@ def schedule_section(home: Home, profile: str) -> dict[str, Any]:
             raise AgentdError(f"{path}: [schedule] env {pair!r}: give VAR=VALUE") from None
     given = [key for key in CHALLENGER_COUNTS if key in section]
     if given and "challenger" not in section:
-        raise AgentdError(f"{path}: [schedule] {' and '.join(given)} say how the challenger works: give challenger = \"MODEL\" too")
+        raise AgentdError(
+            f'{path}: [schedule] {" and ".join(given)} say how the challenger works: give challenger = "MODEL" too'
+        )
     return section
 
 
@@ -198,7 +221,7 @@ def offline(home: Home) -> Iterator[Any]:
         def shutdown(self, wait: bool = True) -> None:
             super().shutdown(wait)
 
-    scheduler = Offline(timezone=timezone.utc)
+    scheduler = Offline(timezone=UTC)
     scheduler.add_jobstore(job_store(home), "home")
     scheduler.start(paused=True)
     try:
@@ -229,5 +252,5 @@ def last_runs(home: Home) -> dict[str, dict[str, str]]:
 def record_run(home: Home, job_id: str, result: str) -> None:
     with FileLock(f"{runs_path(home)}.lock", mode=PRIVATE_FILE):
         runs = last_runs(home)
-        runs[job_id] = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "result": result}
+        runs[job_id] = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "result": result}
         write_atomic(runs_path(home), json.dumps(runs, indent=2, sort_keys=True) + "\n")

@@ -12,6 +12,7 @@ pending lock, so no settling takes a seal still being made.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -106,10 +107,8 @@ def _settle(home: Home, folder: Path, ledger: Ledger) -> None:
 def _settle_quietly(home: Home, folder: Path, ledger: Ledger) -> None:
     """Settles what a failed seal left, if the disk lets it: if not, the next seal, loop
     or check does, and the failure's own error is the one shown."""
-    try:
+    with contextlib.suppress(OSError, AgentdError, ImproverError, LedgerError):
         _settle(home, folder, ledger)
-    except (OSError, AgentdError, ImproverError, LedgerError):
-        pass
 
 
 def _claim_of(ledger: Ledger, seal: Seal) -> tuple[str, int] | None:

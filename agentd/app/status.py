@@ -5,7 +5,7 @@ the kill switch. `GET /v1/status` serves it and the dashboard shows it."""
 from __future__ import annotations
 
 from contextlib import nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from agentd.app import killswitch
@@ -23,7 +23,7 @@ def status(home: Home, scheduler: Any = None) -> dict[str, Any]:
     runs = last_runs(home)
     with nullcontext(scheduler) if scheduler is not None else offline(home) as source:
         jobs = {job.id: (job.kwargs.get("cron", ""), job.next_run_time) for job in source.get_jobs(jobstore="home")}
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for spec in plan.jobs:  # asked for in profile.toml, and in the store once the daemon has started
         jobs.setdefault(spec.id, (spec.cron, trigger(spec.cron).get_next_fire_time(None, now)))
     profiles = []

@@ -89,7 +89,12 @@ def transcript_of(record: SessionRecord, sealed: bool = False) -> Transcript:
 
 
 def harvest_profile(
-    home: Home, profile_name: str, out: Path | None, stem: str | None = None, fresh: bool = True, simulate: str | None = None
+    home: Home,
+    profile_name: str,
+    out: Path | None,
+    stem: str | None = None,
+    fresh: bool = True,
+    simulate: str | None = None,
 ) -> Harvested:
     """Harvests and validates the profile's sessions; writes the set to `out` when given.
     With `fresh`, tasks sealed or exported before are left out and counted, so the set
@@ -103,7 +108,9 @@ def harvest_profile(
             raise WrongValue(f"--simulate-users: {exc}") from None
     records = open_sessions(home).list(profile=profile.name)
     stem = stem or (out.stem if out else "work")
-    harvested = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, stem, profile.rubric, simulate)
+    harvested = harvest_sessions(
+        [session_of(r) for r in records], profile.name, profile.operator, stem, profile.rubric, simulate
+    )
     left_out: Counter[str] = Counter()
     taskset = harvested.taskset
     if fresh:
@@ -171,7 +178,9 @@ def export_profile(
     now = harvest_sessions([session_of(r) for r in records], profile.name, profile.operator, EXPORT_STEM).taskset.tasks
     sealed = separation.unexportable_sessions(now)
     private = {r.id for r in records if r.confidential or r.secrets} | sealed
-    tasks = TaskSet(taskset.profile, taskset.operator, separation.exportable(taskset.tasks, private), (), taskset.validated)
+    tasks = TaskSet(
+        taskset.profile, taskset.operator, separation.exportable(taskset.tasks, private), (), taskset.validated
+    )
     return export_work(
         out,
         [transcript_of(r, sealed=r.id in sealed) for r in records],
@@ -182,4 +191,3 @@ def export_profile(
         force,
         Archive.load(home.routes.archive(profile.name, taskset.digest), taskset.digest),
     )
-

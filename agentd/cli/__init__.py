@@ -35,7 +35,9 @@ COMMANDS: dict[str, CommandEntry] = {
     "demo": CommandEntry("agentd.cli.demo", "Run the invoices example end to end in a fresh home."),
     "wallet": CommandEntry("agentd.cli.wallet", "Wallets: keys that sign entries and hold funds."),
     "ledger": CommandEntry("agentd.cli.ledger", "The signed append-only log: read, prove, verify, export."),
-    "bond": CommandEntry("agentd.cli.bond", "Bonds: funds locked behind attestations, slashed when one is shown false."),
+    "bond": CommandEntry(
+        "agentd.cli.bond", "Bonds: funds locked behind attestations, slashed when one is shown false."
+    ),
     "challenge": CommandEntry("agentd.cli.bond", "Challenge an attestation on its bond, with a deposit.", "challenge"),
     "rule": CommandEntry("agentd.cli.bond", "Rule on a challenge, as the bond's adjudicator.", "rule"),
     "witness": CommandEntry("agentd.cli.witness", "A witness: cosign logs' checkpoints after checking they only grew."),
@@ -43,7 +45,9 @@ COMMANDS: dict[str, CommandEntry] = {
     "run": CommandEntry("agentd.cli.run", "Run one live session of a profile and record it."),
     "sessions": CommandEntry("agentd.cli.sessions", "Recorded sessions: list, show, import."),
     "improve": CommandEntry("agentd.cli.improve", "Improve the agent from its own work: tasks, seals, the loop."),
-    "lineage": CommandEntry("agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"),
+    "lineage": CommandEntry(
+        "agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"
+    ),
     "serve": CommandEntry("agentd.cli.serve", "Run the daemon: schedules, the ledger over HTTP, status."),
     "schedule": CommandEntry("agentd.cli.schedule", "Scheduled jobs: list, add, remove, run now."),
     "kill-switch": CommandEntry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),

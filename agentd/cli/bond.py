@@ -50,7 +50,12 @@ def command() -> None:
 def post(app_: App, wallet: str, cents: int, adjudicator: str, memo: str, as_json: bool) -> None:
     """Post a bond (bond.post/v1): USD of wallet W locked, under ADJUDICATOR."""
     written = app.post_bond(app_.home, wallet, cents, adjudicator, memo)
-    _written(app_.home, written, as_json, f"posted bond {written.entry.claim_id[:16]}: {format_usd(cents)} of {wallet} locked")
+    _written(
+        app_.home,
+        written,
+        as_json,
+        f"posted bond {written.entry.claim_id[:16]}: {format_usd(cents)} of {wallet} locked",
+    )
 
 
 @command.command("withdraw", short_help="Withdraw wallet W's bond, its funds returned.")
@@ -63,7 +68,12 @@ def withdraw(app_: App, wallet: str, bond: str, as_json: bool) -> None:
     funds go back to W, and it stands behind nothing from then on. Refused while a
     challenge on it is open."""
     written = app.withdraw_bond(app_.home, wallet, bond)
-    _written(app_.home, written, as_json, f"withdrew bond {written.bond.id[:16]}: {format_usd(written.bond.cents)} back to {wallet}")
+    _written(
+        app_.home,
+        written,
+        as_json,
+        f"withdrew bond {written.bond.id[:16]}: {format_usd(written.bond.cents)} back to {wallet}",
+    )
 
 
 @command.command("list", short_help="List bonds, their funds and state.")
@@ -83,10 +93,17 @@ def list_(app_: App, owner: str | None, as_json: bool) -> None:
         return
     rows: list[tuple[Any, ...]] = [("BOND", "OWNER", "FUNDS", "ADJUDICATOR", "STATE", "CLAIMS", "OPEN CHALLENGES")]
     rows += [
-        (b.id[:16], _who(b.owner, names, 8), format_usd(b.cents), _who(b.adjudicator, names, 8), b.status, len(b.claims),
-         len(b.open_challenges))
+        (
+            b.id[:16],
+            _who(b.owner, names, 8),
+            format_usd(b.cents),
+            _who(b.adjudicator, names, 8),
+            b.status,
+            len(b.claims),
+            len(b.open_challenges),
+        )
         for b in found
-    ]  # fmt: skip
+    ]
     emit_table(rows)
 
 
@@ -104,33 +121,53 @@ def show(app_: App, bond: str, as_json: bool) -> None:
         return
     emit_table(
         [
-            ("bond", found.id), ("owner", _who(found.owner, names)), ("funds", format_usd(found.cents)),
-            ("adjudicator", _who(found.adjudicator, names)), ("state", _state(found)), ("posted at", f"Pulse {found.pulse}"),
+            ("bond", found.id),
+            ("owner", _who(found.owner, names)),
+            ("funds", format_usd(found.cents)),
+            ("adjudicator", _who(found.adjudicator, names)),
+            ("state", _state(found)),
+            ("posted at", f"Pulse {found.pulse}"),
         ]
-    )  # fmt: skip
+    )
     for claim in found.claims:
         click.echo(f"backs claim {claim}")
     for c in challenges:
         ruled = f", ruling {c.ruling[:16]}" if c.ruling else ""
-        click.echo(f"challenge {c.id[:16]} of claim {c.claim[:16]} by {_who(c.challenger, names)}: {format_usd(c.cents)} deposit, {c.status}{ruled}")
+        click.echo(
+            f"challenge {c.id[:16]} of claim {c.claim[:16]} by {_who(c.challenger, names)}: {format_usd(c.cents)} deposit, {c.status}{ruled}"
+        )
 
 
-@click.command("challenge", short_help="Challenge an attestation on its bond, with a deposit.", context_settings=NUMBERS)
+@click.command(
+    "challenge", short_help="Challenge an attestation on its bond, with a deposit.", context_settings=NUMBERS
+)
 @click.argument("wallet", metavar="W")
 @click.argument("claim", metavar="CLAIM")
 @click.argument("bond", metavar="BOND")
 @click.option("--deposit", "cents", type=Usd(), required=True, help="USD of W locked until the ruling.")
 @click.option("--evidence", default="", help="What you found on rebuilding the release.")
 @click.option(
-    "--evidence-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read the evidence from this file."
+    "--evidence-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the evidence from this file.",
 )
 @click.option(
-    "--recipe", is_flag=True, help="Carry the rebuild recipe (release, commit, patch, sealed tasks, commands) for `rule --rerun`."
+    "--recipe",
+    is_flag=True,
+    help="Carry the rebuild recipe (release, commit, patch, sealed tasks, commands) for `rule --rerun`.",
 )
 @json_option
 @pass_app
 def challenge(
-    app_: App, wallet: str, claim: str, bond: str, cents: int, evidence: str, evidence_file: Path | None, recipe: bool, as_json: bool
+    app_: App,
+    wallet: str,
+    claim: str,
+    bond: str,
+    cents: int,
+    evidence: str,
+    evidence_file: Path | None,
+    recipe: bool,
+    as_json: bool,
 ) -> None:
     """Challenge attestation CLAIM on BOND (bond.challenge/v1), signed by W, with a
     deposit. The bond's adjudicator rules on it: upheld, W gets the deposit back and the
@@ -141,10 +178,12 @@ def challenge(
         evidence = evidence_file.read_text(errors="replace")
     written = app.challenge(app_.home, wallet, claim, bond, cents, evidence, recipe)
     _written(
-        app_.home, written, as_json,
+        app_.home,
+        written,
+        as_json,
         f"challenged claim {written.entry.body['claim'][:16]} on bond {written.bond.id[:16]} as {written.entry.claim_id[:16]}: "
         f"{format_usd(cents)} of {wallet} deposited until the adjudicator rules",
-    )  # fmt: skip
+    )
 
 
 @click.command("rule", short_help="Rule on a challenge, as the bond's adjudicator.")
@@ -153,15 +192,29 @@ def challenge(
 @click.option("--uphold/--dismiss", default=None, help="Uphold the challenge (the claim is false) or dismiss it.")
 @click.option("--note", default="", help="Why (recorded with the ruling, up to 500 characters).")
 @click.option("--rerun", is_flag=True, help="First rerun the challenge's rebuild recipe here and print what it finds.")
-@click.option("--source", type=click.Path(exists=True, file_okay=False, path_type=Path), help="With --rerun: the checkout.")
-@click.option("--patch", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="With --rerun: the release's patch.")
-@click.option("--tasks", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="With --rerun: the sealed tasks.")
+@click.option(
+    "--source", type=click.Path(exists=True, file_okay=False, path_type=Path), help="With --rerun: the checkout."
+)
+@click.option(
+    "--patch", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="With --rerun: the release's patch."
+)
+@click.option(
+    "--tasks", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="With --rerun: the sealed tasks."
+)
 @json_option
 @pass_app
 def rule(
-    app_: App, wallet: str, challenge_ref: str, uphold: bool | None, note: str, rerun: bool,
-    source: Path | None, patch: Path | None, tasks: Path | None, as_json: bool,
-) -> None:  # fmt: skip
+    app_: App,
+    wallet: str,
+    challenge_ref: str,
+    uphold: bool | None,
+    note: str,
+    rerun: bool,
+    source: Path | None,
+    patch: Path | None,
+    tasks: Path | None,
+    as_json: bool,
+) -> None:
     """Rule on CHALLENGE (bond.ruling/v1) as W, the adjudicator its bond names; once.
     Upheld: the attestation is shown false and the bond slashed, its funds and the
     deposit to the challenger. Dismissed: the deposit to the bond's owner.
@@ -186,14 +239,24 @@ def rule(
     _written(app_.home, written, as_json, said)
 
 
-def _rerun(app_: App, challenge_ref: str, source: Path | None, patch: Path | None, tasks: Path | None, as_json: bool) -> None:
+def _rerun(
+    app_: App, challenge_ref: str, source: Path | None, patch: Path | None, tasks: Path | None, as_json: bool
+) -> None:
     from agentd.app.attest import rerun_challenge  # loads the harness and the sandbox only when asked
 
     if source is None or patch is None or tasks is None:
-        raise WrongValue("--rerun needs --source CHECKOUT, --patch FILE and --tasks SEALED: what the recipe is rebuilt from")
+        raise WrongValue(
+            "--rerun needs --source CHECKOUT, --patch FILE and --tasks SEALED: what the recipe is rebuilt from"
+        )
     done = rerun_challenge(app_.home, challenge_ref, source, patch, tasks, progress)
     if as_json:
-        emit_json({"challenge": done.challenge.id, "claimed": done.claimed, "found": done.found.body("", done.claimed["expires"])})
+        emit_json(
+            {
+                "challenge": done.challenge.id,
+                "claimed": done.claimed,
+                "found": done.found.body("", done.claimed["expires"]),
+            }
+        )
         return
     for line in done.lines():
         click.echo(line)
@@ -227,15 +290,31 @@ def _who(wallet_id: str, names: dict[str, str], digits: int = 32) -> str:
 
 def _bond_json(bond: Bond, names: dict[str, str]) -> dict[str, Any]:
     return {
-        "bond": bond.id, "owner": bond.owner, "owner_name": names.get(bond.owner), "cents": bond.cents,
-        "adjudicator": bond.adjudicator, "adjudicator_name": names.get(bond.adjudicator), "pulse": bond.pulse,
-        "status": bond.status, "ended": bond.ended, "claims": list(bond.claims), "open_challenges": list(bond.open_challenges),
-    }  # fmt: skip
+        "bond": bond.id,
+        "owner": bond.owner,
+        "owner_name": names.get(bond.owner),
+        "cents": bond.cents,
+        "adjudicator": bond.adjudicator,
+        "adjudicator_name": names.get(bond.adjudicator),
+        "pulse": bond.pulse,
+        "status": bond.status,
+        "ended": bond.ended,
+        "claims": list(bond.claims),
+        "open_challenges": list(bond.open_challenges),
+    }
 
 
 def _challenge_json(c: Challenge, names: dict[str, str]) -> dict[str, Any]:
     return {
-        "challenge": c.id, "bond": c.bond, "claim": c.claim, "challenger": c.challenger,
-        "challenger_name": names.get(c.challenger), "cents": c.cents, "pulse": c.pulse, "status": c.status,
-        "ruling": c.ruling, "evidence": c.evidence, "recipe": c.recipe,
-    }  # fmt: skip
+        "challenge": c.id,
+        "bond": c.bond,
+        "claim": c.claim,
+        "challenger": c.challenger,
+        "challenger_name": names.get(c.challenger),
+        "cents": c.cents,
+        "pulse": c.pulse,
+        "status": c.status,
+        "ruling": c.ruling,
+        "evidence": c.evidence,
+        "recipe": c.recipe,
+    }

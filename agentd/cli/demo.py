@@ -28,5 +28,7 @@ def command(ctx: click.Context, app: App) -> None:
     given = root.get_parameter_source("home") == ParameterSource.COMMANDLINE
     home = app.place if given else Home.resolve(tempfile.mkdtemp(prefix="agentd-demo-"))
     if not run_demo(home, click.echo, progress):
-        raise CheckFailed("lineage --check or ledger verify found problems, or an install went otherwise than it should")
+        raise CheckFailed(
+            "lineage --check or ledger verify found problems, or an install went otherwise than it should"
+        )
     progress(f"== done; look around with: agentd --home {home.root} sessions list")

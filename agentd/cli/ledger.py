@@ -7,11 +7,12 @@ import base64
 import json
 import re
 import sys
+from collections.abc import Iterator
 from contextlib import nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
@@ -69,11 +70,15 @@ def command() -> None:
 @click.option("--kind", help="Only entries of this kind (like funds.transfer/v1).")
 @click.option("--from", "start", type=PULSES, default=1, show_default=True, help="Start at this Pulse.")
 @click.option("--author", help="Only entries signed by this wallet (a name in this home, or a wallet id).")
-@click.option("--last", type=click.IntRange(min=1), help="Only the last N entries that match (read from the log's end).")
+@click.option(
+    "--last", type=click.IntRange(min=1), help="Only the last N entries that match (read from the log's end)."
+)
 @click.option("--remote", metavar="URL", help="List a daemon's ledger (http://HOST:PORT) instead of this home's.")
 @json_option
 @pass_app
-def log(app: App, kind: str | None, start: int, author: str | None, last: int | None, remote: str | None, as_json: bool) -> None:
+def log(
+    app: App, kind: str | None, start: int, author: str | None, last: int | None, remote: str | None, as_json: bool
+) -> None:
     """List entries in Pulse order: Pulse, time, kind, author and claim id.
 
     With --json, one JSON array of entries. With --remote URL no home is needed; "log"
@@ -89,7 +94,9 @@ def log(app: App, kind: str | None, start: int, author: str | None, last: int | 
         if first is not None and as_json:
             emit_json_array(_as_json(e, names, with_bytes=False) for e in chain([first], entries))
         elif first is not None:
-            rows = ((e.pulse, e.at, e.kind, names.get(e.author, e.author), e.claim_id[:16]) for e in chain([first], entries))
+            rows = (
+                (e.pulse, e.at, e.kind, names.get(e.author, e.author), e.claim_id[:16]) for e in chain([first], entries)
+            )
             emit_table(chain([("PULSE", "AT", "KIND", "AUTHOR", "CLAIM")], rows))
     if first is None:
         if as_json:
@@ -112,7 +119,9 @@ def show(app: App, ref: str, as_json: bool) -> None:
         emit_json(described)
         return
     author = f"{entry.author} ({names[entry.author]})" if entry.author in names else entry.author
-    emit_table([("pulse", entry.pulse), ("claim", entry.claim_id), ("kind", entry.kind), ("author", author), ("at", entry.at)])
+    emit_table(
+        [("pulse", entry.pulse), ("claim", entry.claim_id), ("kind", entry.kind), ("author", author), ("at", entry.at)]
+    )
     click.echo("body:")
     click.echo(json.dumps(entry.body, indent=2, ensure_ascii=False, sort_keys=True))
 
@@ -136,7 +145,7 @@ def checkpoint(app: App, cosigned_file: Path | None, as_json: bool) -> None:
     With --json, {"origin", "size", "root" (hex), "log_key" (its verifier key, for
     witnesses and auditors), "cosignatures" (name and time of each, as their lines say:
     `ledger verify --witness-key` checks them), "note" (the signed note itself)}."""
-    with (open_ledger(app.home) if cosigned_file else open_for_signing(app.home)) as ledger:
+    with open_ledger(app.home) if cosigned_file else open_for_signing(app.home) as ledger:
         note = ledger.add_cosignatures(_read_checkpoint(cosigned_file)) if cosigned_file else ledger.checkpoint()
         log_vkey = vkey(ledger.origin, ledger.public_key) if as_json else ""
     cosigned = claimed_cosignatures(note)
@@ -162,7 +171,9 @@ def checkpoint(app: App, cosigned_file: Path | None, as_json: bool) -> None:
 @click.argument("ref", metavar="[PULSE|CLAIM]", required=False)
 @click.option("--size", type=PULSES, help="Prove against the tree of this many entries (default: all).")
 @click.option("--from-size", type=PULSES, help="Prove instead that the tree of this size is a prefix of the log.")
-@click.option("--remote", metavar="URL", help="Prove against a daemon's ledger (http://HOST:PORT), checking the proof here.")
+@click.option(
+    "--remote", metavar="URL", help="Prove against a daemon's ledger (http://HOST:PORT), checking the proof here."
+)
 @click.option(
     "--checkpoint",
     "checkpoint_file",
@@ -183,7 +194,9 @@ def prove(
     if remote is not None:
         kept = _read_checkpoint(checkpoint_file) if checkpoint_file else None
         found = prove_remote(remote, ref, size, from_size, kept)
-        progress(f"checked here: the proof leads to the root the log's key signed at size {parse_checkpoint(found.checkpoint).size}")
+        progress(
+            f"checked here: the proof leads to the root the log's key signed at size {parse_checkpoint(found.checkpoint).size}"
+        )
         if found.extends is not None:
             progress(f"checked here: the log extends the checkpoint you kept at size {found.extends}")
         emit_json({**found.proof, "checkpoint": found.checkpoint})
@@ -231,7 +244,9 @@ def post(app: App, kind: str, body: str, remote: str, wallet_name: str, as_json:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A checkpoint saved earlier: the log must still extend it (catches truncation and rewrites).",
 )
-@click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Check signatures in this many processes.")
+@click.option(
+    "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Check signatures in this many processes."
+)
 @click.option(
     "--witnesses",
     "quorum",
@@ -245,7 +260,9 @@ def post(app: App, kind: str, body: str, remote: str, wallet_name: str, as_json:
     metavar="VKEY",
     help="A witness you trust, as its verifier key (`agentd witness show`); repeat for each.",
 )
-@click.option("--remote", metavar="URL", help="Verify a daemon's ledger (http://HOST:PORT), fetched over HTTP and checked here.")
+@click.option(
+    "--remote", metavar="URL", help="Verify a daemon's ledger (http://HOST:PORT), fetched over HTTP and checked here."
+)
 @json_option
 @pass_app
 def verify(
@@ -284,10 +301,14 @@ def verify(
         sizes = ", ".join(map(str, report.checkpoints)) or "none yet"
         click.echo(f"ok: {report.size} entries, {report.signatures} signatures and every rule hold")
         # Checkpoints (C2SP signed notes) write the root in base64: both, to compare with either.
-        click.echo(f"root {report.root.hex()} (base64 {base64.b64encode(report.root).decode()}, as checkpoints write it)")
+        click.echo(
+            f"root {report.root.hex()} (base64 {base64.b64encode(report.root).decode()}, as checkpoints write it)"
+        )
         click.echo(f"consistent with checkpoints at sizes: {sizes}")
         if witnesses:
-            click.echo(f"witnessed: the checkpoint at size {report.witnessed} is cosigned by {', '.join(report.cosigners)}")
+            click.echo(
+                f"witnessed: the checkpoint at size {report.witnessed} is cosigned by {', '.join(report.cosigners)}"
+            )
 
 
 def _witnessing(quorum: int | None, keys: tuple[str, ...]) -> Witnessing | None:
@@ -304,7 +325,9 @@ def _witnessing(quorum: int | None, keys: tuple[str, ...]) -> Witnessing | None:
 
 
 @command.command("fork-proof", short_help="Prove that two signed checkpoints of the log conflict.")
-@click.argument("checkpoints", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="CP1 CP2")
+@click.argument(
+    "checkpoints", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="CP1 CP2"
+)
 @click.option(
     "--check",
     "proof_file",
@@ -338,7 +361,9 @@ def fork_proof(app: App, checkpoints: tuple[Path, ...], proof_file: Path | None,
         if log_vkey is not None and found is not None:
             found.check(_log_key(app, log_vkey))
     if found is None:
-        raise AgentdError(f"{checkpoints[0]} and {checkpoints[1]} are consistent: the log only grew between them, no fork to prove")
+        raise AgentdError(
+            f"{checkpoints[0]} and {checkpoints[1]} are consistent: the log only grew between them, no fork to prove"
+        )
     emit_json(found.to_json())
     a, b = (parse_checkpoint(n) for n in (found.first, found.second))
     progress(f"the log forked: its checkpoints at sizes {a.size} and {b.size} conflict (the proof holds)")
@@ -378,9 +403,8 @@ def export(app: App, file: Path, force: bool) -> None:
         lines = (export_line(entry) for entry in ledger.entries())
         if to_stdout:
             count = 0
-            for line in lines:
+            for count, line in enumerate(lines, 1):  # noqa: B007  (count is what was exported)
                 click.echo(line)
-                count += 1
         else:
             with users_umask():
                 count = write_copy(file, lines)
@@ -448,7 +472,7 @@ def _as_json(entry: Entry, names: dict[str, str], *, with_bytes: bool) -> dict[s
 
 
 def _utc(timestamp: int) -> str:
-    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _read_checkpoint(path: Path) -> str:

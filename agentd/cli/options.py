@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -112,7 +113,7 @@ def emit_table(rows: Iterable[Iterable[Any]], measured: int = 1000) -> None:
         return
     widths = [max(len(r[i]) for r in first if i < len(r)) for i in range(max(map(len, first)))]
     for row in chain(first, ([str(c) for c in row] for row in rest)):
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
 
 
 # The umask agentd was started with, kept by `invoke` before it sets its own (077).

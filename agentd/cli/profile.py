@@ -18,8 +18,12 @@ def command() -> None:
 @command.command("new")
 @click.argument("name")
 @click.option("--operator", default="You are a careful assistant.", help="The operator's words, first in the prompt.")
-@click.option("--model", "models", multiple=True, help="A model it may run on, provider:model (repeat; first is the default).")
-@click.option("--wallet", help="The wallet that signs its entries (default: one named after the profile, created if missing).")
+@click.option(
+    "--model", "models", multiple=True, help="A model it may run on, provider:model (repeat; first is the default)."
+)
+@click.option(
+    "--wallet", help="The wallet that signs its entries (default: one named after the profile, created if missing)."
+)
 @json_option
 @pass_app
 def new(app: App, name: str, operator: str, models: tuple[str, ...], wallet: str | None, as_json: bool) -> None:

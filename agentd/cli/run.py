@@ -21,7 +21,9 @@ from agentd.cli.options import App, emit_json, json_option, pass_app, progress
 @click.option("--wallet", help="Sign the session's entry with this wallet instead of the profile's.")
 @json_option
 @pass_app
-def command(app: App, profile: str, task: str, model: str | None, verify: str | None, wallet: str | None, as_json: bool) -> None:
+def command(
+    app: App, profile: str, task: str, model: str | None, verify: str | None, wallet: str | None, as_json: bool
+) -> None:
     """Run PROFILE's agent on TASK with its real tools, and record the session.
 
     The transcript stays in $AGENTD_HOME/agentd.db; an agent.session/v1 entry holding its

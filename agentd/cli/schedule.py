@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 
@@ -36,7 +36,10 @@ def list_(app: App, profile: str | None, as_json: bool) -> None:
         emit_json(jobs)
         return
     rows = [("PROFILE", "JOB", "CRON", "NEXT RUN", "LAST RUN", "LAST RESULT")]
-    rows += [(j["profile"], j["job"], j["cron"], j["next_run"] or "-", j["last_run"] or "-", j["last_result"] or "-") for j in jobs]
+    rows += [
+        (j["profile"], j["job"], j["cron"], j["next_run"] or "-", j["last_run"] or "-", j["last_result"] or "-")
+        for j in jobs
+    ]
     if jobs:
         emit_table(rows)
     else:
@@ -106,7 +109,7 @@ def run_now(app: App, profile: str, job: str, as_json: bool) -> None:
         with offline(app.home) as scheduler:
             found = scheduler.get_job(f"{profile}.{job}", jobstore="home")
             if found is not None:
-                found.modify(next_run_time=datetime.now(timezone.utc))
+                found.modify(next_run_time=datetime.now(UTC))
                 if as_json:
                     emit_json({"profile": profile, "job": job, "daemon": pid, "outcome": None})
                 else:

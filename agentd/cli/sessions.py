@@ -30,7 +30,9 @@ def list_(app: App, profile: str | None, outcome: str | None, as_json: bool) -> 
     store = open_sessions(app.home)
     rows = store.list(profile=profile, outcome=outcome)
     if profile and not rows and profile not in list_profiles(app.home) and not store.list(profile=profile):
-        raise WrongValue(f"--profile {profile!r} names no profile of this home: {', '.join(list_profiles(app.home)) or 'it has none yet'}")
+        raise WrongValue(
+            f"--profile {profile!r} names no profile of this home: {', '.join(list_profiles(app.home)) or 'it has none yet'}"
+        )
     if as_json:
         emit_json([r.summary() for r in rows])
     elif rows:
@@ -55,7 +57,11 @@ def show(app: App, session: str, as_json: bool) -> None:
     click.echo(f"session {r.id} ({r.source}) of profile {r.profile}")
     click.echo(f"task: {r.task}")
     click.echo(f"started {r.started_at}, ended {r.ended_at}: {r.ended}" + (f" ({r.error})" if r.error else ""))
-    click.echo(f"outcome: {r.outcome}" + (f" (check {r.check})" if r.check else "") + (f"; marked {r.mark}: {r.mark_note}" if r.mark else ""))
+    click.echo(
+        f"outcome: {r.outcome}"
+        + (f" (check {r.check})" if r.check else "")
+        + (f"; marked {r.mark}: {r.mark_note}" if r.mark else "")
+    )
     click.echo(f"models: {', '.join(r.models) or '-'}; tokens in {r.tokens_in}, out {r.tokens_out}; {r.turns} turns")
     flags = [f"held {', '.join(r.secrets)}"] if r.secrets else []
     flags += ["confidential"] if r.confidential else []

@@ -13,8 +13,13 @@ from improver import BadStatement
 
 @click.command("verify-statement", short_help="Check an in-toto statement's DSSE envelope offline.")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--key", "key", required=True, help="The signer's public key: hex, base64 (as `agentd wallet show` prints it), "
-              "a verifier key, or a file holding one or a wallet's key file.")  # fmt: skip
+@click.option(
+    "--key",
+    "key",
+    required=True,
+    help="The signer's public key: hex, base64 (as `agentd wallet show` prints it), "
+    "a verifier key, or a file holding one or a wallet's key file.",
+)
 @json_option
 def command(file: Path, key: str, as_json: bool) -> None:
     """Check the DSSE envelope in FILE offline: its signature by --key, its payload type,

@@ -47,7 +47,9 @@ def _open(app: App) -> Witness:
 
 
 @command.command("new", short_help="Create this home's witness key.")
-@click.option("--name", help="The witness's name on its cosignatures, like example.org/w1 (default: agentd.witness/<key id>).")
+@click.option(
+    "--name", help="The witness's name on its cosignatures, like example.org/w1 (default: agentd.witness/<key id>)."
+)
 @json_option
 @pass_app
 def new(app: App, name: str | None, as_json: bool) -> None:
@@ -72,7 +74,13 @@ def show(app: App, as_json: bool) -> None:
     witness = _open(app)
     logs = [(seen.origin, seen.checkpoint.size, seen.checkpoint.root.hex()) for seen in witness.logs()]
     if as_json:
-        emit_json({"name": witness.name, "vkey": witness.vkey, "logs": [dict(zip(("origin", "size", "root"), x)) for x in logs]})
+        emit_json(
+            {
+                "name": witness.name,
+                "vkey": witness.vkey,
+                "logs": [dict(zip(("origin", "size", "root"), x, strict=False)) for x in logs],
+            }
+        )
         return
     emit_table([("name", witness.name), ("verifier key", witness.vkey)])
     if logs:
@@ -80,14 +88,21 @@ def show(app: App, as_json: bool) -> None:
 
 
 @command.command("cosign", short_help="Cosign a checkpoint once it is shown to extend the last one seen.")
-@click.argument("checkpoint_file", metavar="[CHECKPOINT]", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "checkpoint_file",
+    metavar="[CHECKPOINT]",
+    required=False,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+)
 @click.option(
     "--proof",
     "proof_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A consistency proof from the last checkpoint this witness cosigned (`agentd ledger prove --from-size M`).",
 )
-@click.option("--log-key", "log_vkey", metavar="VKEY", help="The log's verifier key, needed the first time a log is seen.")
+@click.option(
+    "--log-key", "log_vkey", metavar="VKEY", help="The log's verifier key, needed the first time a log is seen."
+)
 @click.option(
     "--ledger",
     "ledger_url",
@@ -97,7 +112,12 @@ def show(app: App, as_json: bool) -> None:
 @json_option
 @pass_app
 def cosign(
-    app: App, checkpoint_file: Path | None, proof_file: Path | None, log_vkey: str | None, ledger_url: str | None, as_json: bool
+    app: App,
+    checkpoint_file: Path | None,
+    proof_file: Path | None,
+    log_vkey: str | None,
+    ledger_url: str | None,
+    as_json: bool,
 ) -> None:
     """Cosign CHECKPOINT (a file holding the log's signed note) and print it with the
     cosignature added; the log keeps it with `agentd ledger checkpoint --add FILE`. The
@@ -137,7 +157,11 @@ def _cosign_ledger(witness: Witness, url: str, key: bytes | None) -> str:
             raise AgentdError(f"the ledger at {ledger.url} has signed no checkpoint yet")
         signed = parse_checkpoint(note)
         seen = witness.seen(signed.origin)
-        proof = ledger.consistency_proof(seen.checkpoint.size, signed.size) if seen and seen.checkpoint.size < signed.size else None
+        proof = (
+            ledger.consistency_proof(seen.checkpoint.size, signed.size)
+            if seen and seen.checkpoint.size < signed.size
+            else None
+        )
         if seen is None and key is None:
             key = ledger.public_key
             progress(f"agentd: first checkpoint of {signed.origin}: trusting the log's key its genesis entry names")

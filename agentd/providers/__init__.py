@@ -33,7 +33,9 @@ def make_model(spec: str, home: Home, *, base_dir: Path | None = None) -> Model:
     if not sep or not model.strip():
         raise AgentdError(f"{spec!r} is not a model; name one as {FORMS}")
     if provider not in PROVIDERS:
-        raise AgentdError(f"unknown provider {provider!r} in {spec!r}; the providers are {', '.join(PROVIDERS)} ({FORMS})")
+        raise AgentdError(
+            f"unknown provider {provider!r} in {spec!r}; the providers are {', '.join(PROVIDERS)} ({FORMS})"
+        )
     if provider == "script":
         path = Path(model).expanduser()
         return load_script(spec, path if path.is_absolute() else (base_dir or Path.cwd()) / path)

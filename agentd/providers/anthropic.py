@@ -41,7 +41,11 @@ class AnthropicModel:
         self.endpoint = endpoint
         self.policy = policy
         self._url = httpx.URL(f"{(endpoint.base_url or ANTHROPIC_URL).rstrip('/')}/v1/messages")
-        self._headers = {"x-api-key": endpoint.api_key, "anthropic-version": API_VERSION, "Content-Type": "application/json"}
+        self._headers = {
+            "x-api-key": endpoint.api_key,
+            "anthropic-version": API_VERSION,
+            "Content-Type": "application/json",
+        }
         self._timeout = httpx.Timeout(policy.timeout)
 
     async def complete(
@@ -51,7 +55,11 @@ class AnthropicModel:
             system, turns = to_anthropic(messages)
         except ValueError as exc:
             raise ProviderError(f"{self.name}: {exc}") from None
-        params: dict[str, Any] = {"model": self.model, "messages": turns, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": turns,
+            "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
+        }
         if system:
             params["system"] = system
         if tools:
@@ -76,7 +84,11 @@ def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, An
         elif role == "user":
             _add(turns, "user", _text_blocks(m.get("content")))
         elif role == "tool":
-            result = {"type": "tool_result", "tool_use_id": str(m.get("tool_call_id", "")), "content": text_of(m.get("content"))}
+            result = {
+                "type": "tool_result",
+                "tool_use_id": str(m.get("tool_call_id", "")),
+                "content": text_of(m.get("content")),
+            }
             _add(turns, "user", [result])
         elif role == "assistant":
             uses = [_tool_use(c) for c in m.get("tool_calls") or []]
@@ -115,12 +127,20 @@ def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         # The API needs an object; arguments another model got wrong are kept as text.
         arguments = {"arguments": raw}
-    return {"type": "tool_use", "id": str(call.get("id", "")), "name": str(function.get("name", "")), "input": arguments}
+    return {
+        "type": "tool_use",
+        "id": str(call.get("id", "")),
+        "name": str(function.get("name", "")),
+        "input": arguments,
+    }
 
 
 def _tool(tool: dict[str, Any]) -> dict[str, Any]:
     function = tool.get("function") or {}
-    converted: dict[str, Any] = {"name": function.get("name"), "input_schema": function.get("parameters") or EMPTY_SCHEMA}
+    converted: dict[str, Any] = {
+        "name": function.get("name"),
+        "input_schema": function.get("parameters") or EMPTY_SCHEMA,
+    }
     if function.get("description"):
         converted["description"] = function["description"]
     return converted
@@ -145,12 +165,16 @@ def _completion(body: Any, requested: str) -> Completion:
             calls.append(_call(block))
         # Other blocks (thinking, server tools) have no place in the chat format.
     # Cache reads and writes are input the model read too: they count against budgets.
-    cached = sum(usage.get(k) for k in ("cache_creation_input_tokens", "cache_read_input_tokens") if is_count(usage.get(k)))
+    cached = sum(
+        usage.get(k) for k in ("cache_creation_input_tokens", "cache_read_input_tokens") if is_count(usage.get(k))
+    )
     model = body.get("model")
     text = "".join(texts) or None
     tokens_in, tokens_out = counts
     return Completion(
-        assistant(text, calls), TokenUsage(tokens_in + cached, tokens_out), model if isinstance(model, str) and model else requested
+        assistant(text, calls),
+        TokenUsage(tokens_in + cached, tokens_out),
+        model if isinstance(model, str) and model else requested,
     )
 
 

@@ -12,7 +12,9 @@ __all__ = ["assistant", "text_of", "tool_call", "tool_names"]
 
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:
     """The names of the tools offered, in OpenAI's `{"type": "function", "function": {...}}`."""
-    return [str(t["function"]["name"]) for t in tools if isinstance(t.get("function"), dict) and "name" in t["function"]]
+    return [
+        str(t["function"]["name"]) for t in tools if isinstance(t.get("function"), dict) and "name" in t["function"]
+    ]
 
 
 def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -23,9 +23,9 @@ import asyncio
 import functools
 import ssl
 import weakref
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator
 
 import httpx
 
@@ -67,7 +67,9 @@ class Pool:
         await asyncio.gather(*(client.aclose() for client in clients))
 
 
-_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Pool, AsyncIterator[None]]] = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Pool, AsyncIterator[None]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @asynccontextmanager

@@ -77,7 +77,9 @@ def _completion(body: Any, requested: str) -> Completion:
     calls = [_call(c) for c in raw_calls]
     model = body.get("model")
     text = content if isinstance(content, str) else None
-    return Completion(assistant(text, calls), TokenUsage(*counts), model if isinstance(model, str) and model else requested)
+    return Completion(
+        assistant(text, calls), TokenUsage(*counts), model if isinstance(model, str) and model else requested
+    )
 
 
 def _call(call: Any) -> dict[str, Any]:

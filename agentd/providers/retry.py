@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable, TypeVar
+from typing import TypeVar
 
 from improver import ProviderError
 
@@ -51,10 +52,10 @@ class Permanent(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 4          # tries per call, the first included
-    backoff: float = 0.5       # seconds: the wait before the second try, doubled after each
-    backoff_cap: float = 8.0   # seconds: the longest wait between two tries
-    timeout: float = 120.0     # seconds a try may wait to connect, or for the server's next bytes
+    attempts: int = 4  # tries per call, the first included
+    backoff: float = 0.5  # seconds: the wait before the second try, doubled after each
+    backoff_cap: float = 8.0  # seconds: the longest wait between two tries
+    timeout: float = 120.0  # seconds a try may wait to connect, or for the server's next bytes
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """The wait after failed try number `attempt` (1-based): half the doubled back-off
@@ -79,5 +80,7 @@ async def with_retries(name: str, policy: RetryPolicy, call: Callable[[], Awaita
                 raise ProviderError(f"{name}: {exc.reason} (gave up after {attempt} attempts)") from None
             wait = policy.delay(attempt, exc.retry_after)
             attempt += 1
-            log.warning("%s: %s; trying again in %.2fs (attempt %d of %d)", name, exc.reason, wait, attempt, policy.attempts)
+            log.warning(
+                "%s: %s; trying again in %.2fs (attempt %d of %d)", name, exc.reason, wait, attempt, policy.attempts
+            )
             await asyncio.sleep(wait)

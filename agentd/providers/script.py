@@ -1,4 +1,4 @@
-r'''`script:PATH`: a model that answers from a rules file, for tests, trials and the demo.
+r"""`script:PATH`: a model that answers from a rules file, for tests, trials and the demo.
 
 The rules file is TOML: a list of `[[rule]]` tables, tried in order; the first whose
 conditions all hold gives the answer. A rule with no conditions matches anything, so a
@@ -57,15 +57,16 @@ recorded as errored, with that message as its error; a proposer that meets it st
 the loop with that message as a one-line error. A rules file that does not parse, or a
 rule that is not valid, is refused when the model is made, naming the file, the rule
 and its line.
-'''
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from agentd.errors import AgentdError
 from agentd.home import load_toml
@@ -181,7 +182,9 @@ class ScriptModel:
 def load_script(name: str, path: Path) -> ScriptModel:
     """Reads and checks a rules file; AgentdError names the file, rule and line."""
     if not path.is_file():
-        raise AgentdError(f"{name}: no rules file at {path}; check the path (a relative one starts at the profile's folder)")
+        raise AgentdError(
+            f"{name}: no rules file at {path}; check the path (a relative one starts at the profile's folder)"
+        )
     data = load_toml(path)
     extra = sorted(set(data) - {"rule"})
     if extra:
@@ -256,7 +259,7 @@ def _turns(value: Any, bad: Bad) -> tuple[int, ...]:
 def _reply(raw: dict[str, Any], bad: Bad) -> dict[str, Any]:
     if "error" in raw:
         if raw["error"] != "provider":
-            raise bad(f"error must be \"provider\", not {raw['error']!r}")
+            raise bad(f'error must be "provider", not {raw["error"]!r}')
         if "text" in raw or "calls" in raw:
             raise bad("a rule with error gives no text or calls")
         return {"error": True}
@@ -266,7 +269,7 @@ def _reply(raw: dict[str, Any], bad: Bad) -> dict[str, Any]:
     if not isinstance(calls, list):
         raise bad("calls must be a list of tables ([[rule.calls]])")
     if not calls and "text" not in raw:
-        raise bad("gives no reply; add text, [[rule.calls]] or error = \"provider\"")
+        raise bad('gives no reply; add text, [[rule.calls]] or error = "provider"')
     return {"text": raw.get("text"), "calls": tuple(_call(n, c, bad) for n, c in enumerate(calls, 1))}
 
 
@@ -284,7 +287,9 @@ def _call(number: int, raw: Any, bad: Bad) -> tuple[str, str]:
     try:
         return name, json.dumps(arguments, ensure_ascii=False)
     except TypeError:
-        raise bad(f"call {number}: arguments hold a date or time, which JSON cannot carry; write it as a string") from None
+        raise bad(
+            f"call {number}: arguments hold a date or time, which JSON cannot carry; write it as a string"
+        ) from None
 
 
 def _words(message: dict[str, Any]) -> int:

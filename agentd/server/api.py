@@ -74,7 +74,9 @@ class Server:
         return str(found) if found else None
 
 
-def app(home: Home, *, scheduler: Any = None, metrics: Metrics | None = None, ledgers: Ledgers | None = None) -> Starlette:
+def app(
+    home: Home, *, scheduler: Any = None, metrics: Metrics | None = None, ledgers: Ledgers | None = None
+) -> Starlette:
     """The daemon's web application for `home`; `scheduler` (the daemon's running
     schedules) makes /v1/status show the live next runs."""
     server = Server(home, ledgers or Ledgers(home), metrics or Metrics(), scheduler)
@@ -113,7 +115,9 @@ def app(home: Home, *, scheduler: Any = None, metrics: Metrics | None = None, le
     return web
 
 
-def _endpoint(server: Server, path: str, handler: Callable[[Server, Request], Any]) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(
+    server: Server, path: str, handler: Callable[[Server, Request], Any]
+) -> Callable[[Request], Awaitable[Response]]:
     """Runs a handler (in a worker thread unless it is a coroutine), words its errors and
     counts the request."""
 
@@ -147,7 +151,9 @@ def _error(status: int, message: str) -> JSONResponse:
 # Query values
 
 
-def _int(request: Request, name: str, default: int | None = None, *, low: int = 1, high: int | None = None) -> int | None:
+def _int(
+    request: Request, name: str, default: int | None = None, *, low: int = 1, high: int | None = None
+) -> int | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
@@ -299,7 +305,10 @@ def _tree_size(reader: Reader, request: Request, name: str) -> int:
 
 def lineage(server: Server, request: Request) -> dict[str, Any]:
     found = lineage_here(server.home, request.path_params["profile"])
-    return {"profile": request.path_params["profile"], "lines": [line for _, line in found.lines()] if found.path.exists() else []}
+    return {
+        "profile": request.path_params["profile"],
+        "lines": [line for _, line in found.lines()] if found.path.exists() else [],
+    }
 
 
 def _row_doc(row: Row) -> dict[str, Any]:
@@ -308,8 +317,13 @@ def _row_doc(row: Row) -> dict[str, Any]:
     try:
         entry = Entry.parse(row.raw, row.pulse, verify=False, leaf=row.leaf)
         payload: dict[str, Any] | None = {
-            "kind": entry.kind, "author": entry.author, "at": entry.at, "log": entry.log, "seq": entry.seq, "body": entry.body,
-        }  # fmt: skip
+            "kind": entry.kind,
+            "author": entry.author,
+            "at": entry.at,
+            "log": entry.log,
+            "seq": entry.seq,
+            "body": entry.body,
+        }
     except EntryError:
         payload = None
     return {
@@ -392,4 +406,3 @@ def _import(home: Home, profile: str, body: bytes) -> Any:
         held.write(body)
         held.flush()
         return import_file(home, Path(held.name), profile)
-

@@ -11,6 +11,7 @@ the log is one event on stderr, as text or (`json_logs`) as a JSON object.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import logging
@@ -22,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import UTC
 from typing import Any
 
 from filelock import FileLock, Timeout
@@ -125,7 +126,7 @@ def scheduler_for(home: Home, metrics: Metrics) -> Any:
     from apscheduler.schedulers.background import BackgroundScheduler
 
     scheduler = BackgroundScheduler(
-        timezone=timezone.utc,
+        timezone=UTC,
         jobstores={"home": job_store(home)},
         executors={"default": ThreadPoolExecutor(JOB_THREADS)},
     )
@@ -133,10 +134,18 @@ def scheduler_for(home: Home, metrics: Metrics) -> Any:
     def heard(event: JobExecutionEvent) -> None:
         profile, _, job = event.job_id.partition(".")
         if event.code == EVENT_JOB_MISSED:
-            log.warning("job %s missed its run at %s (past its grace time); it runs at its next time", event.job_id, event.scheduled_run_time)
+            log.warning(
+                "job %s missed its run at %s (past its grace time); it runs at its next time",
+                event.job_id,
+                event.scheduled_run_time,
+            )
             result = "missed"
         else:
-            result = "error" if event.code == EVENT_JOB_ERROR or str(event.retval).startswith(("failed", "crashed", nightly.SPENT)) else "ok"
+            result = (
+                "error"
+                if event.code == EVENT_JOB_ERROR or str(event.retval).startswith(("failed", "crashed", nightly.SPENT))
+                else "ok"
+            )
         metrics.count("agentd_job_runs_total", profile=profile, job=job, result=result)
 
     scheduler.add_listener(heard, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED)
@@ -184,15 +193,15 @@ def serve(home: Home, options: ServeOptions) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
         log.info("serving %s on http://%s:%d (pid %d)", home.root, options.host, options.port, os.getpid())
-        try:
+        with contextlib.suppress(SystemExit):  # uvicorn exits when it cannot listen (it logged why); said below
             server.run()
-        except SystemExit:
-            pass  # uvicorn exits when it cannot listen (it logged why); said below, in agentd's words
         ticking.set()
         ticker.join()
         code = _stop_jobs(scheduler, options.stop_timeout)
         if not server.started:
-            raise AgentdError(f"the server could not listen on {options.host}:{options.port} (the log above says why): give another --port")
+            raise AgentdError(
+                f"the server could not listen on {options.host}:{options.port} (the log above says why): give another --port"
+            )
         log.info("stopped")
         return code
 

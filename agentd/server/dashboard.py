@@ -12,10 +12,11 @@ the templates and static files ship in the package.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -59,7 +60,7 @@ class Chart:
         return round(self.top + (1 - rate) * self.plot_height, 1)
 
     def line(self, rates: list[float | None] | list[float]) -> str:
-        return " ".join(f"{x},{self.y(r)}" for x, r in zip(self.xs, rates) if r is not None)
+        return " ".join(f"{x},{self.y(r)}" for x, r in zip(self.xs, rates, strict=False) if r is not None)
 
 
 def chart(points: list[view.Point]) -> Chart | None:
@@ -70,12 +71,18 @@ def chart(points: list[view.Point]) -> Chart | None:
     gap = plot_width / max(len(points) - 1, 1)
     xs = [round(left + i * gap if len(points) > 1 else left + plot_width / 2, 1) for i in range(len(points))]
     return Chart(
-        width, height, left, top, plot_width, plot_height, xs,
+        width,
+        height,
+        left,
+        top,
+        plot_width,
+        plot_height,
+        xs,
         [_rate(p.choose) for p in points],
         [_rate(p.sealed) if p.sealed else None for p in points],
         ["before" if p.step is None else p.step[:8] for p in points],
         [p.change for p in points],
-    )  # fmt: skip
+    )
 
 
 def _rate(counts: tuple[int, int]) -> float:
@@ -97,7 +104,7 @@ def when(stamp: str | None) -> str:
         moment = datetime.fromisoformat(stamp)
     except ValueError:
         return stamp
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 TEMPLATES.env.filters["when"] = when
@@ -116,7 +123,14 @@ def routes(home: Home, status: Status | None = None) -> list[BaseRoute]:
         if not view.known_profile(home, name):
             return _missing(request, f"no profile {name!r} in {home.root}")
         points = view.progress(home, name)
-        return _page(request, "profile.html", profile=name, archives=view.archives(home, name), points=points, chart=chart(points))
+        return _page(
+            request,
+            "profile.html",
+            profile=name,
+            archives=view.archives(home, name),
+            points=points,
+            chart=chart(points),
+        )
 
     def ledger(request: Request) -> Response:
         kind, author = request.query_params.get("kind") or None, request.query_params.get("author") or None
@@ -125,10 +139,15 @@ def routes(home: Home, status: Status | None = None) -> list[BaseRoute]:
         try:
             kind_filter, author_id = entry_filter(home, kind, author)
         except AgentdError as exc:  # what the form was given: said on the form, which stays to be put right
-            return _page(request, "ledger.html", status_code=400, problem=str(exc).splitlines()[0], listing=None, **form)
+            return _page(
+                request, "ledger.html", status_code=400, problem=str(exc).splitlines()[0], listing=None, **form
+            )
         listing = view.entry_page(home, _number(request.query_params.get("from")), PAGE, kind_filter, author_id)
         filters = {"kind": kind, "author": author}  # as given, so a page's links read as its form does
-        pages = {side: _query(at, filters) if at else None for side, at in (("earlier", listing.earlier), ("later", listing.later))}
+        pages = {
+            side: _query(at, filters) if at else None
+            for side, at in (("earlier", listing.earlier), ("later", listing.later))
+        }
         return _page(request, "ledger.html", listing=listing, problem=None, pages=pages, **form)
 
     def entry(request: Request) -> Response:
@@ -144,7 +163,9 @@ def routes(home: Home, status: Status | None = None) -> list[BaseRoute]:
             try:
                 return page(request)
             except (AgentdError, ImproverError, LedgerError) as exc:
-                return _page(request, "error.html", status_code=500, title="Something is wrong in the home", line=str(exc))
+                return _page(
+                    request, "error.html", status_code=500, title="Something is wrong in the home", line=str(exc)
+                )
 
         return serve
 

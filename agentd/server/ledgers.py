@@ -12,9 +12,10 @@ from __future__ import annotations
 import queue
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from agentd.app.ledger import open_ledger, rule_set
 from agentd.home import Home
@@ -79,7 +80,7 @@ class Ledgers:
         if not batch:
             return  # an earlier drain took these entries
         try:
-            for entry, (_, done) in zip(ledger.append_raw([raw for raw, _ in batch]), batch):
+            for entry, (_, done) in zip(ledger.append_raw([raw for raw, _ in batch]), batch, strict=False):
                 done.set_result(entry)
             return
         except LedgerError as exc:

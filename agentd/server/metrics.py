@@ -11,6 +11,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 # Latency buckets, in seconds: from a cached read to a slow append under load.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -35,7 +36,7 @@ class _Histogram:
 class Metrics:
     """Thread-safe: requests are counted from the event loop and the worker threads."""
 
-    HELP = {
+    HELP: ClassVar[dict[str, tuple[str, str]]] = {
         "agentd_http_requests_total": ("counter", "HTTP requests answered, by route and status"),
         "agentd_http_request_seconds": ("histogram", "Time to answer an HTTP request, by route"),
         "agentd_entries_appended_total": ("counter", "Signed entries recorded through POST /v1/entries"),
@@ -85,8 +86,10 @@ def _header(lines: list[str], name: str) -> None:
 
 
 def _histogram(name: str, labels: Labels, hist: _Histogram) -> list[str]:
-    lines = [f"{name}_bucket{_labels(labels + (('le', _number(b)),))} {c}" for b, c in zip(BUCKETS, hist.counts)]
-    lines.append(f"{name}_bucket{_labels(labels + (('le', '+Inf'),))} {hist.total}")
+    lines = [
+        f"{name}_bucket{_labels((*labels, ('le', _number(b))))} {c}" for b, c in zip(BUCKETS, hist.counts, strict=False)
+    ]
+    lines.append(f"{name}_bucket{_labels((*labels, ('le', '+Inf')))} {hist.total}")
     lines.append(f"{name}_sum{_labels(labels)} {_number(hist.sum)}")
     lines.append(f"{name}_count{_labels(labels)} {hist.total}")
     return lines
@@ -96,7 +99,7 @@ def _labels(labels: Labels) -> str:
     if not labels:
         return ""
     escaped = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for _, v in labels)
-    return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(labels, escaped)) + "}"
+    return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(labels, escaped, strict=False)) + "}"
 
 
 def _number(value: float) -> str:

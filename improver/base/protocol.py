@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from improver.base.errors import ImproverError
 

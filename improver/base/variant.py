@@ -45,6 +45,12 @@ class Variant:
         try:
             code = data.get("code") or {}
             models = tuple(str(m) for m in data["models"])
-            return cls(str(data["operator"]), str(data["lessons"]), models, str(code.get("commit", "")), str(code.get("patch", "")))
+            return cls(
+                str(data["operator"]),
+                str(data["lessons"]),
+                models,
+                str(code.get("commit", "")),
+                str(code.get("patch", "")),
+            )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ImproverError(f"not a variant: missing or malformed {exc}") from None

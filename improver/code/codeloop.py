@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import ProviderError
@@ -70,7 +71,9 @@ class Workshop:
         self.made = 0
         if not holds(self.origin, self.commit):
             self.close()
-            raise ImproverError(f"{self.source} does not hold commit {self.commit}: give --source a checkout of the code it was made from")
+            raise ImproverError(
+                f"{self.source} does not hold commit {self.commit}: give --source a checkout of the code it was made from"
+            )
 
     def fresh(self, name: str) -> Path:
         self.made += 1
@@ -116,7 +119,9 @@ class Workshop:
             return await process.finish()
 
     def candidate(self, tree: Path) -> Command:
-        return Command(self.runner, shell_request(self.commands.candidate, tree, False, self.readable, None, **self.env))
+        return Command(
+            self.runner, shell_request(self.commands.candidate, tree, False, self.readable, None, **self.env)
+        )
 
     async def coder_command(self, copy: Path, command: str) -> str:
         """The coder's run_command: in the sandbox, the copy its only writable folder."""
@@ -162,7 +167,12 @@ class CodeLoop(Loop):
         apply_patch: Callable[[bytes], None] | None = None,
         **loop: Any,
     ) -> None:
-        self.workshop, self.routes, self.limits_of_patch, self.apply_patch = workshop, routes, limits_of_patch, apply_patch
+        self.workshop, self.routes, self.limits_of_patch, self.apply_patch = (
+            workshop,
+            routes,
+            limits_of_patch,
+            apply_patch,
+        )
         self.built: dict[str, Built] = {}
         self.release: dict[str, Any] | None = None  # the release being kept, for its claim
         super().__init__(**loop)
@@ -190,11 +200,23 @@ class CodeLoop(Loop):
         assert parent is not None  # the baseline put it there
         copy = self.workshop.copy_for_coder(self.built[self.current.id].patch)
         history = self._history() if self.settings.show_history else []
-        messages = messages_for(INSTRUCTIONS, parent.counts(), self._failed(parent), history, self.settings.failed_shown)
+        messages = messages_for(
+            INSTRUCTIONS, parent.counts(), self._failed(parent), history, self.settings.failed_shown
+        )
         try:
-            coded = await self._unless_stopped(code(self.proposer, messages, copy, lambda c: self.workshop.coder_command(copy, c), max_tokens=self.left()))
+            coded = await self._unless_stopped(
+                code(
+                    self.proposer,
+                    messages,
+                    copy,
+                    lambda c: self.workshop.coder_command(copy, c),
+                    max_tokens=self.left(),
+                )
+            )
         except ProviderError as exc:
-            self._emit("proposer", f"round {self.round}: the coder errored ({exc}); no change this round", round=self.round)
+            self._emit(
+                "proposer", f"round {self.round}: the coder errored ({exc}); no change this round", round=self.round
+            )
             return
         self.used = self.used + coded.usage
         self._check_canary(coded.said)
@@ -234,12 +256,30 @@ class CodeLoop(Loop):
     def _kept_as(self, step: str) -> str:
         return ""  # the release names it; the step is in the event's data and the lineage
 
-    def _decide(self, said: Decision, verb: str, label: str, what: str, change: Variant | None, parent: Archived,
-                went: str = "", /, **data: Any) -> None:  # fmt: skip
+    def _decide(
+        self,
+        said: Decision,
+        verb: str,
+        label: str,
+        what: str,
+        change: Variant | None,
+        parent: Archived,
+        went: str = "",
+        /,
+        **data: Any,
+    ) -> None:
         super()._decide(said, verb, label, what, change, parent, went, **data, round=self.round)
 
-    def _keep(self, change: Variant, label: str, parent: Archived, said: Decision, screen: Comparison,
-              number: int, errored: dict[str, int]) -> None:  # fmt: skip
+    def _keep(
+        self,
+        change: Variant,
+        label: str,
+        parent: Archived,
+        said: Decision,
+        screen: Comparison,
+        number: int,
+        errored: dict[str, int],
+    ) -> None:
         built = self.built[change.id]
         self.release = record(self.profile, change, self.current, built.patch, built.summary, self.workshop.commands)
         save(self.routes, self.release, built.patch)  # before its claim: a claim never names a patch not kept
@@ -266,6 +306,7 @@ class CodeLoop(Loop):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            raise Interrupted("interrupted during a build, a test or the coder; the archive and the seal are as the last finished step left them")
+            raise Interrupted(
+                "interrupted during a build, a test or the coder; the archive and the seal are as the last finished step left them"
+            )
         return task.result()
-

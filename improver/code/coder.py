@@ -15,9 +15,10 @@ nor anything a sealed run said: this module is given none.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from improver.base.protocol import Model, TokenUsage
 from improver.loop.proposer import Failed, Tried
@@ -55,14 +56,31 @@ def _tool(name: str, description: str, **properties: str) -> dict[str, Any]:
 
 
 TOOLS = [
-    _tool("list_files", "Lists the files under a folder of the code (\".\" for all).", path="A folder, relative to the code's top."),
+    _tool(
+        "list_files",
+        'Lists the files under a folder of the code ("." for all).',
+        path="A folder, relative to the code's top.",
+    ),
     _tool("read_file", "Reads a file of the code.", path="The file, relative to the code's top."),
-    _tool("write_file", "Writes a whole file (made if missing).", path="The file, relative to the code's top.",
-          content="Its whole new text."),  # fmt: skip
-    _tool("replace_in_file", "Replaces text that occurs exactly once in a file.", path="The file.", old="The text as it is.",
-          new="What replaces it."),  # fmt: skip
-    _tool("run_command", "Runs a shell command in the code's folder, in a sandbox with no network; "
-          "answers its exit status and the last lines of its output.", command="The command, as for sh -c."),  # fmt: skip
+    _tool(
+        "write_file",
+        "Writes a whole file (made if missing).",
+        path="The file, relative to the code's top.",
+        content="Its whole new text.",
+    ),
+    _tool(
+        "replace_in_file",
+        "Replaces text that occurs exactly once in a file.",
+        path="The file.",
+        old="The text as it is.",
+        new="What replaces it.",
+    ),
+    _tool(
+        "run_command",
+        "Runs a shell command in the code's folder, in a sandbox with no network; "
+        "answers its exit status and the last lines of its output.",
+        command="The command, as for sh -c.",
+    ),
 ]
 
 
@@ -81,7 +99,9 @@ class Coded:
     problem: str = ""  # why it made no change worth taking, when it did not
 
 
-def messages_for(instructions: str, counts: str, failed: list[Failed], history: list[Tried], shown: int) -> list[dict[str, Any]]:
+def messages_for(
+    instructions: str, counts: str, failed: list[Failed], history: list[Tried], shown: int
+) -> list[dict[str, Any]]:
     parts = [f"How the program built from this code did on the tasks changes are chosen on: {counts}."]
     if failed:
         parts.append(f"Tasks it failed ({min(shown, len(failed))} of {len(failed)}), with what went wrong:")
@@ -126,7 +146,13 @@ async def code(
             calls += 1
             answer = await _answer(call, copy, run_command)
             messages.append({"role": "tool", "tool_call_id": str(call.get("id", "")), "content": answer})
-    return Coded("(the coder did not finish)", "\n".join(said), usage, calls, f"the coder did not finish within {max_turns} answers")
+    return Coded(
+        "(the coder did not finish)",
+        "\n".join(said),
+        usage,
+        calls,
+        f"the coder did not finish within {max_turns} answers",
+    )
 
 
 async def _answer(call: Any, copy: Path, run_command: RunCommand) -> str:
@@ -159,7 +185,10 @@ def _file_tool(name: str, arguments: dict[str, str], copy: Path) -> str:
     if name == "list_files":
         folder = inside(copy, arguments.get("path", "."))
         found = sorted(str(p.relative_to(copy)) for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
-        return "\n".join(found[:LISTED]) + (f"\n... and {len(found) - LISTED} more" if len(found) > LISTED else "") or "(no files)"
+        return (
+            "\n".join(found[:LISTED]) + (f"\n... and {len(found) - LISTED} more" if len(found) > LISTED else "")
+            or "(no files)"
+        )
     path = inside(copy, _needs(arguments, "path"))
     if name == "read_file":
         return path.read_bytes()[:READ_BYTES].decode()

@@ -30,7 +30,9 @@ def source_commit(source: Path) -> str:
     checkout's top or holds changes not committed."""
     commit = head_of(source)
     try:
-        dirty = run_git(("status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=none"), source).decode()
+        dirty = run_git(
+            ("status", "--porcelain", "--untracked-files=normal", "--ignore-submodules=none"), source
+        ).decode()
     except GitError as exc:
         raise ImproverError(f"{source}: {exc}") from None
     if dirty.strip():
@@ -43,7 +45,9 @@ def head_of(checkout: Path) -> str:
     """The commit the checkout at `checkout` stands at, changes or none; ImproverError when
     it is not a git checkout's top."""
     if not (checkout / GIT_DIR).exists():
-        raise ImproverError(f"{checkout} is not a git checkout (no .git at its top): give --source a checkout of the code")
+        raise ImproverError(
+            f"{checkout} is not a git checkout (no .git at its top): give --source a checkout of the code"
+        )
     try:
         top = run_git(("rev-parse", "--show-toplevel"), checkout).decode().strip()
         commit = run_git(("rev-parse", "--verify", "HEAD^{commit}"), checkout).decode().strip()

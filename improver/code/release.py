@@ -73,10 +73,20 @@ class Release:
             agent = Variant.from_json(record["agent"])
             files = record.get("files")
             return cls(
-                record["release"], claim, publisher, record["commit"], record["patch"], Commands(**record["commands"]),
-                tuple(files) if isinstance(files, list) else (), Variant(agent.operator, agent.lessons, agent.models),
-                record, seal["sealed_digest"], int(seal["confirmations"]), float(seal["level"]), seal["test"],
-            )  # fmt: skip
+                record["release"],
+                claim,
+                publisher,
+                record["commit"],
+                record["patch"],
+                Commands(**record["commands"]),
+                tuple(files) if isinstance(files, list) else (),
+                Variant(agent.operator, agent.lessons, agent.models),
+                record,
+                seal["sealed_digest"],
+                int(seal["confirmations"]),
+                float(seal["level"]),
+                seal["test"],
+            )
         except (KeyError, TypeError, ValueError, ImproverError) as exc:
             raise ImproverError(
                 f"claim {claim} is not a release with its seal ({exc!r} is missing or malformed)"
@@ -122,7 +132,9 @@ def release_id(commit: str, patch: str) -> str:
     return digest({"commit": commit, "patch": patch})[:ID_LENGTH]
 
 
-def record(profile: str, change: Variant, scored_as: Variant, patch: bytes, summary: str, commands: Commands) -> dict[str, Any]:
+def record(
+    profile: str, change: Variant, scored_as: Variant, patch: bytes, summary: str, commands: Commands
+) -> dict[str, Any]:
     files = parse(patch)
     added, deleted = counts(files)
     return {
@@ -169,7 +181,11 @@ def check(after: dict[str, Any], claimed: Any, routes: Routes) -> str | None:
     if not isinstance(code, dict) or not isinstance(claimed, dict):
         return "it is a code change without a release, or a release without its code"
     rid = release_id(str(code.get("commit")), str(code.get("patch")))
-    if claimed.get("release") != rid or claimed.get("commit") != code.get("commit") or claimed.get("patch") != code.get("patch"):
+    if (
+        claimed.get("release") != rid
+        or claimed.get("commit") != code.get("commit")
+        or claimed.get("patch") != code.get("patch")
+    ):
         return f"its claim's release is not the code it kept (release {rid})"
     path = routes.release_patch(rid)
     try:

@@ -1,6 +1,6 @@
 """The archive: every variant tried on one set of tasks to choose on, kept between runs.
 
-The loop draws the variant to build on from it as the Huxley–Gödel Machine does:
+The loop draws the variant to build on from it as the Huxley-Gödel Machine does:
 Thompson sampling over lines, a line being a variant and every variant made from it,
 each line's Beta drawn from the passes and failures of the whole line. The counts are
 taken afresh from each variant's own record at every draw, never accumulated, so a
@@ -40,7 +40,9 @@ class Archived:
 
     def counts(self) -> str:
         """E.g. "12/24 runs passed" or "11/23 runs passed (1 errored, left out)"."""
-        return f"{self.passed}/{self.judged} runs passed" + (f" ({self.errored} errored, left out)" if self.errored else "")
+        return f"{self.passed}/{self.judged} runs passed" + (
+            f" ({self.errored} errored, left out)" if self.errored else ""
+        )
 
     @property
     def passed(self) -> int:
@@ -98,7 +100,9 @@ class Archive:
             history = [{"change": str(h["change"]), "went": str(h["went"])} for h in data["history"]]
             return cls(path, train_digest, variants, set(data["tried"]), history)
         except (OSError, ValueError, KeyError, TypeError, ImproverError) as exc:
-            raise ImproverError(f"{path}: the archive is damaged ({exc}); restore it or move it aside to start afresh") from None
+            raise ImproverError(
+                f"{path}: the archive is damaged ({exc}); restore it or move it aside to start afresh"
+            ) from None
 
     def save(self) -> None:
         body = {

@@ -171,15 +171,22 @@ def judge_many(
 
 
 def better_many(
-    test: str, change_passed: NDArray[np.int64], change_runs: NDArray[np.int64],
-    current_passed: NDArray[np.int64], current_runs: NDArray[np.int64], level: float,
-) -> NDArray[np.bool_]:  # fmt: skip
+    test: str,
+    change_passed: NDArray[np.int64],
+    change_runs: NDArray[np.int64],
+    current_passed: NDArray[np.int64],
+    current_runs: NDArray[np.int64],
+    level: float,
+) -> NDArray[np.bool_]:
     """Per row: better beyond chance at one-sided `level` by the named test."""
     if test == "newcombe":
         low, _ = stats.newcombe_bounds(
-            change_passed.sum(axis=1), change_runs.sum(axis=1), current_passed.sum(axis=1), current_runs.sum(axis=1),
+            change_passed.sum(axis=1),
+            change_runs.sum(axis=1),
+            current_passed.sum(axis=1),
+            current_runs.sum(axis=1),
             2 * level,
-        )  # fmt: skip
+        )
         return low > 0
     if test == "paired":
         denominator = int(np.lcm.reduce(np.concatenate([change_runs.ravel(), current_runs.ravel()])))
@@ -212,21 +219,20 @@ def decide(rule: Rule, evidence: Evidence, names: tuple[str, ...] | None = None)
         return Decision(Outcome.NOT_JUDGED, rule.part, thin=thin)
     names = tuple(sorted(names))
     column = {n: [evidence.change[n], evidence.current[n], evidence.fresh.get(n)] for n in names}
-    cp, cn, ap, an, fp, fn = (
-        np.array([[_count(column[n], i) for n in names]]) for i in range(6)
-    )  # fmt: skip
+    cp, cn, ap, an, fp, fn = (np.array([[_count(column[n], i) for n in names]]) for i in range(6))
     judged = judge_many(rule, cp, cn, ap, an, fp, fn)
     comparison = replace(
         stats.compare(rule.test, _only(evidence.change, names), _only(evidence.current, names), 2 * rule.level),
         better=bool(judged.better[0]),
     )
     outcome = judged.outcome[0]
-    contested = tuple(n for n, c in zip(names, judged.contested[0]) if c)
+    contested = tuple(n for n, c in zip(names, judged.contested[0], strict=False) if c)
     more = {
         n: min(rule.runs, rule.contest_runs - _count(column[n], 5))
-        for n, p in zip(names, judged.pending[0]) if p
-    }  # fmt: skip
-    lost = tuple(n for n, x in zip(names, judged.lost[0]) if x)
+        for n, p in zip(names, judged.pending[0], strict=False)
+        if p
+    }
+    lost = tuple(n for n, x in zip(names, judged.lost[0], strict=False) if x)
     return Decision(outcome, rule.part, comparison, lost, contested, more if outcome is Outcome.MORE_RUNS else {})
 
 

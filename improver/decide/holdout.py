@@ -122,11 +122,15 @@ class Holdout:
             )
         numbers = [data[f] for f in fields[:3]]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
-            raise ImproverError("a reusable holdout's threshold and noises must be finite numbers: the seal file is damaged")
+            raise ImproverError(
+                "a reusable holdout's threshold and noises must be finite numbers: the seal file is damaged"
+            )
         if data["threshold"] <= 0 or data["noise"] <= 0:
             raise ImproverError("a reusable holdout's threshold and noise must be above zero: the seal file is damaged")
         if not _is_count(data["budget"]) or data["budget"] < 0:
-            raise ImproverError("a reusable holdout's budget must be a whole number of at least 0: the seal file is damaged")
+            raise ImproverError(
+                "a reusable holdout's budget must be a whole number of at least 0: the seal file is damaged"
+            )
         return cls(float(data["threshold"]), float(data["noise"]), float(data["threshold_noise"]), data["budget"])
 
 

@@ -31,9 +31,10 @@ import asyncio
 import json
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from itertools import chain
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import (
@@ -118,13 +119,17 @@ class PolicyModel:
         except (BrokenPipeError, ConnectionResetError):
             raise EpisodeAborted("the policy stopped reading before the episode ended") from None
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         self.turn += 1
         self.send("request", {"messages": messages, "tools": tools, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS})
         try:
             line = await asyncio.wait_for(self.lines.readline(), self.timeout)
         except TimeoutError:
-            raise EpisodeAborted(f"turn {self.turn}: the policy did not answer within {self.timeout:g} seconds") from None
+            raise EpisodeAborted(
+                f"turn {self.turn}: the policy did not answer within {self.timeout:g} seconds"
+            ) from None
         if not line:
             raise EpisodeAborted("the policy closed its input before the episode ended")
         return Completion(assistant_message(line, self.turn), TokenUsage(), POLICY)
@@ -135,16 +140,16 @@ def assistant_message(line: bytes, turn: int) -> dict[str, Any]:
     try:
         kind, message = decode_line(line)
     except ValueError as exc:
-        raise EpisodeAborted(f"turn {turn}: {exc}; send {{\"message\": {{\"role\": \"assistant\", ...}}}}") from None
+        raise EpisodeAborted(f'turn {turn}: {exc}; send {{"message": {{"role": "assistant", ...}}}}') from None
     if kind != "message":
-        raise EpisodeAborted(f"turn {turn}: expected {{\"message\": ...}}, got {kind!r}")
+        raise EpisodeAborted(f'turn {turn}: expected {{"message": ...}}, got {kind!r}')
     return checked_message(message, turn)
 
 
 def checked_message(message: dict[str, Any], turn: int) -> dict[str, Any]:
     """The policy's message as the runtime is given it; EpisodeAborted saying what is wrong."""
     if message.get("role", "assistant") != "assistant":
-        raise EpisodeAborted(f"turn {turn}: the message's role must be \"assistant\", not {message.get('role')!r}")
+        raise EpisodeAborted(f'turn {turn}: the message\'s role must be "assistant", not {message.get("role")!r}')
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         raise EpisodeAborted(f"turn {turn}: the message's content must be text or null")
@@ -160,7 +165,7 @@ def checked_message(message: dict[str, Any], turn: int) -> dict[str, Any]:
 def _tool_call(call: Any, turn: int, index: int) -> dict[str, Any]:
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
-        raise EpisodeAborted(f"turn {turn}: tool call {index} needs {{\"function\": {{\"name\": ..., \"arguments\": ...}}}}")
+        raise EpisodeAborted(f'turn {turn}: tool call {index} needs {{"function": {{"name": ..., "arguments": ...}}}}')
     arguments = fn.get("arguments", "{}")
     if isinstance(arguments, dict):
         arguments = json.dumps(arguments, ensure_ascii=False)

@@ -45,8 +45,10 @@ its own doing, and its run fails; a sandbox that cannot be made is the harness's
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Literal, Union
+from typing import Any, Literal
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import (
@@ -89,7 +91,7 @@ class Command:
     request: Request
 
 
-Candidate = Union[Agent, Command]
+Candidate = Agent | Command
 
 
 class EpisodeAborted(ImproverError):
@@ -152,7 +154,15 @@ def run_cost(task: Task, limits: EpisodeLimits) -> int:
 class TaskEpisode:
     """The episode side of one run: the variant's model and the task's stand-ins."""
 
-    def __init__(self, task: Task, spec: str | None, models: ModelFactory, limits: EpisodeLimits, over_stdio: bool, user_tokens: int) -> None:
+    def __init__(
+        self,
+        task: Task,
+        spec: str | None,
+        models: ModelFactory,
+        limits: EpisodeLimits,
+        over_stdio: bool,
+        user_tokens: int,
+    ) -> None:
         self.task = task
         self.standins = task.stand_ins
         self.spec = spec
@@ -174,7 +184,9 @@ class TaskEpisode:
         self.user_usage = TokenUsage()
         self._model: Model | None = None
 
-    async def model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def model(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         if self.error:
             raise ProviderError(self.error)
         try:
@@ -184,7 +196,9 @@ class TaskEpisode:
             raise
         model = self._made()
         try:
-            completion = await self.budget.wait_for_model(model.complete(messages, tools, self.budget.allowance(max_tokens)))
+            completion = await self.budget.wait_for_model(
+                model.complete(messages, tools, self.budget.allowance(max_tokens))
+            )
         except ProviderError as exc:
             self.error = f"{self.spec}: {exc}"
             raise
@@ -235,7 +249,10 @@ class TaskEpisode:
             return None
         left = self.user_tokens - self.user_usage.total
         if left <= 0:
-            self.error, self.final = "the simulated user used up the tokens it may spend in a run before the conversation ended", True
+            self.error, self.final = (
+                "the simulated user used up the tokens it may spend in a run before the conversation ended",
+                True,
+            )
             return None
         view = user_view(user, self.task.task, [*self.turns_with_user, (answer, None)])
         try:
@@ -253,7 +270,9 @@ class TaskEpisode:
             return None
         if leaked(user, [said for _, said in self.turns_with_user], reply):
             which = "its first reply" if not self.turns_with_user else f"reply {len(self.turns_with_user) + 1}"
-            self.leak = f"the simulated user gave away all of the hidden part of the task it had yet to say at once, in {which}"
+            self.leak = (
+                f"the simulated user gave away all of the hidden part of the task it had yet to say at once, in {which}"
+            )
             self.turns_with_user.append((answer, reply))  # kept for the record; the agent never gets it
             return None
         self.turns_with_user.append((answer, reply))
@@ -382,10 +401,8 @@ async def _run_agent(agent: Agent, case: Case, episode: TaskEpisode) -> Candidat
     if ending.ended == "errored" and not episode.error:
         # Only the harness knows whether a model failed; a candidate cannot claim it.
         episode.fault = episode.fault or "said it errored, though no model failed under it"
-    try:
+    with contextlib.suppress(LimitReached):
         episode.count_output(len(ending.answer.encode()))
-    except LimitReached:
-        pass
     return CandidateEnd(ending.ended, ending.answer, ending.error)
 
 
@@ -417,7 +434,9 @@ def _bounded(command: Command, limits: EpisodeLimits) -> Request:
     again on every turn."""
     sandboxed = command.request.limits or command.runner.limits
     backstop = limits.wall_seconds * (limits.max_turns + 2) + EXIT_GRACE
-    return replace(command.request, limits=replace(sandboxed, output_bytes=limits.max_output_bytes, wall_seconds=backstop))
+    return replace(
+        command.request, limits=replace(sandboxed, output_bytes=limits.max_output_bytes, wall_seconds=backstop)
+    )
 
 
 async def _converse(process: Process, case: Case, episode: TaskEpisode) -> CandidateEnd:
@@ -440,7 +459,11 @@ async def _converse(process: Process, case: Case, episode: TaskEpisode) -> Candi
             episode.fault = f"sent a line that is not the protocol ({exc}): {_quote(line)}"
             return CandidateEnd("broken")
         if kind in ("done", "ask"):
-            ended = CandidateEnd("done", str(payload.get("answer") or "")) if kind == "done" else CandidateEnd("asked", str(payload.get("question") or ""))
+            ended = (
+                CandidateEnd("done", str(payload.get("answer") or ""))
+                if kind == "done"
+                else CandidateEnd("asked", str(payload.get("question") or ""))
+            )
             reply = await episode.person(ended.answer)
             if reply is None:
                 return ended

@@ -44,15 +44,17 @@ stand-ins answer the same every time) before the new message is taken.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import socket
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from random import Random
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -153,7 +155,9 @@ class PolicyTurns:
         self.timeout = timeout  # a client silent longer than this on a turn ends the episode
         self.turn = 0
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         self.turn += 1
         request = {"messages": list(messages), "tools": tools, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
         # A request that cannot go out as JSON is the episode's fault: raised here, the
@@ -163,7 +167,9 @@ class PolicyTurns:
         try:
             message = await asyncio.wait_for(self.answers.get(), self.timeout)
         except TimeoutError:
-            raise EpisodeAborted(f"turn {self.turn}: the policy did not answer within {self.timeout:g} seconds") from None
+            raise EpisodeAborted(
+                f"turn {self.turn}: the policy did not answer within {self.timeout:g} seconds"
+            ) from None
         return Completion(message, TokenUsage(), POLICY)
 
 
@@ -340,7 +346,9 @@ class EnvServer:
 
     def __init__(self, setup: EnvSetup, max_sessions: int = MAX_SESSIONS, idle_seconds: float = IDLE_SECONDS) -> None:
         if not setup.taskset.tasks:
-            raise ImproverError("the task set holds no tasks to serve (validation excluded them all, or none were harvested)")
+            raise ImproverError(
+                "the task set holds no tasks to serve (validation excluded them all, or none were harvested)"
+            )
         if max_sessions < 1:
             raise ImproverError("max sessions must be at least 1")
         if not idle_seconds > 0:
@@ -424,7 +432,9 @@ class EnvServer:
     async def _refuse(self, ws: WebSocket) -> None:
         """Tells a client over capacity so in answer to its first frame (a frame sent
         before it asked could race its own first send), then closes."""
-        busy = error_frame("CAPACITY_REACHED", f"the server runs {self.max_sessions} sessions at once; try again when one closes")
+        busy = error_frame(
+            "CAPACITY_REACHED", f"the server runs {self.max_sessions} sessions at once; try again when one closes"
+        )
         busy["data"].update({"active_sessions": self.active, "max_sessions": self.max_sessions})
         try:
             if _text(await asyncio.wait_for(ws.receive(), self.idle_seconds)) is not None:
@@ -462,7 +472,9 @@ class EnvServer:
                 except BadRequest as exc:
                     raise BadRequest(f"history message {index}: {exc}") from None
             if observation["done"]:
-                raise BadRequest(f"the episode ended with history message {len(history)}: the message has no turn left to take")
+                raise BadRequest(
+                    f"the episode ended with history message {len(history)}: the message has no turn left to take"
+                )
             return await session.step(message)
         finally:
             await session.close()
@@ -556,7 +568,9 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind(info[4])
         sock.listen(BACKLOG)
     except OSError as exc:
-        raise ImproverError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --host or --port") from None
+        raise ImproverError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --host or --port"
+        ) from None
     return sock
 
 
@@ -575,7 +589,5 @@ def _text(message: dict[str, Any]) -> str | None:
 
 
 async def _close(ws: WebSocket, code: int = 1000, reason: str = "") -> None:
-    try:
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # already closed by the client
         await ws.close(code, reason)
-    except (WebSocketDisconnect, RuntimeError, OSError):
-        pass  # already closed by the client

@@ -8,8 +8,8 @@ errors and left out of the pass counts: they are never scored as failures.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from improver.base.protocol import EpisodeLimits, Model, TokenUsage
 from improver.base.variant import Variant

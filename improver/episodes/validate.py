@@ -84,7 +84,10 @@ async def refusal(task: Task, operator: str = "") -> Refusal | None:
     if not solution.passed:
         return Refusal(NO_RUN_PASSES, f"its solution does not pass (not held: {'; '.join(solution.failures)})")
     if solution.reward < 1.0:
-        return Refusal(NO_RUN_PASSES, f"its solution scores {solution.reward:g} under the rubric, not 1: its checks carry no weight")
+        return Refusal(
+            NO_RUN_PASSES,
+            f"its solution scores {solution.reward:g} under the rubric, not 1: its checks carry no weight",
+        )
     for i, failure in enumerate(task.failures, 1):
         result = await _replayed(task, failure, variant)
         if result.passed:
@@ -107,7 +110,7 @@ async def check_task(task: Task, operator: str = "") -> str | None:
 async def validate(taskset: TaskSet) -> Validation:
     """Checks every task of the set; those that fail go to `excluded`, with the reason."""
     reasons = await asyncio.gather(*(check_task(t, taskset.operator) for t in taskset.tasks))
-    kept = tuple(t for t, why in zip(taskset.tasks, reasons) if why is None)
-    new = tuple(Exclusion(t, why) for t, why in zip(taskset.tasks, reasons) if why is not None)
+    kept = tuple(t for t, why in zip(taskset.tasks, reasons, strict=False) if why is None)
+    new = tuple(Exclusion(t, why) for t, why in zip(taskset.tasks, reasons, strict=False) if why is not None)
     validated = TaskSet(taskset.profile, taskset.operator, kept, taskset.excluded + new, validated=True)
     return Validation(validated, new)

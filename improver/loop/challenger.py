@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import textwrap
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from improver.base.protocol import Completion, Model, ProviderError, TokenUsage
 from improver.decide.stats import Tally

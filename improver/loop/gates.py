@@ -10,8 +10,8 @@ proposes (improver.meta.metaloop) against the tasks they must never see.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from improver.base.variant import Variant
 from improver.tasks.overlap import holds, word_runs, words_of

@@ -25,16 +25,35 @@ from ledger import Ledger
 KINDS = (KIND, RELEASE_KIND)  # a kept line's claim: a kept lesson, or a release
 # The fields of a kept line that its claim must hold, exactly.
 CLAIMED = (
-    "profile", "step", "seal", "seal_claim", "follows", "change", "before", "after",
-    "choose", "sealed", "confirmation", "confirmations", "level", "test", "errored", "practice", "challenge",
-)  # fmt: skip
+    "profile",
+    "step",
+    "seal",
+    "seal_claim",
+    "follows",
+    "change",
+    "before",
+    "after",
+    "choose",
+    "sealed",
+    "confirmation",
+    "confirmations",
+    "level",
+    "test",
+    "errored",
+    "practice",
+    "challenge",
+)
 
 
 def chosen_counts(data: dict[str, Any]) -> str:
     """A decision's counts on what it was chosen on, as a proposer is told them:
     ` (a/b against c/d)`, or nothing when it has none."""
     choose = data.get("choose")
-    return f" ({choose['change'][0]}/{choose['change'][1]} against {choose['current'][0]}/{choose['current'][1]})" if choose else ""
+    return (
+        f" ({choose['change'][0]}/{choose['change'][1]} against {choose['current'][0]}/{choose['current'][1]})"
+        if choose
+        else ""
+    )
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
@@ -50,10 +69,19 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
 
 # What a kept line must hold, and of what type, for the listing and the check to read it.
 KEPT_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "at": str, "step": str, "change": str, "choose": dict, "sealed": dict, "confirmation": int,
-    "confirmations": int, "seal": str, "after": dict, "claim": (str, type(None)), "pulse": (int, type(None)),
+    "at": str,
+    "step": str,
+    "change": str,
+    "choose": dict,
+    "sealed": dict,
+    "confirmation": int,
+    "confirmations": int,
+    "seal": str,
+    "after": dict,
+    "claim": (str, type(None)),
+    "pulse": (int, type(None)),
     "seal_claim": (str, type(None)),
-}  # fmt: skip
+}
 
 
 class Lineage:
@@ -74,9 +102,15 @@ class Lineage:
     def kept(self) -> list[tuple[int, dict[str, Any]]]:
         kept = [(n, line) for n, line in self.lines() if line["decision"] == "kept"]
         for number, line in kept:
-            wrong = [f for f, kind in KEPT_FIELDS.items() if not isinstance(line.get(f), kind) or isinstance(line.get(f), bool)]
+            wrong = [
+                f
+                for f, kind in KEPT_FIELDS.items()
+                if not isinstance(line.get(f), kind) or isinstance(line.get(f), bool)
+            ]
             if wrong:
-                raise ImproverError(f"{self.path}: line {number}: a kept line without a proper {', '.join(wrong)}; it was damaged")
+                raise ImproverError(
+                    f"{self.path}: line {number}: a kept line without a proper {', '.join(wrong)}; it was damaged"
+                )
         return kept
 
     def step(self, step: str) -> dict[str, Any]:

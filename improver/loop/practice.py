@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import EpisodeLimits, Model, TokenUsage
@@ -88,9 +89,15 @@ class Runner:
     async def trial(self, tasks: Sequence[Task], runs: int, concurrency: int) -> TrialResult:
         try:
             return await run_trials(
-                self.current, tasks, self.agent, self.models, runs=runs, concurrency=concurrency,
-                limits=self.limits, halted=self.halted,
-            )  # fmt: skip
+                self.current,
+                tasks,
+                self.agent,
+                self.models,
+                runs=runs,
+                concurrency=concurrency,
+                limits=self.limits,
+                halted=self.halted,
+            )
         except Halted as exc:
             raise ImproverError(f"stopped: {exc}; nothing was written") from None
 
@@ -105,9 +112,15 @@ def failed_first(tasks: Sequence[Task], tallies: dict[str, TaskTally]) -> list[T
     return sorted(tasks, key=rate)[:SHOWN]
 
 
-def messages_for(operator: str, shown: Sequence[Task], tallies: dict[str, TaskTally], count: int) -> list[dict[str, Any]]:
+def messages_for(
+    operator: str, shown: Sequence[Task], tallies: dict[str, TaskTally], count: int
+) -> list[dict[str, Any]]:
     """What the writer is shown: the operator's words and tasks to choose on, nothing sealed."""
-    parts = ["What the operator tells the agent:", _block(operator), f"Tasks the agent was given ({len(shown)}), with how it did:"]
+    parts = [
+        "What the operator tells the agent:",
+        _block(operator),
+        f"Tasks the agent was given ({len(shown)}), with how it did:",
+    ]
     for task in shown:
         parts.append(_shown(task, tallies.get(task.name)))
     parts.append(f"Write {count} practice tasks like these with {TOOL_NAME}, each different from every task above.")
@@ -122,7 +135,9 @@ def _shown(task: Task, tally: TaskTally | None) -> str:
 
 def task_shown(task: Task, how: str) -> str:
     """A task to choose on as a writer is shown it: what is asked, how it went, its stand-ins and checks."""
-    standins = "\n".join(f"  {s['tool']} {arguments_text(s['arguments'])} answers {json.dumps(s['answer'])}" for s in task.standins)
+    standins = "\n".join(
+        f"  {s['tool']} {arguments_text(s['arguments'])} answers {json.dumps(s['answer'])}" for s in task.standins
+    )
     checks = json.dumps(task.checks, ensure_ascii=False)
     return f"- {task.task}\n  {how}\n  stand-ins:\n{standins}\n  checks: {checks}"
 
@@ -191,8 +206,12 @@ def with_practice(seal: Seal, practice: TaskSet | None) -> TaskSet:
     sealed = {t.content_key for t in seal.real_tasks}
     copied = next((t.name for t in practice.tasks if t.content_key in sealed), None)
     if copied:
-        raise ImproverError(f"practice task {copied} is a sealed task: the practice set cannot be used with seal {seal.id}")
+        raise ImproverError(
+            f"practice task {copied} is a sealed task: the practice set cannot be used with seal {seal.id}"
+        )
     taken = {t.name for t in chosen.tasks} & {t.name for t in practice.tasks}
     if taken:
-        raise ImproverError(f"practice task {sorted(taken)[0]} has the name of a task to choose on; rename it in the practice set")
+        raise ImproverError(
+            f"practice task {sorted(taken)[0]} has the name of a task to choose on; rename it in the practice set"
+        )
     return TaskSet(chosen.profile, chosen.operator, chosen.tasks + practice.tasks, validated=True)

@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import takewhile
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,10 @@ class Loop:
         if self.baseline_runs < self.runs:
             raise Stop(f"--baseline-runs ({self.baseline_runs}) must be at least --runs ({self.runs})")
         self.train = with_practice(self.seal, self.practice)
-        most = max((run_cost(t, self.limits) for t in [*self.train.tasks, *self.seal.sealed.tasks]), default=self.limits.max_tokens)
+        most = max(
+            (run_cost(t, self.limits) for t in [*self.train.tasks, *self.seal.sealed.tasks]),
+            default=self.limits.max_tokens,
+        )
         if self.max_tokens is not None and self.max_tokens < most:
             # A conversation's simulated user has an allowance of its own, as large as the run's.
             users = ", twice that for a task with a simulated user" if most > self.limits.max_tokens else ""
@@ -124,7 +128,9 @@ class Loop:
         self.challenged: dict[str, Any] | None = None  # what the variants showed of the change being judged
         self.stopped: Stop | None = None  # why the last run stopped early, if it did
         if self.publish and not self.seal.state().claim:
-            raise Stop(f"seal {self.seal.id} is not on the ledger, so a kept change could not name it; run without --wallet")
+            raise Stop(
+                f"seal {self.seal.id} is not on the ledger, so a kept change could not name it; run without --wallet"
+            )
 
     def request_stop(self) -> None:
         """Called from a signal handler: the loop stops at the next step it can."""
@@ -143,7 +149,12 @@ class Loop:
             self._record({"decision": "stopped", "reason": str(stop)})
         finally:
             self.archive.save()
-            self._emit("tokens", f"{self.used.total} tokens used", tokens_in=self.used.tokens_in, tokens_out=self.used.tokens_out)
+            self._emit(
+                "tokens",
+                f"{self.used.total} tokens used",
+                tokens_in=self.used.tokens_in,
+                tokens_out=self.used.tokens_out,
+            )
             self._emit("recorded", f"recorded in {self.lineage.path}", lineage=str(self.lineage.path))
 
     async def _baseline(self) -> None:
@@ -151,7 +162,11 @@ class Loop:
         of each task: from the archive when it holds them, else tried afresh (a change just
         kept is measured afresh too, since its own runs were picked for looking good)."""
         base = self._archived(self.current)
-        if base is not None and base.runs == self.baseline_runs and not _thin(base.tallies, base.tallies, self.train.tasks):
+        if (
+            base is not None
+            and base.runs == self.baseline_runs
+            and not _thin(base.tallies, base.tallies, self.train.tasks)
+        ):
             self._as_it_is(base, measured=False)
             return
         result = await self._trial(self.current, self.train.tasks, self.baseline_runs)
@@ -191,7 +206,9 @@ class Loop:
             f"round {self.round}: building on variant {parent.number} ({parent.label}), {parent.counts()}",
             parent=parent.number,
         )
-        messages = messages_for(self.settings, parent.variant, self.allowed_models, self._failed(parent), self._history())
+        messages = messages_for(
+            self.settings, parent.variant, self.allowed_models, self._failed(parent), self._history()
+        )
         try:
             answer = await propose(self.proposer, self.settings, parent.variant, messages, self.left())
         except ProviderError as exc:
@@ -240,18 +257,26 @@ class Loop:
         if worse:
             assert worse.comparison is not None
             self._decide(
-                worse, "tried", label,
+                worse,
+                "tried",
+                label,
                 f"clearly worse than variant {parent.number} after one run of each task "
                 f"({worse.comparison.describe()}): goes no further",
-                change, parent, choose=comparison_json(worse.comparison),
-            )  # fmt: skip
+                change,
+                parent,
+                choose=comparison_json(worse.comparison),
+            )
             return
         rest = [await self._trial(change, self.train.tasks, self.runs - 1)] if self.runs > 1 else []
         result = _combine([first, *rest])
-        archived = self.archive.add(change, parent.number, result.tallies(), self.runs, label, result.wrong(), result.errored)
+        archived = self.archive.add(
+            change, parent.number, result.tallies(), self.runs, label, result.wrong(), result.errored
+        )
         await self._judge(change, label, parent, archived, result)
 
-    async def _judge(self, change: Variant, label: str, parent: Archived, archived: Archived, result: TrialResult) -> None:
+    async def _judge(
+        self, change: Variant, label: str, parent: Archived, archived: Archived, result: TrialResult
+    ) -> None:
         current = self._archived(self.current)
         assert current is not None  # the baseline put it there
         errored = archived.errored + current.errored
@@ -266,13 +291,25 @@ class Loop:
         if said.outcome is not Outcome.GOES_ON:
             verdict = (
                 f"it loses {', '.join(said.lost)}, which the agent passes"
-                if said.outcome is Outcome.LOSES_TASKS else "not better beyond chance"
-            )  # fmt: skip
-            self._decide(said, "tried", label, f"{screen.describe()}{_contests(said)}{_left_out(errored)}: {verdict}",
-                         change, parent, choose=comparison_json(screen), lost=list(said.lost),
-                         contested=list(said.contested), errored=errored)  # fmt: skip
+                if said.outcome is Outcome.LOSES_TASKS
+                else "not better beyond chance"
+            )
+            self._decide(
+                said,
+                "tried",
+                label,
+                f"{screen.describe()}{_contests(said)}{_left_out(errored)}: {verdict}",
+                change,
+                parent,
+                choose=comparison_json(screen),
+                lost=list(said.lost),
+                contested=list(said.contested),
+                errored=errored,
+            )
             return
-        self.challenged = await self._challenge(change, label, parent, archived, current, screen) if self.challenge else None
+        self.challenged = (
+            await self._challenge(change, label, parent, archived, current, screen) if self.challenge else None
+        )
         if self.challenged is not None and self.challenged.get("shortcut"):
             return
         await self._confirm(change, label, parent, said, _rate(archived.tallies) - _rate(current.tallies), errored)
@@ -290,7 +327,9 @@ class Loop:
         if not varied:
             return self._unchallenged(label, "it newly passes no task to vary", [])
         self._go()
-        shown = Shown(self.profile, self.train.operator, label, self.train.tasks, self.seal.real_tasks, self.seal.canary_in)
+        shown = Shown(
+            self.profile, self.train.operator, label, self.train.tasks, self.seal.real_tasks, self.seal.canary_in
+        )
 
         def how(task: Task) -> str:
             was, now = current.tallies[task.name], archived.tallies[task.name]
@@ -310,24 +349,43 @@ class Loop:
             return self._unchallenged(label, why, variants.of, **wrote)
         now = await self._trial(self.current, variants.tasks, self.runs)
         mine = await self._trial(change, variants.tasks, self.runs)
-        said, extra = await self._decided(Rule.challenge(self.runs), change, variants.tasks, mine.tallies(), now.tallies())
+        said, extra = await self._decided(
+            Rule.challenge(self.runs), change, variants.tasks, mine.tallies(), now.tallies()
+        )
         errored = now.errored + mine.errored + extra
         if said.outcome is Outcome.NOT_JUDGED:
             why = f"{errored} runs on its variants errored, leaving some without a judged run, so it is not judged on them"
             return self._unchallenged(label, why, variants.of, **wrote)
         c = said.comparison
         assert c is not None
-        record = {"challenger": self.challenge.model.name, "of": variants.of, "variants": len(variants.tasks),
-                  **comparison_json(c), "errored": errored, **wrote}  # fmt: skip
+        record = {
+            "challenger": self.challenge.model.name,
+            "of": variants.of,
+            "variants": len(variants.tasks),
+            **comparison_json(c),
+            "errored": errored,
+            **wrote,
+        }
         on = f"on {len(variants.tasks)} variants the challenger wrote of the tasks it newly passes, {c.describe()}{_contests(said)}"
         if said.outcome is Outcome.GOES_ON:
-            self._emit("challenged", f"challenged {label}: {on}{_left_out(errored)}: it goes on to the sealed tasks", **record)
+            self._emit(
+                "challenged", f"challenged {label}: {on}{_left_out(errored)}: it goes on to the sealed tasks", **record
+            )
             return record
         lost = f"; it loses variants {', '.join(said.lost)}, which the agent passes" if said.lost else ""
-        self._decide(said, "tried", label, f"{screen.describe()} on the tasks to choose on, but a shortcut: {on}{lost}"
-                     f"{_left_out(errored)}; no confirmation spent",
-                     change, parent, choose=comparison_json(screen), challenge=record, lost=list(said.lost),
-                     contested=list(said.contested))  # fmt: skip
+        self._decide(
+            said,
+            "tried",
+            label,
+            f"{screen.describe()} on the tasks to choose on, but a shortcut: {on}{lost}"
+            f"{_left_out(errored)}; no confirmation spent",
+            change,
+            parent,
+            choose=comparison_json(screen),
+            challenge=record,
+            lost=list(said.lost),
+            contested=list(said.contested),
+        )
         return {**record, "shortcut": True}
 
     def _unchallenged(self, label: str, why: str, of: list[str], **wrote: Any) -> dict[str, Any]:
@@ -345,7 +403,9 @@ class Loop:
         """Before the sealed tasks are asked anything: a spent seal is noticed here, not after."""
         state = self.seal.state()
         if state.spent >= self.seal.terms.confirmations:
-            raise Stop(f"seal {self.seal.id} has spent its {self.seal.terms.confirmations} confirmations: seal fresh tasks")
+            raise Stop(
+                f"seal {self.seal.id} has spent its {self.seal.terms.confirmations} confirmations: seal fresh tasks"
+            )
         if state.holdout is not None and state.holdout.spent:
             raise Stop(f"seal {self.seal.id}'s reusable holdout may disagree no more: seal fresh tasks")
 
@@ -376,17 +436,24 @@ class Loop:
             if held:
                 threshold = self.seal.terms.holdout["threshold"]
                 self._decide(
-                    held, "turned down", label,
+                    held,
+                    "turned down",
+                    label,
                     f"better on the tasks to choose on ({screen.describe()}), but the sealed tasks "
                     f"answer its gain at {answer.gain:.1%}, at or below {threshold:.1%}: no confirmation spent",
-                    change, parent, choose=comparison_json(screen), holdout_gain=answer.gain,
-                )  # fmt: skip
+                    change,
+                    parent,
+                    choose=comparison_json(screen),
+                    holdout_gain=answer.gain,
+                )
                 return
         try:
             confirmation = self.seal.spend_confirmation()
         except SealSpent as exc:
             raise Stop(str(exc)) from None
-        rule = replace(Rule.for_part(SEALED, self.seal.terms.test, confirmation.of, self.runs), level=confirmation.level)
+        rule = replace(
+            Rule.for_part(SEALED, self.seal.terms.test, confirmation.of, self.runs), level=confirmation.level
+        )
         said, extra = await self._decided(rule, change, real, change_tallies, current_tallies)
         errored["sealed"] += extra
         counted = f"confirmation {confirmation.number} of {confirmation.of}"
@@ -399,12 +466,21 @@ class Loop:
             lost = said.outcome is Outcome.LOSES_TASKS
             why = f"it loses sealed tasks {', '.join(said.lost)}" if lost else "not better on the sealed tasks"
             self._decide(
-                said, "tried", label,
+                said,
+                "tried",
+                label,
                 f"better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}"
                 f"{_contests(said)}; {counted} spent){_left_out(errored['choose'] + errored['sealed'])}",
-                change, parent, choose=comparison_json(screen), sealed=comparison_json(sealed), lost=list(said.lost),
-                contested=list(said.contested), confirmation=confirmation.number, confirmations=confirmation.of, errored=errored,
-            )  # fmt: skip
+                change,
+                parent,
+                choose=comparison_json(screen),
+                sealed=comparison_json(sealed),
+                lost=list(said.lost),
+                contested=list(said.contested),
+                confirmation=confirmation.number,
+                confirmations=confirmation.of,
+                errored=errored,
+            )
             return
         self._keep(change, label, parent, said, screen, confirmation.number, errored)
 
@@ -448,12 +524,20 @@ class Loop:
         self.current = change
         self._sealed_current = None  # measured afresh with baseline_runs before it is compared with
         self._decide(
-            said, "kept", label,
+            said,
+            "kept",
+            label,
             f"{screen.describe()} on the tasks to choose on, and {sealed.describe()} on the sealed tasks "
             f"(confirmation {number} of {self.seal.terms.confirmations}){_left_out(errored['choose'] + errored['sealed'])}"
             + self._kept_as(step),
-            change, parent, "kept (confirmed)", **body, claim=claim, pulse=pulse, contested=list(said.contested),
-        )  # fmt: skip
+            change,
+            parent,
+            "kept (confirmed)",
+            **body,
+            claim=claim,
+            pulse=pulse,
+            contested=list(said.contested),
+        )
         if claim:
             self.follows = claim
             self._emit("published", f"published as claim {claim}", claim=claim, pulse=pulse)
@@ -464,11 +548,16 @@ class Loop:
     def _not_judged(self, said: Decision, label: str, change: Variant, parent: Archived, errored: int) -> None:
         thin = said.thin
         self._decide(
-            said, "not judged", label,
+            said,
+            "not judged",
+            label,
             f"{errored} runs errored (provider or harness faults), leaving {', '.join(thin[:3])}"
             f"{' ...' if len(thin) > 3 else ''} without a judged run; no confirmation spent",
-            change, parent, errored=errored, thin=list(thin),
-        )  # fmt: skip
+            change,
+            parent,
+            errored=errored,
+            thin=list(thin),
+        )
 
     # -- trials, stops and records ---------------------------------------------------
 
@@ -499,7 +588,7 @@ class Loop:
                 parts.append(await self._run_trial(variant, [first], fit))
                 todo[0] = (first, count - fit)
                 continue
-            batch = [task for task, _ in takewhile(lambda item: item[1] == count, todo[: fit // count])]
+            batch = [task for task, _ in takewhile(lambda item, count=count: item[1] == count, todo[: fit // count])]
             parts.append(await self._run_trial(variant, batch, count))
             todo = todo[len(batch) :]
         return _combine(parts)
@@ -508,9 +597,16 @@ class Loop:
         self._go()
         trial = asyncio.ensure_future(
             run_trials(
-                variant, tasks, self.candidate(variant), self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
-                on_result=self._counter(f"trial of variant {variant.id}", len(tasks) * runs), halted=self.halted,
-            )  # fmt: skip
+                variant,
+                tasks,
+                self.candidate(variant),
+                self.models,
+                runs=runs,
+                concurrency=self.concurrency,
+                limits=self.limits,
+                on_result=self._counter(f"trial of variant {variant.id}", len(tasks) * runs),
+                halted=self.halted,
+            )
         )
         stopper = asyncio.ensure_future(self.stopping.wait())
         done, _ = await asyncio.wait({trial, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -519,7 +615,9 @@ class Loop:
             trial.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await trial
-            raise Interrupted("interrupted during a trial; the archive and the seal are as the last finished step left them")
+            raise Interrupted(
+                "interrupted during a trial; the archive and the seal are as the last finished step left them"
+            )
         try:
             result = trial.result()
         except Halted as exc:
@@ -563,7 +661,9 @@ class Loop:
     def _check_canary(self, text: str) -> None:
         canary = self.seal.canary_in(text)
         if canary:
-            raise Stop(f"a proposal holds the code word of {canary}: the sealed tasks have reached the proposer; seal fresh tasks")
+            raise Stop(
+                f"a proposal holds the code word of {canary}: the sealed tasks have reached the proposer; seal fresh tasks"
+            )
 
     def _check_answers(self, result: TrialResult) -> None:
         """A code word in any run's answer, however written: the sealed answers have leaked."""
@@ -602,12 +702,18 @@ class Loop:
         if change is not None:
             self.archive.tried.add(change.id)  # only now: a change interrupted mid-trial may be proposed again
         self.archive.save()
-        line = {"decision": name, "change": label, "variant": change.id if change else None, "parent": parent.variant.id, **data}
+        line = {
+            "decision": name,
+            "change": label,
+            "variant": change.id if change else None,
+            "parent": parent.variant.id,
+            **data,
+        }
         self._record(line)
         self._emit(name, self._line(verb, label, what), **{k: v for k, v in line.items() if k != "decision"})
 
     def _line(self, verb: str, label: str, what: str) -> str:
-        """"turned down: LABEL: why", or "tried|kept|not judged LABEL: what was found"."""
+        """ "turned down: LABEL: why", or "tried|kept|not judged LABEL: what was found"."""
         return f"{verb}: {label}: {what}" if verb == "turned down" else f"{verb} {label}: {what}"
 
     def _kept_as(self, step: str) -> str:
@@ -682,7 +788,11 @@ def how_it_went(decision: str, data: dict[str, Any], chosen_on: str = "tasks") -
     improver loop words its own decisions so too, chosen on "problems"."""
     counts = chosen_counts(data)
     if decision == "turned down":
-        return "turned down before it was tried" if "holdout_gain" not in data else f"better on the {chosen_on} to choose on, but not confirmed"
+        return (
+            "turned down before it was tried"
+            if "holdout_gain" not in data
+            else f"better on the {chosen_on} to choose on, but not confirmed"
+        )
     if decision == "not confirmed":
         return f"better on the {chosen_on} to choose on{counts}, but not confirmed"
     if decision == "shortcut":

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import Model, TokenUsage
@@ -61,17 +62,29 @@ WRITE_TOOL: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "task": {"type": "string", "description": "What the agent is asked."},
-                "tools": {"type": "array", "items": {"type": "object"},
-                          "description": "The tools offered ({name, description, parameters, changes}); "
-                          "leave out for the tools of the tasks you were shown."},  # fmt: skip
-                "standins": {"type": "array", "items": {"type": "object"},
-                             "description": "What each tool answers, by its exact input: {tool, arguments, answer}."},  # fmt: skip
-                "checks": {"type": "array", "items": {"type": "object"},
-                           "description": "What a run must do: {check: finishes|asks|makes|calls|no_other_changes|"
-                           "avoids|says|not_says, ...} as in the tasks you were shown."},  # fmt: skip
+                "tools": {
+                    "type": "array",
+                    "items": {"type": "object"},
+                    "description": "The tools offered ({name, description, parameters, changes}); "
+                    "leave out for the tools of the tasks you were shown.",
+                },
+                "standins": {
+                    "type": "array",
+                    "items": {"type": "object"},
+                    "description": "What each tool answers, by its exact input: {tool, arguments, answer}.",
+                },
+                "checks": {
+                    "type": "array",
+                    "items": {"type": "object"},
+                    "description": "What a run must do: {check: finishes|asks|makes|calls|no_other_changes|"
+                    "avoids|says|not_says, ...} as in the tasks you were shown.",
+                },
                 "solution": {**_RUN, "description": "A run that passes every check."},
-                "failures": {"type": "array", "items": {**_RUN, "properties": {**_RUN["properties"], "why": {"type": "string"}}},
-                             "description": "Wrong runs, each with why it is wrong; each must fail a check."},  # fmt: skip
+                "failures": {
+                    "type": "array",
+                    "items": {**_RUN, "properties": {**_RUN["properties"], "why": {"type": "string"}}},
+                    "description": "Wrong runs, each with why it is wrong; each must fail a check.",
+                },
             },
             "required": ["task", "standins", "checks", "solution", "failures"],
         },
@@ -154,9 +167,11 @@ async def write_tasks(writer: Model, brief: Brief) -> Writing:
         _check_canary(brief, completion.message, every)
         calls = [c for c in every if c.get("function", {}).get("name") == TOOL_NAME]
         wanted = brief.count - writing.borne_out
-        made = [await _attempt(brief, writing.turns, len(writing.attempts) + i, c) for i, c in enumerate(calls[:wanted], 1)]
+        made = [
+            await _attempt(brief, writing.turns, len(writing.attempts) + i, c) for i, c in enumerate(calls[:wanted], 1)
+        ]
         writing.attempts += made
-        replies = [_reply(call, attempt) for call, attempt in zip(calls, made)]
+        replies = [_reply(call, attempt) for call, attempt in zip(calls, made, strict=False)]
         replies += [_reply(call, None) for call in calls[wanted:]]
         refused = [a for a in made if a.told]
         still = brief.count - writing.borne_out
@@ -172,7 +187,9 @@ def _check_canary(brief: Brief, message: dict[str, Any], calls: list[dict[str, A
     said = "\n".join([str(message.get("content") or ""), *(json.dumps(c, ensure_ascii=False) for c in calls)])
     canary = brief.canary_in(said)
     if canary:
-        raise SealReached(f"a written task holds the code word of {canary}: the sealed tasks have reached the writer; seal fresh tasks")
+        raise SealReached(
+            f"a written task holds the code word of {canary}: the sealed tasks have reached the writer; seal fresh tasks"
+        )
 
 
 async def _attempt(brief: Brief, turn: int, number: int, call: dict[str, Any]) -> Attempt:
@@ -233,12 +250,16 @@ def _leave_out_repeats(brief: Brief, writing: Writing) -> None:
             continue
         key = attempt.task.content_key
         reason = (
-            REPEATS_CHOSEN if key in chosen
-            else REPEATS_SEALED if key in sealed
-            else REPEATS_WRITTEN if key in written
-            else SHARES_SEALED if words.in_task(attempt.task)
+            REPEATS_CHOSEN
+            if key in chosen
+            else REPEATS_SEALED
+            if key in sealed
+            else REPEATS_WRITTEN
+            if key in written
+            else SHARES_SEALED
+            if words.in_task(attempt.task)
             else ""
-        )  # fmt: skip
+        )
         written.add(key)
         if reason:
             writing.attempts[i] = replace(attempt, reason=reason)

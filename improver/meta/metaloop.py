@@ -29,9 +29,10 @@ import asyncio
 import json
 import tempfile
 import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +110,9 @@ def load_problem(spec: str, profile: str) -> Problem:
     shared = {t.content_key for t in train.tasks} & {t.content_key for t in held.tasks}
     if shared:
         name = next(t.name for t in held.tasks if t.content_key in shared)
-        raise ImproverError(f"problem {spec!r}: task {name} of HELD is also in TRAIN; held tasks must be tasks the loop never sees")
+        raise ImproverError(
+            f"problem {spec!r}: task {name} of HELD is also in TRAIN; held tasks must be tasks the loop never sees"
+        )
     return Problem(spec, train, held)
 
 
@@ -136,7 +139,9 @@ def check_problems(problems: Sequence[Problem], held_out: Sequence[Problem]) -> 
     given = {p.digest: p.name for p in problems}
     again = next((p for p in held_out if p.digest in given), None)
     if again:
-        raise ImproverError(f"--held-out-problem {again.name} is also a --problem ({given[again.digest]}): held-out problems must be others")
+        raise ImproverError(
+            f"--held-out-problem {again.name} is also a --problem ({given[again.digest]}): held-out problems must be others"
+        )
     # A task the improvers were chosen on would confirm nothing about them when held out.
     seen = {t.content_key: p.name for p in problems for t in (*p.train.tasks, *p.held.tasks)}
     for problem in held_out:
@@ -182,7 +187,9 @@ class Proposed:
     why: str = ""  # why it makes none
 
 
-def improver_messages(improver: Settings, graded: Sequence[Graded], tried: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+def improver_messages(
+    improver: Settings, graded: Sequence[Graded], tried: Sequence[tuple[str, str]]
+) -> list[dict[str, Any]]:
     """What the improver is shown of itself, under its own instructions."""
     parts = [
         "The system you improve is an improver: a proposer that is shown an agent's work and proposes changes to what "
@@ -200,8 +207,12 @@ def improver_messages(improver: Settings, graded: Sequence[Graded], tried: Seque
     failed = [(g, t) for g in graded for t in g.problem.held.tasks if t.name in g.after and not g.after[t.name].passes]
     shown = failed[: improver.failed_shown]
     if shown:
-        parts.append(f"Tasks the agent still failed after its changes ({len(shown)} of {len(failed)}), with what went wrong:")
-        parts += [f"- {t.task}\n  went wrong: {'; '.join(g.wrong.get(t.name, [])) or 'it did not pass'}" for g, t in shown]
+        parts.append(
+            f"Tasks the agent still failed after its changes ({len(shown)} of {len(failed)}), with what went wrong:"
+        )
+        parts += [
+            f"- {t.task}\n  went wrong: {'; '.join(g.wrong.get(t.name, [])) or 'it did not pass'}" for g, t in shown
+        ]
     else:
         parts.append("The agent failed none of the held tasks after its changes.")
     if improver.show_history and tried:
@@ -222,7 +233,9 @@ def proposed(base: Settings, arguments: Any) -> Proposed:
         return Proposed(None, "it changes neither the instructions nor a setting")
     other = sorted(set(data) - allowed)
     if other:
-        return Proposed(None, f"{other[0]!r} is not the improver's to change (it may change {', '.join(sorted(allowed))})")
+        return Proposed(
+            None, f"{other[0]!r} is not the improver's to change (it may change {', '.join(sorted(allowed))})"
+        )
     try:
         return Proposed(Settings.from_json({**base.to_json(), **data}, TOOL_NAME))
     except (ImproverError, TypeError) as exc:
@@ -293,7 +306,9 @@ class MetaLoop:
                 f"these held-out problems were given with --confirmations {allowed.pop()} before: their level is fixed "
                 "by it, so give the same, or fresh held-out problems"
             )
-        self.follows = next((line["claim"] for line in reversed(lines) if line["decision"] == "kept" and line.get("claim")), None)
+        self.follows = next(
+            (line["claim"] for line in reversed(lines) if line["decision"] == "kept" and line.get("claim")), None
+        )
 
     def request_stop(self) -> None:
         """Called from a signal handler: the run stops at the next step it can, the
@@ -309,8 +324,10 @@ class MetaLoop:
                 "baseline",
                 f"the improver as it is ({self.improver.id}): on the problems to choose on the agent passed "
                 f"{_pooled(graded, 'before')} held-out runs before its changes and {_pooled(graded, 'after')} after",
-                improver=self.improver.id, before=_counts(graded, "before"), after=_counts(graded, "after"),
-            )  # fmt: skip
+                improver=self.improver.id,
+                before=_counts(graded, "before"),
+                after=_counts(graded, "after"),
+            )
             for self.round in range(1, rounds + 1):
                 await self._round()
         except Stop as stop:
@@ -318,7 +335,12 @@ class MetaLoop:
             self._emit("stopped", f"stopped: {stop}", reason=str(stop))
             self._record({"decision": "stopped", "reason": str(stop)})
         finally:
-            self._emit("tokens", f"{self.used.total} tokens used", tokens_in=self.used.tokens_in, tokens_out=self.used.tokens_out)
+            self._emit(
+                "tokens",
+                f"{self.used.total} tokens used",
+                tokens_in=self.used.tokens_in,
+                tokens_out=self.used.tokens_out,
+            )
             self._emit("recorded", f"recorded in {self.lineage.path}", lineage=str(self.lineage.path))
 
     async def _round(self) -> None:
@@ -332,7 +354,9 @@ class MetaLoop:
             self._emit("proposer", f"round {self.round}: the proposer errored ({exc}); no change this round")
             return
         self.used = self.used + completion.usage
-        calls = [c for c in completion.message.get("tool_calls") or [] if c.get("function", {}).get("name") == TOOL_NAME]
+        calls = [
+            c for c in completion.message.get("tool_calls") or [] if c.get("function", {}).get("name") == TOOL_NAME
+        ]
         self._check_held_out(calls)  # every call, those past changes_per_round too, before any is tried
         proposals = [proposed(proposer, c["function"].get("arguments")) for c in calls[: proposer.changes_per_round]]
         n = len(proposals)
@@ -340,18 +364,25 @@ class MetaLoop:
             "round",
             f"round {self.round}: the improver {proposer.id} proposed {n} {'change' if n == 1 else 'changes'} to itself"
             + ("" if n else f" (no {TOOL_NAME} call)"),
-            improver=proposer.id, proposals=n,
-        )  # fmt: skip
+            improver=proposer.id,
+            proposals=n,
+        )
         for proposal in proposals:
             await self._consider(proposal, proposer)
 
     async def _consider(self, proposal: Proposed, proposer: Settings) -> None:
         change = proposal.improver
         if change is None:
-            self._decide("turned down", f"turned down: a proposal: {proposal.why}", "a proposal", None, reason=proposal.why)
+            self._decide(
+                "turned down", f"turned down: a proposal: {proposal.why}", "a proposal", None, reason=proposal.why
+            )
             return
         label = describe_change(change, proposer)
-        why = "tried already" if change.id in self.tried else ("it is the improver as it is" if change == proposer else "")
+        why = (
+            "tried already"
+            if change.id in self.tried
+            else ("it is the improver as it is" if change == proposer else "")
+        )
         if why:
             self._decide("turned down", f"turned down: {label}: {why}", label, change, reason=why)
             return
@@ -368,15 +399,20 @@ class MetaLoop:
             self._decide(
                 "tried",
                 f"tried {label}: the agent ended at {screen.describe()} on the problems to choose on: {_verdict(said)}",
-                label, change, choose=comparison_json(screen), lost=list(said.lost),
-            )  # fmt: skip
+                label,
+                change,
+                choose=comparison_json(screen),
+                lost=list(said.lost),
+            )
             return
         await self._confirm(change, label, screen, proposer)
 
     async def _confirm(self, change: Settings, label: str, screen: Comparison, proposer: Settings) -> None:
         number = self._spent() + 1
         if number > self.confirmations:
-            raise Stop(f"the held-out problems have spent their {self.confirmations} confirmations: give fresh held-out problems")
+            raise Stop(
+                f"the held-out problems have spent their {self.confirmations} confirmations: give fresh held-out problems"
+            )
         mine = await self._grade_all(change, self.held_out)
         current = await self._current(self.held_out)
         rule = Rule.for_part(SEALED, self.test, self.confirmations, self.runs)
@@ -392,12 +428,19 @@ class MetaLoop:
                 "not confirmed",
                 f"tried {label}: the agent ended at {screen.describe()} on the problems to choose on, but at "
                 f"{held.describe()} on those held out: {_verdict(said)} (confirmation {number} of {self.confirmations} spent)",
-                label, change, choose=comparison_json(screen), held=comparison_json(held), lost=list(said.lost), **counted,
-            )  # fmt: skip
+                label,
+                change,
+                choose=comparison_json(screen),
+                held=comparison_json(held),
+                lost=list(said.lost),
+                **counted,
+            )
             return
         self._keep(change, label, screen, held, number, proposer)
 
-    def _keep(self, change: Settings, label: str, screen: Comparison, held: Comparison, number: int, proposer: Settings) -> None:
+    def _keep(
+        self, change: Settings, label: str, screen: Comparison, held: Comparison, number: int, proposer: Settings
+    ) -> None:
         step = digest({"improver": change.id, "held_out": self.held, "confirmation": number})[:16]
         body = {
             "profile": self.profile,
@@ -414,7 +457,9 @@ class MetaLoop:
             "held": comparison_json(held),
             "confirmation": number,
             "confirmations": self.confirmations,
-            "level": levels.confirmation_level(self.confirmations),  # one-sided; the intervals are two-sided at twice it
+            "level": levels.confirmation_level(
+                self.confirmations
+            ),  # one-sided; the intervals are two-sided at twice it
             "test": self.test,
         }
         claim, pulse = self.publish(KIND, body) if self.publish else (None, None)
@@ -423,14 +468,21 @@ class MetaLoop:
             "kept",
             f"kept {label}: with it the agent ended at {screen.describe()} on the problems to choose on, and at "
             f"{held.describe()} on the problems held out (confirmation {number} of {self.confirmations}), as step {step}",
-            label, change, **body, claim=claim, pulse=pulse, proposed_by=proposer.id, proposed_by_step=parent_step,
-        )  # fmt: skip
+            label,
+            change,
+            **body,
+            claim=claim,
+            pulse=pulse,
+            proposed_by=proposer.id,
+            proposed_by_step=parent_step,
+        )
         if parent_step:
             self._emit(
                 "self-improved",
                 f"the improver step {parent_step} kept went on to propose the change step {step} kept",
-                step=step, proposed_by_step=parent_step,
-            )  # fmt: skip
+                step=step,
+                proposed_by_step=parent_step,
+            )
         if claim:
             self.follows = claim
             self._emit("published", f"published as claim {claim}", claim=claim, pulse=pulse)
@@ -442,8 +494,14 @@ class MetaLoop:
 
     def _not_judged(self, label: str, change: Settings, said: Decision, **data: Any) -> None:
         thin = ", ".join(said.thin[:3]) + (" ..." if len(said.thin) > 3 else "")
-        self._decide("not judged", f"not judged {label}: errored runs left {thin} without a judged run", label, change,
-                     thin=list(said.thin), **data)  # fmt: skip
+        self._decide(
+            "not judged",
+            f"not judged {label}: errored runs left {thin} without a judged run",
+            label,
+            change,
+            thin=list(said.thin),
+            **data,
+        )
 
     def _check_held_out(self, calls: Sequence[dict[str, Any]]) -> None:
         for call in calls:
@@ -476,18 +534,31 @@ class MetaLoop:
         changes, in a scratch folder; then the agent it kept on the HELD tasks."""
         with tempfile.TemporaryDirectory(prefix="agentd-improver-") as scratch:
             routes = Routes(Path(scratch))
-            request = SealRequest(share=LOOP_SHARE, confirmations=LOOP_CONFIRMATIONS, canaries=0, seed=problem.digest[:16])
+            request = SealRequest(
+                share=LOOP_SHARE, confirmations=LOOP_CONFIRMATIONS, canaries=0, seed=problem.digest[:16]
+            )
             try:
                 seal = make_seal(problem.train, routes, request, Separation.of([], [], ExportRecord()))
             except ImproverError as exc:
                 raise Stop(f"problem {problem.name}: its TRAIN tasks cannot be sealed for the loop: {exc}") from None
             loop = Loop(
-                profile=self.profile, current=self.agent_variant, allowed_models=self.allowed_models, seal=seal,
-                agent=self.agent, models=self.models, proposer=self.proposer, settings=improver,
+                profile=self.profile,
+                current=self.agent_variant,
+                allowed_models=self.allowed_models,
+                seal=seal,
+                agent=self.agent,
+                models=self.models,
+                proposer=self.proposer,
+                settings=improver,
                 archive=Archive.load(routes.archive(self.profile, seal.terms.train_digest), seal.terms.train_digest),
-                lineage=Lineage(routes.lineage(self.profile)), runs=self.runs, limits=self.limits,
-                concurrency=self.concurrency, halted=self.halted, rng=self.rng, on_event=self._grading(improver, problem),
-            )  # fmt: skip
+                lineage=Lineage(routes.lineage(self.profile)),
+                runs=self.runs,
+                limits=self.limits,
+                concurrency=self.concurrency,
+                halted=self.halted,
+                rng=self.rng,
+                on_event=self._grading(improver, problem),
+            )
             self._grading_loop = loop
             try:
                 await loop.run(self.loop_rounds)
@@ -498,7 +569,9 @@ class MetaLoop:
                 raise loop.stopped
             kept = loop.current
         if problem.digest not in self._before:
-            self._before[problem.digest] = (await self._trial(self.agent_variant, problem.held.tasks, self.runs)).tallies()
+            self._before[problem.digest] = (
+                await self._trial(self.agent_variant, problem.held.tasks, self.runs)
+            ).tallies()
         result = await self._trial(kept, problem.held.tasks, self.runs)
         return Graded(problem, self._before[problem.digest], result.tallies(), kept, result.wrong())
 
@@ -539,9 +612,15 @@ class MetaLoop:
         self._go()
         try:
             result = await run_trials(
-                variant, tasks, self.agent, self.models, runs=runs, concurrency=self.concurrency, limits=self.limits,
+                variant,
+                tasks,
+                self.agent,
+                self.models,
+                runs=runs,
+                concurrency=self.concurrency,
+                limits=self.limits,
                 halted=self.halted,
-            )  # fmt: skip
+            )
         except Halted as exc:
             raise Stop(str(exc)) from None
         self.used = self.used + result.usage
@@ -552,7 +631,11 @@ class MetaLoop:
     def _spent(self) -> int:
         """The held-out problems' confirmations spent, by this run and every run before."""
         return max(
-            (line.get("confirmation", 0) for _, line in self.lineage.lines() if line.get("held_out_digest") == self.held),
+            (
+                line.get("confirmation", 0)
+                for _, line in self.lineage.lines()
+                if line.get("held_out_digest") == self.held
+            ),
             default=0,
         )
 
@@ -603,4 +686,3 @@ def _pooled(graded: Sequence[Graded], which: str) -> str:
 def _counts(graded: Sequence[Graded], which: str) -> list[int]:
     passed, runs = _pooled(graded, which).split("/")
     return [int(passed), int(runs)]
-

@@ -189,9 +189,14 @@ def _attestation(state: State, entry: Entry) -> None:
     if bond is not None:
         back(state, bond, entry.claim_id, entry.author, adjudicator)
     state.ns("attestations")[entry.claim_id] = {
-        "release": rid, "author": entry.author, "pulse": entry.pulse, "holds": body["holds"], "expires": expires,
-        "bond": bond, "adjudicator": adjudicator,
-    }  # fmt: skip
+        "release": rid,
+        "author": entry.author,
+        "pulse": entry.pulse,
+        "holds": body["holds"],
+        "expires": expires,
+        "bond": bond,
+        "adjudicator": adjudicator,
+    }
 
 
 def release_claim_of(state: State, release: str) -> dict[str, Any] | None:
@@ -206,8 +211,23 @@ def attestation_of(state: State, claim: str) -> dict[str, Any] | None:
     return dict(found) if found else None
 
 
-IMPROVER_FIELDS = ("profile", "step", "change", "before", "after", "improver", "problems", "held_out", "held_out_digest",
-                   "choose", "held", "confirmation", "confirmations", "level", "test")  # fmt: skip
+IMPROVER_FIELDS = (
+    "profile",
+    "step",
+    "change",
+    "before",
+    "after",
+    "improver",
+    "problems",
+    "held_out",
+    "held_out_digest",
+    "choose",
+    "held",
+    "confirmation",
+    "confirmations",
+    "level",
+    "test",
+)
 
 
 def _improver(state: State, entry: Entry) -> None:
@@ -224,17 +244,29 @@ def _improver(state: State, entry: Entry) -> None:
         raise RuleViolation(f"before and after must be improvers (instructions and settings): {exc}") from None
     _require(body["improver"] == after.id and after != before, "improver must be the id of after, a change from before")
     for name in ("problems", "held_out"):
-        _require(isinstance(body[name], list) and body[name] and all(isinstance(d, str) and HEX64.fullmatch(d) for d in body[name]),
-                 f"{name} must list the problems' digests")  # fmt: skip
+        _require(
+            isinstance(body[name], list)
+            and body[name]
+            and all(isinstance(d, str) and HEX64.fullmatch(d) for d in body[name]),
+            f"{name} must list the problems' digests",
+        )
     _require(not set(body["problems"]) & set(body["held_out"]), "a held-out problem cannot be a problem to choose on")
-    _require(body["held_out_digest"] == digest(sorted(body["held_out"])), "held_out_digest must be the digest of held_out")
+    _require(
+        body["held_out_digest"] == digest(sorted(body["held_out"])), "held_out_digest must be the digest of held_out"
+    )
     k, n = body["confirmations"], body["confirmation"]
     _require(_count(k) and k >= 1 and _count(n) and 1 <= n <= k, "confirmation must be a count from 1 to confirmations")
     level = body["level"]
-    _require(isinstance(level, (int, float)) and not isinstance(level, bool) and math.isclose(level, levels.confirmation_level(k)),
-             f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations")  # fmt: skip
-    _require(body["step"] == digest({"improver": after.id, "held_out": body["held_out_digest"], "confirmation": n})[:16],
-             "step must be the id of the improver, its held-out problems and the confirmation")  # fmt: skip
+    _require(
+        isinstance(level, (int, float))
+        and not isinstance(level, bool)
+        and math.isclose(level, levels.confirmation_level(k)),
+        f"level must be 0.05/{k}, the Bonferroni level for {k} confirmations",
+    )
+    _require(
+        body["step"] == digest({"improver": after.id, "held_out": body["held_out_digest"], "confirmation": n})[:16],
+        "step must be the id of the improver, its held-out problems and the confirmation",
+    )
     _require(body["test"] in levels.TESTS, f"test must be one of {', '.join(levels.TESTS)}")
     for part in ("choose", "held"):
         _require(isinstance(body[part], dict), f"{part} must hold the comparison")
@@ -245,7 +277,10 @@ def _improver(state: State, entry: Entry) -> None:
     _require(n > before_n, f"confirmation {n} of those held-out problems was already claimed")
     improvers: dict[str, Any] = state.ns("improvers")
     follows = body.get("follows")
-    _require(follows is None or (isinstance(follows, str) and follows in improvers), "follows must name an earlier improver claim, or be null")
+    _require(
+        follows is None or (isinstance(follows, str) and follows in improvers),
+        "follows must name an earlier improver claim, or be null",
+    )
     spent[key] = [n, k]
     improvers[entry.claim_id] = {"pulse": entry.pulse, "profile": body["profile"]}
 

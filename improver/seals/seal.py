@@ -31,10 +31,10 @@ import hashlib
 import json
 import secrets
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from improver.base.clock import utc_now
 from improver.base.digests import digest
@@ -102,7 +102,11 @@ class SealState:
 
     @classmethod
     def from_json(cls, data: Any) -> SealState:
-        if not isinstance(data, dict) or not isinstance(data.get("spent"), int) or not isinstance(data.get("asked"), bool):
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("spent"), int)
+            or not isinstance(data.get("asked"), bool)
+        ):
             raise ValueError("its state must hold 'spent' (a count) and 'asked' (true or false)")
         holdout = Holdout.from_json(data["holdout"]) if data.get("holdout") is not None else None
         return cls(data["spent"], data["asked"], holdout, data.get("claim"), data.get("pulse"))
@@ -165,7 +169,9 @@ class Seal:
                     f"seal {self.id} has spent its {self.terms.confirmations} confirmations: seal fresh tasks"
                 )
             number = state.spent + 1
-            return replace(state, spent=number, asked=True), Confirmation(number, self.terms.confirmations, self.terms.level)
+            return replace(state, spent=number, asked=True), Confirmation(
+                number, self.terms.confirmations, self.terms.level
+            )
 
         return self._update(spend)
 
@@ -195,7 +201,7 @@ class Seal:
 
     def _update(self, change: Callable[[SealState], tuple[SealState, Any]]) -> Any:
         with holding(self.path):
-            data, terms, state = _read(self.path)
+            data, _terms, state = _read(self.path)
             new, result = change(state)
             data["state"] = new.to_json()
             write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -233,7 +239,9 @@ def _read(path: Path) -> tuple[dict[str, Any], Terms, SealState]:
     except FileNotFoundError:
         raise ImproverError(f"no seal file at {path}") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ImproverError) as exc:
-        raise ImproverError(f"{path}: the seal file is damaged ({exc}); nothing was spent. Restore it, or seal fresh tasks") from None
+        raise ImproverError(
+            f"{path}: the seal file is damaged ({exc}); nothing was spent. Restore it, or seal fresh tasks"
+        ) from None
 
 
 def seals_of(routes: Routes, profile: str) -> list[Path]:
@@ -245,7 +253,9 @@ def seals_of(routes: Routes, profile: str) -> list[Path]:
 def current_seal(routes: Routes, profile: str) -> Seal:
     paths = seals_of(routes, profile)
     if not paths:
-        raise ImproverError(f"profile {profile} has no seal: seal its tasks first (agentd improve seal {profile} --tasks FILE)")
+        raise ImproverError(
+            f"profile {profile} has no seal: seal its tasks first (agentd improve seal {profile} --tasks FILE)"
+        )
     return open_seal(paths[-1])
 
 
@@ -284,14 +294,18 @@ def split(
             if key not in sealed:
                 sealed.add(key)
                 taken += sizes[key]
-    return [t for t in taskset.tasks if t.content_key not in sealed], [t for t in taskset.tasks if t.content_key in sealed]
+    return [t for t in taskset.tasks if t.content_key not in sealed], [
+        t for t in taskset.tasks if t.content_key in sealed
+    ]
 
 
 class ShownTasks(ImproverError):
     """Too few tasks of the set were never shown to a proposer for the share asked."""
 
 
-def _too_few(taskset: TaskSet, share: int, outcome: str, size: int, wanted: int, fresh: int, shown: Mapping[str, str]) -> str:
+def _too_few(
+    taskset: TaskSet, share: int, outcome: str, size: int, wanted: int, fresh: int, shown: Mapping[str, str]
+) -> str:
     kept = [t for t in taskset.tasks if t.content_key in shown]
     # One of this outcome's: those are the ones that left it short.
     named = next(t for t in kept if str(t.source.get("outcome")) == outcome)
@@ -376,7 +390,12 @@ def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, separation
     path = routes.sealed(taskset.profile, terms.id)
     seal = Seal(path, terms, sealed_set)
     train.save(seal.train_path)
-    body = {"format": FORMAT, "terms": terms.to_json(), "tasks": sealed_set.to_json(), "state": SealState(holdout=holdout).to_json()}
+    body = {
+        "format": FORMAT,
+        "terms": terms.to_json(),
+        "tasks": sealed_set.to_json(),
+        "state": SealState(holdout=holdout).to_json(),
+    }
     write_atomic(path, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
     return seal
 

@@ -29,7 +29,11 @@ chance on tasks you are never shown. Do not repeat a change already tried. Keep 
 you write short."""
 # What an improver may change of itself besides its instructions (max_lessons is the
 # operator's limit on the agent, not the improver's to move), as operator lines name them.
-TUNABLE = {"changes_per_round": "changes a round", "failed_shown": "failed tasks shown", "show_history": "sees what was tried before"}
+TUNABLE = {
+    "changes_per_round": "changes a round",
+    "failed_shown": "failed tasks shown",
+    "show_history": "sees what was tried before",
+}
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,11 @@ def describe_change(after: Settings, before: Settings, width: int = 100) -> str:
     `its instructions, rewritten as "..."`, `changes a round 3 -> 1`, or several of these."""
     parts = []
     if after.instructions != before.instructions:
-        added = after.instructions.removeprefix(before.instructions) if after.instructions.startswith(before.instructions) else ""
+        added = (
+            after.instructions.removeprefix(before.instructions)
+            if after.instructions.startswith(before.instructions)
+            else ""
+        )
         text, how = (added, "adding") if added.strip() else (after.instructions, "rewritten as")
         text = " ".join(text.split())
         parts.append(f'its instructions, {how} "{text if len(text) <= width else text[: width - 1] + "…"}"')

@@ -77,7 +77,9 @@ def describe(check: dict[str, Any]) -> str:
         return "the run stops to ask a person"
     if kind == "makes":
         times = check.get("times", 1)
-        return f"it calls {check['tool']} with {arguments_text(check['arguments'])}" + (f" {times} times" if times > 1 else "")
+        return f"it calls {check['tool']} with {arguments_text(check['arguments'])}" + (
+            f" {times} times" if times > 1 else ""
+        )
     if kind == "calls":
         return f"it calls {check['tool']} (with any input)"
     if kind == "no_other_changes":
@@ -91,7 +93,7 @@ def describe(check: dict[str, Any]) -> str:
 
 def score(checks: list[dict[str, Any]], tools: list[dict[str, Any]], run: Run) -> Score:
     held = [holds(c, checks, tools, run) for c in checks]
-    failures = [describe(c) for c, ok in zip(checks, held) if not ok]
+    failures = [describe(c) for c, ok in zip(checks, held, strict=False) if not ok]
     reward = sum(held) / len(checks) if checks else 0.0
     return Score(reward=reward, passed=bool(checks) and all(held), failures=failures)
 

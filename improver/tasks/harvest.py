@@ -83,7 +83,12 @@ def pass_over_reason(session: Session, simulate: bool = False) -> str | None:
 
 
 def harvest(
-    sessions: list[Session], profile: str, operator: str, stem: str, rubric: Rubric | None = None, simulate: str | None = None
+    sessions: list[Session],
+    profile: str,
+    operator: str,
+    stem: str,
+    rubric: Rubric | None = None,
+    simulate: str | None = None,
 ) -> Harvest:
     """Sessions in the order they started; returns the tasks (each with the profile's
     `rubric`, when it declares one) and what was passed over. With `simulate` (a model

@@ -16,8 +16,9 @@ Passed still means every check held. Without a rubric the reward is the plain sh
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.tasks.checks import KINDS, Score, describe, holds, score
@@ -64,7 +65,9 @@ def parse_rubric(data: Any, tools: Sequence[str] | None = None) -> Rubric:
     if not isinstance(weights, dict):
         raise ImproverError('the rubric\'s weights must be a table of checks and numbers, e.g. {"makes:pay" = 3}')
     if not gates and not weights:
-        raise ImproverError("the rubric declares neither gates nor weights; leave it out for the plain share of checks held")
+        raise ImproverError(
+            "the rubric declares neither gates nor weights; leave it out for the plain share of checks held"
+        )
     for selector in [*gates, *weights]:
         _check_selector(selector, tools)
     for selector, weight in weights.items():
@@ -78,12 +81,16 @@ def parse_rubric(data: Any, tools: Sequence[str] | None = None) -> Rubric:
 def _check_selector(selector: str, tools: Sequence[str] | None) -> None:
     kind, colon, tool = selector.partition(":")
     if kind not in KINDS:
-        raise ImproverError(f"the rubric names {selector!r}, which is no check: the checks are {', '.join(KINDS)} (as KIND or KIND:TOOL)")
+        raise ImproverError(
+            f"the rubric names {selector!r}, which is no check: the checks are {', '.join(KINDS)} (as KIND or KIND:TOOL)"
+        )
     if colon and kind not in TOOL_KINDS:
         raise ImproverError(f"the rubric names {selector!r}, but {kind} checks name no tool: write {kind!r}")
     if colon and (not tool or (tools is not None and tool not in tools)):
         known = ", ".join(tools or ())
-        raise ImproverError(f"the rubric names {selector!r}, but there is no tool {tool!r} (the tools: {known or 'none'})")
+        raise ImproverError(
+            f"the rubric names {selector!r}, but there is no tool {tool!r} (the tools: {known or 'none'})"
+        )
 
 
 def score_run(checks: list[dict[str, Any]], tools: list[dict[str, Any]], run: Run, rubric: Rubric | None) -> Score:
@@ -91,11 +98,15 @@ def score_run(checks: list[dict[str, Any]], tools: list[dict[str, Any]], run: Ru
     if rubric is None:
         return score(checks, tools, run)
     held = [holds(c, checks, tools, run) for c in checks]
-    failures = [describe(c) + (" (a gate: the reward is 0)" if rubric.gated(c) else "") for c, ok in zip(checks, held) if not ok]
+    failures = [
+        describe(c) + (" (a gate: the reward is 0)" if rubric.gated(c) else "")
+        for c, ok in zip(checks, held, strict=False)
+        if not ok
+    ]
     passed = bool(checks) and all(held)
-    if any(not ok for c, ok in zip(checks, held) if rubric.gated(c)):
+    if any(not ok for c, ok in zip(checks, held, strict=False) if rubric.gated(c)):
         return Score(0.0, passed, failures)
     weights = [rubric.weight(c) for c in checks]
     total = sum(weights)
-    reward = sum(w for w, ok in zip(weights, held) if ok) / total if total > 0 else 0.0
+    reward = sum(w for w, ok in zip(weights, held, strict=False) if ok) / total if total > 0 else 0.0
     return Score(reward, passed, failures)

@@ -80,5 +80,3 @@ class Run:
 def arguments_text(arguments: dict[str, Any]) -> str:
     """Arguments as one short canonical line, for the checks' descriptions."""
     return canonical(arguments).decode()
-
-

@@ -25,8 +25,9 @@ exactly what the person said, in order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import ASK_PERSON_TOOL, Completion, TokenUsage
@@ -48,7 +49,7 @@ class SimulatedUser:
     @classmethod
     def from_json(cls, data: Any, where: str) -> SimulatedUser:
         if not isinstance(data, dict) or not isinstance(data.get("model"), str) or not data["model"].strip():
-            raise ImproverError(f"{where}: field 'user' must be {{\"model\": \"provider:model\", \"said\": [text, ...]}}")
+            raise ImproverError(f'{where}: field \'user\' must be {{"model": "provider:model", "said": [text, ...]}}')
         said = data.get("said")
         if not isinstance(said, list) or not said or not all(isinstance(s, str) for s in said):
             raise ImproverError(f"{where}: field 'user': 'said' must be a non-empty list of texts")
@@ -109,7 +110,9 @@ class RecordedPerson:
     def __init__(self, user: SimulatedUser) -> None:
         self.user = user
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         replied = sum(1 for m in messages if m["role"] == "assistant")
         text = self.user.said[replied] if replied < len(self.user.said) else NOTHING_MORE
         return Completion({"role": "assistant", "content": text}, TokenUsage(), RECORDED)

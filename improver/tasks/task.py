@@ -183,7 +183,11 @@ def tool_schema(info: dict[str, Any]) -> dict[str, Any]:
     """A tool as a model is shown it (OpenAI function format), from a task's tool info."""
     return {
         "type": "function",
-        "function": {"name": info["name"], "description": info.get("description", ""), "parameters": info["parameters"]},
+        "function": {
+            "name": info["name"],
+            "description": info.get("description", ""),
+            "parameters": info["parameters"],
+        },
     }
 
 
@@ -204,7 +208,9 @@ def parse_set(data: Any, where: str) -> TaskSet:
     for name, kind in SET_FIELDS.items():
         _field(data, name, kind, where)
     tasks = tuple(parse_task(t, where, i + 1, data["profile"]) for i, t in enumerate(data["tasks"]))
-    excluded = tuple(_exclusion(e, f"{where}: excluded #{i + 1}", data["profile"]) for i, e in enumerate(data["excluded"]))
+    excluded = tuple(
+        _exclusion(e, f"{where}: excluded #{i + 1}", data["profile"]) for i, e in enumerate(data["excluded"])
+    )
     names = [t.name for t in tasks]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -282,7 +288,7 @@ def build_task(data: Any, where: str, index: int = 1, profile: str | None = None
 
 def _exclusion(data: Any, where: str, profile: str) -> Exclusion:
     if not isinstance(data, dict):
-        raise ImproverError(f"{where}: an exclusion must be {{\"task\": ..., \"reason\": ...}}")
+        raise ImproverError(f'{where}: an exclusion must be {{"task": ..., "reason": ...}}')
     _field(data, "task", dict, where)
     _field(data, "reason", str, where)
     return Exclusion(parse_task(data["task"], where, 1, profile), data["reason"])

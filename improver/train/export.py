@@ -24,9 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.files import write_atomic
@@ -129,7 +130,9 @@ def check_out_dir(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ImproverError(f"{out} is a file; export writes a directory: name another path")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise ImproverError(f"{out} is not empty: export into a new or empty directory, or pass --force to overwrite its files")
+        raise ImproverError(
+            f"{out} is not empty: export into a new or empty directory, or pass --force to overwrite its files"
+        )
 
 
 def export(
@@ -207,7 +210,9 @@ def read_exported(path: Path) -> ExportRecord:
             frozenset(map(str, data.get("contents", []))),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ImproverError(f"{path}: not a record of exports ({exc}); restore it from a backup, never delete it") from None
+        raise ImproverError(
+            f"{path}: not a record of exports ({exc}); restore it from a backup, never delete it"
+        ) from None
 
 
 def record_exported(path: Path, sessions: list[str], tasks: Sequence[Task]) -> ExportRecord:

@@ -15,9 +15,10 @@ by comparison.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean, pstdev
-from typing import Any, Sequence
+from typing import Any
 
 from improver.decide.archive import Archive
 from improver.tasks.task import Task
@@ -56,7 +57,12 @@ def _group(archive: Archive, task: Task) -> dict[str, Any] | None:
         if tally is None:
             continue
         vid = archived.variant.id
-        variants[vid] = {"number": archived.number, "label": archived.label, "lessons": archived.variant.lessons, "models": list(archived.variant.models)}
+        variants[vid] = {
+            "number": archived.number,
+            "label": archived.label,
+            "lessons": archived.variant.lessons,
+            "models": list(archived.variant.models),
+        }
         runs += [(vid, 1.0)] * tally.passed + [(vid, 0.0)] * (tally.runs - tally.passed)
     if not runs:
         return None
@@ -65,7 +71,9 @@ def _group(archive: Archive, task: Task) -> dict[str, Any] | None:
     return {
         "task": task.name,
         "digest": task.digest,
-        "runs": [{"variant": vid, "reward": r, "advantage": (r - mean) / spread if spread > 0 else 0.0} for vid, r in runs],
+        "runs": [
+            {"variant": vid, "reward": r, "advantage": (r - mean) / spread if spread > 0 else 0.0} for vid, r in runs
+        ],
         "mean": mean,
         "std": spread,
         "signal": spread > 0,

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from improver.base.clock import utc_now
 from improver.base.errors import ImproverError
@@ -95,7 +96,9 @@ async def judge_one(model: Model, spec: str, transcript: Transcript, rubric: str
     return Proposal(transcript.id, mark, reason, spec, utc_now())
 
 
-async def judge(model: Model, spec: str, transcripts: Sequence[Transcript], rubric: str = "", concurrency: int = CONCURRENCY) -> Judged:
+async def judge(
+    model: Model, spec: str, transcripts: Sequence[Transcript], rubric: str = "", concurrency: int = CONCURRENCY
+) -> Judged:
     """Proposes a mark for each session; a judge that fails on one proposes nothing for it."""
     gate = asyncio.Semaphore(concurrency)
     judged = Judged()

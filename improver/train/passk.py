@@ -14,9 +14,10 @@ reward among its judged runs; the figure is its mean over the tasks with one.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import EpisodeLimits
@@ -38,7 +39,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def parse_ks(text: str, runs: int) -> tuple[int, ...]:
-    """"1,5,10" as the ks to report, each between 1 and `runs`; ImproverError saying what
+    """ "1,5,10" as the ks to report, each between 1 and `runs`; ImproverError saying what
     is wrong."""
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
@@ -152,7 +153,15 @@ async def run_eval(
     if not ks or min(ks) < 1 or max(ks) > runs:
         raise ImproverError(f"each k must be between 1 and the runs per task ({runs})")
     result = await run_trials(
-        variant, tasks, candidate, models, runs=runs, concurrency=concurrency, limits=limits, retries=retries, on_result=on_result
+        variant,
+        tasks,
+        candidate,
+        models,
+        runs=runs,
+        concurrency=concurrency,
+        limits=limits,
+        retries=retries,
+        on_result=on_result,
     )
     return evaluate(result, ks)
 

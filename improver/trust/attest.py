@@ -17,9 +17,10 @@ adjudicator reruns it through the same function.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.locks import holding
@@ -45,9 +46,13 @@ def recipe_for(release_body: dict[str, Any], tasks_digest: str, runs: int) -> di
     `release_body` is the agent.release/v1 claim's body (or the release record in it)."""
     record = release_body.get("release") if isinstance(release_body.get("release"), dict) else release_body
     return {
-        "release": record["release"], "commit": record["commit"], "patch": record["patch"], "tasks": tasks_digest,
-        "commands": dict(record["commands"]), "runs": runs,
-    }  # fmt: skip
+        "release": record["release"],
+        "commit": record["commit"],
+        "patch": record["patch"],
+        "tasks": tasks_digest,
+        "commands": dict(record["commands"]),
+        "runs": runs,
+    }
 
 
 def load_sealed(path: Path) -> TaskSet:
@@ -99,14 +104,25 @@ class Finding:
         """The agent.release-attestation/v1 body."""
         r = self.release
         return {
-            "release": r.id, "release_claim": r.claim, "commit": r.commit, "patch": r.patch, "holds": self.holds,
-            "why": self.why, "tasks": self.tasks, "runs": self.runs,
+            "release": r.id,
+            "release_claim": r.claim,
+            "commit": r.commit,
+            "patch": r.patch,
+            "holds": self.holds,
+            "why": self.why,
+            "tasks": self.tasks,
+            "runs": self.runs,
             "before": {"passed": self.before[0], "runs": self.before[1]},
             "after": {"passed": self.after[0], "runs": self.after[1]},
-            "interval": list(self.interval) if self.interval else None, "level": r.level,
+            "interval": list(self.interval) if self.interval else None,
+            "level": r.level,
             "rebuilt": {"built": self.built, "tested": self.tested, "commands": r.commands.to_json()},
-            "sandbox": self.sandbox, "runner": runner, "expires": expires, "bond": bond, "adjudicator": adjudicator,
-        }  # fmt: skip
+            "sandbox": self.sandbox,
+            "runner": runner,
+            "expires": expires,
+            "bond": bond,
+            "adjudicator": adjudicator,
+        }
 
 
 def check_handed(release: Release, patch: bytes, tasks: TaskSet) -> None:
@@ -169,9 +185,16 @@ async def _rebuilt(
     async def trial(variant: Variant, tree: Path, batch: Sequence[Task], n: int) -> TrialResult:
         what = "the code as it stood" if variant == before else "the release"
         return await run_trials(
-            variant, batch, workshop.candidate(tree), setup.models, runs=n, concurrency=setup.concurrency,
-            limits=setup.limits, on_result=_counter(setup.progress, what, len(batch) * n), halted=setup.halted,
-        )  # fmt: skip
+            variant,
+            batch,
+            workshop.candidate(tree),
+            setup.models,
+            runs=n,
+            concurrency=setup.concurrency,
+            limits=setup.limits,
+            on_result=_counter(setup.progress, what, len(batch) * n),
+            halted=setup.halted,
+        )
 
     stood_result = await trial(before, stood, tasks.tasks, runs)
     patched_result = await trial(after, patched, tasks.tasks, runs)
@@ -223,9 +246,18 @@ class _Found:
 
     def _finding(self, holds: bool, why: str) -> Finding:
         return Finding(
-            self.release, self.tasks, self.runs, holds, why, self.before, self.after, self.interval, self.built,
-            self.tested, self.sandbox,
-        )  # fmt: skip
+            self.release,
+            self.tasks,
+            self.runs,
+            holds,
+            why,
+            self.before,
+            self.after,
+            self.interval,
+            self.built,
+            self.tested,
+            self.sandbox,
+        )
 
 
 def _leak(result: TrialResult, canaries: list[Task]) -> str | None:

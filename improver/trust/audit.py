@@ -34,7 +34,9 @@ class Report:
     verified: bool = True  # False when the ledger itself did not verify, and nothing was held to it
 
 
-def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal], routes: Routes | None = None) -> Report:
+def check(
+    lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal], routes: Routes | None = None
+) -> Report:
     """Holds every kept change to its claim, and every claim to its seal, on a ledger that
     verifies (signatures, rules, tree): a claim rewritten in the store is caught there.
     A release is held to its patch and record in `routes` too (the lineage's folder
@@ -66,7 +68,11 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
         else:
             seal_entry = used[line["seal_claim"]]
             code = line["after"].get("code")
-            what = f"release {release_id(code['commit'], code['patch'])}, its patch as published," if code else f"step {line['step']}:"
+            what = (
+                f"release {release_id(code['commit'], code['patch'])}, its patch as published,"
+                if code
+                else f"step {line['step']}:"
+            )
             report.lines.append(
                 f"{what} on the ledger as claim {line['claim'][:16]} (Pulse {line['pulse']}), "
                 f"confirmed on tasks sealed at Pulse {seal_entry.pulse}"
@@ -74,7 +80,9 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
     for kind in KINDS:
         for entry in ledger.entries(kind=kind):
             if entry.body.get("profile") == profile and entry.claim_id not in claimed:
-                report.problems.append(f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps a change of {profile} that {lineage.path} does not hold")
+                report.problems.append(
+                    f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps a change of {profile} that {lineage.path} does not hold"
+                )
     for claim, entry in used.items():
         seal = seals.get(entry.body["seal"])
         if seal is None:
@@ -88,7 +96,9 @@ def check(lineage: Lineage, profile: str, ledger: Ledger, seals: dict[str, Seal]
     return report
 
 
-def _check_kept(line: dict[str, Any], ledger: Ledger, seals: dict[str, Seal], used: dict[str, Entry], routes: Routes) -> str | None:
+def _check_kept(
+    line: dict[str, Any], ledger: Ledger, seals: dict[str, Seal], used: dict[str, Entry], routes: Routes
+) -> str | None:
     try:
         entry = ledger.find(line["claim"])
     except LedgerError:
@@ -132,9 +142,23 @@ def _check_seal_files(seal: Seal | None, published: Entry) -> str | None:
 
 # The fields of a kept improver's line that its claim must hold, exactly.
 IMPROVER_CLAIMED = (
-    "profile", "step", "follows", "change", "before", "after", "improver", "problems", "held_out", "held_out_digest",
-    "choose", "held", "confirmation", "confirmations", "level", "test",
-)  # fmt: skip
+    "profile",
+    "step",
+    "follows",
+    "change",
+    "before",
+    "after",
+    "improver",
+    "problems",
+    "held_out",
+    "held_out_digest",
+    "choose",
+    "held",
+    "confirmation",
+    "confirmations",
+    "level",
+    "test",
+)
 
 
 def check_improvers(lineage: Lineage, profile: str, ledger: Ledger) -> Report:
@@ -150,7 +174,9 @@ def check_improvers(lineage: Lineage, profile: str, ledger: Ledger) -> Report:
     for number, line in kept:
         claim = line.get("claim")
         if not isinstance(claim, str):
-            report.lines.append(f"improver {line.get('improver')}, kept as step {line.get('step')}: kept without a wallet, so not on the ledger")
+            report.lines.append(
+                f"improver {line.get('improver')}, kept as step {line.get('step')}: kept without a wallet, so not on the ledger"
+            )
             continue
         claimed.add(claim)
         problem = _check_improver(line, ledger)
@@ -164,7 +190,9 @@ def check_improvers(lineage: Lineage, profile: str, ledger: Ledger) -> Report:
             )
     for entry in ledger.entries(kind=IMPROVER_KIND):
         if entry.body.get("profile") == profile and entry.claim_id not in claimed:
-            report.problems.append(f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps an improver of {profile} that {lineage.path} does not hold")
+            report.problems.append(
+                f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps an improver of {profile} that {lineage.path} does not hold"
+            )
     return report
 
 

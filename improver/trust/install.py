@@ -154,9 +154,10 @@ def check_commit(checkout: Path, release: Release) -> Check:
         return Check(COMMIT, False, str(exc))
     if head != release.commit:
         return Check(
-            COMMIT, False,
+            COMMIT,
+            False,
             f"{checkout} stands at {head[:SHORT]}, not at {release.commit[:SHORT]}, release {release.id}'s commit",
-        )  # fmt: skip
+        )
     return Check(COMMIT, True, f"{checkout} stands at {head[:SHORT]}, release {release.id}'s commit")
 
 
@@ -216,7 +217,9 @@ def _not_bonded(state: State, found: dict[str, Any], trust: Trust) -> list[str]:
     if not bond.stands:
         reasons.append(f"bond {bond.id[:SHORT]} was {bond.status} at Pulse {bond.ended} and stands behind nothing")
     if bond.cents < trust.least_bond:
-        reasons.append(f"bond {bond.id[:SHORT]} holds {_usd(bond.cents)}, less than the {_usd(trust.least_bond)} you ask for")
+        reasons.append(
+            f"bond {bond.id[:SHORT]} holds {_usd(bond.cents)}, less than the {_usd(trust.least_bond)} you ask for"
+        )
     return reasons
 
 
@@ -234,10 +237,11 @@ def check_attestations(weighed: tuple[Weighed, ...], trust: Trust) -> Check:
     if missing:
         return Check(ATTESTATIONS, False, f"no attestation that counts by verifier {', '.join(missing)}")
     return Check(
-        ATTESTATIONS, True,
+        ATTESTATIONS,
+        True,
         "each verifier you named vouches: "
         + ", ".join(f"{trust.wallet(v)} by claim {str(c)[:SHORT]}" for v, c in vouching.items()),
-    )  # fmt: skip
+    )
 
 
 def installed(routes: Routes, profile: str, release: str) -> dict[str, Any] | None:
@@ -267,10 +271,16 @@ def install_release(
     with _modes_kept(checkout, paths):
         apply_to(checkout, patch)
     record = {
-        "release": rid, "profile": profile, "checkout": str(checkout.resolve()), "commit": done.release.commit,
-        "patch": patch_digest(patch), "attestations": [w.claim for w in done.attestations if w.counts], "at": now,
-        "files": _digests(checkout, paths), "patch_text": patch.decode(),
-    }  # fmt: skip
+        "release": rid,
+        "profile": profile,
+        "checkout": str(checkout.resolve()),
+        "commit": done.release.commit,
+        "patch": patch_digest(patch),
+        "attestations": [w.claim for w in done.attestations if w.counts],
+        "at": now,
+        "files": _digests(checkout, paths),
+        "patch_text": patch.decode(),
+    }
     try:
         write_atomic(routes.install_record(profile, rid), json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     except BaseException:

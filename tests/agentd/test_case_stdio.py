@@ -11,7 +11,9 @@ from improver.base.protocol import Case, decode_line, encode_line
 def start() -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "agentd", "case", "--stdio"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -31,7 +33,11 @@ def test_a_case_runs_over_stdio_to_done() -> None:
     kind, request = receive(proc)
     assert kind == "model" and request["messages"][1] == {"role": "user", "content": "Pay invoice 21"}
     call = {"id": "c1", "type": "function", "function": {"name": "pay", "arguments": '{"to":"acme"}'}}
-    send(proc, "completion", {"message": {"role": "assistant", "content": None, "tool_calls": [call]}, "usage": {"in": 3, "out": 2}})
+    send(
+        proc,
+        "completion",
+        {"message": {"role": "assistant", "content": None, "tool_calls": [call]}, "usage": {"in": 3, "out": 2}},
+    )
     kind, tool = receive(proc)
     assert (kind, tool) == ("tool", {"id": "c1", "name": "pay", "arguments": '{"to":"acme"}'})
     send(proc, "result", {"content": "ok"})
@@ -47,7 +53,11 @@ def test_a_persons_reply_to_the_answer_carries_the_conversation_on() -> None:
     proc = start()
     send(proc, "case", Case(name="c", task="Pay the Acme invoice", tools=[], operator="Pay.").to_json())
     receive(proc)
-    send(proc, "completion", {"message": {"role": "assistant", "content": "Which invoice?"}, "usage": {"in": 3, "out": 2}})
+    send(
+        proc,
+        "completion",
+        {"message": {"role": "assistant", "content": "Which invoice?"}, "usage": {"in": 3, "out": 2}},
+    )
     assert receive(proc) == ("done", {"answer": "Which invoice?"})
     send(proc, "user", {"content": "Invoice 21."})
     kind, request = receive(proc)
@@ -73,5 +83,5 @@ def test_a_provider_error_ends_the_candidate_without_a_claim() -> None:
 
 def test_a_garbage_first_line_is_refused_without_a_traceback() -> None:
     proc = start()
-    out, err = proc.communicate(b"hello\n", timeout=30)
+    _out, err = proc.communicate(b"hello\n", timeout=30)
     assert proc.returncode == 2 and b"Traceback" not in err and b"not a JSON line" in err

@@ -56,7 +56,7 @@ def test_agentd_keeps_a_release_of_its_own_runtime(home: Home, tmp_path: Path) -
     kinds = {e.kind: e for e in events}
     assert "kept" in kinds and "(agentd/runtime.py +1 -1)" in kinds["kept"].text, [e.text for e in events]
     patch = Path(kinds["release"].data["patch"]).read_text()
-    assert "+    operator = operator.strip() + \"\\n\\nNever pay a payee" in patch
+    assert '+    operator = operator.strip() + "\\n\\nNever pay a payee' in patch
     assert (source / "agentd" / "runtime.py").read_text() == (REPOSITORY / "agentd" / "runtime.py").read_text()
     report = check_lineage(home, PROFILE)
     assert not report.problems and any(line.startswith("release ") for line in report.lines)

@@ -59,5 +59,7 @@ def test_with_the_lesson_it_asks_a_person_and_pays_no_one(example: Home) -> None
 def test_an_invalid_pattern_names_the_file_and_rule(tmp_path: Path, home: Home) -> None:
     rules = tmp_path / "bad.toml"
     rules.write_text('[[rule]]\nname = "x"\nlast_matches = "(unclosed"\ntext = "hi"\n')
-    with pytest.raises(AgentdError, match=r"bad.toml:1: rule 1 \('x'\): last_matches is not a valid regular expression"):
+    with pytest.raises(
+        AgentdError, match=r"bad.toml:1: rule 1 \('x'\): last_matches is not a valid regular expression"
+    ):
         make_model(f"script:{rules}", home)

@@ -35,7 +35,9 @@ WALL = EpisodeLimits(wall_seconds=2.5 * SLOW)
 def test_the_runtime_in_process_and_over_stdio_passes_a_task_it_does_right() -> None:
     for candidate in (run_case, STDIO):
         model = ScriptedModel(pays_right())
-        result = asyncio.run(run_task(paid_task(), Variant(OPERATOR, "", ("script:test",)), candidate, lambda spec: model))
+        result = asyncio.run(
+            run_task(paid_task(), Variant(OPERATOR, "", ("script:test",)), candidate, lambda spec, model=model: model)
+        )
         assert (result.outcome, result.reward, result.run.answer) == ("passed", 1.0, "Paid.")
         assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"] and result.usage.total > 0
 
@@ -47,7 +49,7 @@ def test_a_loopback_server_that_always_500s_makes_the_run_errored(home: Home, mo
         server.answer_with(lambda request: server.error(500, "down"))
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         variant = Variant(OPERATOR, "", ("openai:m",))
-        factory = lambda spec: make_model(spec, home)  # noqa: E731
+        factory = lambda spec: make_model(spec, home)
         for candidate in (run_case, STDIO):
             before = len(server.requests)
             result = asyncio.run(run_task(paid_task(), variant, candidate, factory, EpisodeLimits(), retries=1))
@@ -55,16 +57,22 @@ def test_a_loopback_server_that_always_500s_makes_the_run_errored(home: Home, mo
             assert len(server.requests) - before == 4  # 2 tries of the run x 2 attempts per call
 
 
-def loopback_run(home: Home, monkeypatch: pytest.MonkeyPatch, server: ModelServer, candidate, limits: EpisodeLimits) -> RunResult:
+def loopback_run(
+    home: Home, monkeypatch: pytest.MonkeyPatch, server: ModelServer, candidate, limits: EpisodeLimits
+) -> RunResult:
     """`candidate` on the paid task, on openai:m served by `server`."""
     home.root.mkdir(parents=True, exist_ok=True)
     home.config_path.write_text("[providers]\nattempts = 1\ntimeout = 30\n")
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     variant = Variant(OPERATOR, "", ("openai:m",))
-    return asyncio.run(run_task(paid_task(), variant, candidate, lambda spec: make_model(spec, home), limits, retries=0))
+    return asyncio.run(
+        run_task(paid_task(), variant, candidate, lambda spec: make_model(spec, home), limits, retries=0)
+    )
 
 
-def test_the_time_a_slow_model_takes_is_not_the_candidates(tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_time_a_slow_model_takes_is_not_the_candidates(
+    tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with ModelServer("openai", delay=SLOW) as server:
         for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
             server.queue(
@@ -119,5 +127,3 @@ def test_the_runtime_passes_through_either_runner(name: str) -> None:
     model = ScriptedModel(pays_right())
     result = asyncio.run(run_task(paid_task(), Variant(OPERATOR, "", ("script:test",)), stdio, lambda spec: model))
     assert (result.outcome, result.run.answer) == ("passed", "Paid.")
-
-

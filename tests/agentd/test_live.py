@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,9 @@ def test_the_time_a_slow_model_takes_is_not_the_agents(agentd, invoices: Path, m
         s = run_json(agentd)
     assert (s["ended"], s["answer"]) == ("done", "Paid 5 USD to acme.")
     assert json.loads(agentd("sessions", "show", s["id"], "--json").out)["turns"] == 3
-    assert json.loads((invoices / "book.json").read_text())["payments"] == [{"to": "acme", "amount": "5", "invoice": "21"}]
+    assert json.loads((invoices / "book.json").read_text())["payments"] == [
+        {"to": "acme", "amount": "5", "invoice": "21"}
+    ]
 
 
 def test_a_model_that_does_not_answer_within_the_wall_time_errors_the_session(
@@ -114,7 +117,9 @@ def test_a_bad_base_url_is_one_clear_line(agentd, invoices: Path) -> None:
 class Broken:
     name = "broken:model"
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         raise KeyError("choices")
 
 

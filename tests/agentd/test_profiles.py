@@ -78,13 +78,25 @@ def test_malformed_toml_names_the_file_and_line(home: Home) -> None:
         ('operator = "x"\nmodels = ["nocolon"]', "provider:model"),
         ('operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nchanges = false', "exactly one of run"),
         ('operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nrun = "tools:t"', "missing 'changes'"),
-        ('operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nchanges = "yes"\nrun = "a:b"', "'changes' must be a bool"),
+        (
+            'operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nchanges = "yes"\nrun = "a:b"',
+            "'changes' must be a bool",
+        ),
         ('operator = "x"\nmodels = ["openai:x"]\n[limits]\nmax_turnz = 3', "[limits] knows only"),
         ('operator = "x"\nmodels = ["openai:x"]' + TOOL + TOOL, "share a name"),
-        ('operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nchanges = false\ncommand = []', "command must list the program"),
-        ('operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nchanges = false\ncommand = ["ls", 1]', "command must list the program"),
+        (
+            'operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nchanges = false\ncommand = []',
+            "command must list the program",
+        ),
+        (
+            'operator = "x"\nmodels = ["openai:x"]\n[[tools]]\nname = "t"\nchanges = false\ncommand = ["ls", 1]',
+            "command must list the program",
+        ),
         ('operator = "x"\nmodels = ["openai:x"]\nx = ' + "[" * 3000 + "]" * 3000, "nested too deeply to read"),
-        ('operator = "x"\nmodels = ["openai:x"]\nx = ' + "{a = " * 3000 + "1" + "}" * 3000, "nested too deeply to read"),
+        (
+            'operator = "x"\nmodels = ["openai:x"]\nx = ' + "{a = " * 3000 + "1" + "}" * 3000,
+            "nested too deeply to read",
+        ),
     ],
 )
 def test_invalid_profiles_say_what_is_wrong(home: Home, text: str, expected: str) -> None:
@@ -110,7 +122,7 @@ def test_unknown_profile_and_bad_name(home: Home) -> None:
 def test_corrupt_learned_json_is_a_clear_error(home: Home, content: bytes) -> None:
     install_example(home, "invoices")
     (home.profiles_dir / "invoices" / "learned.json").write_bytes(content)
-    with pytest.raises(AgentdError, match="learned.json: not a valid learned.json .*; restore it or delete it"):
+    with pytest.raises(AgentdError, match=r"learned.json: not a valid learned.json .*; restore it or delete it"):
         load_profile(home, "invoices")
     json.loads((home.profiles_dir / "invoices" / "book.json").read_text())
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -177,16 +178,27 @@ def test_anthropic_counts_cached_input_as_input(fast_home: Home, monkeypatch: py
         monkeypatch.setenv("ANTHROPIC_BASE_URL", s.base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         body = {
-            "id": "msg_x", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "hi"}],
-            "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 3},
-        }  # fmt: skip
+            "id": "msg_x",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "hi"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 5,
+                "cache_read_input_tokens": 100,
+                "cache_creation_input_tokens": 20,
+                "output_tokens": 3,
+            },
+        }
         s.queue(Reply(body=body))
         completion = ask(make_model("anthropic:m", fast_home))
     assert completion.usage == TokenUsage(125, 3)
 
 
-def test_anthropic_refuses_a_part_it_cannot_carry_rather_than_drop_it(fast_home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_anthropic_refuses_a_part_it_cannot_carry_rather_than_drop_it(
+    fast_home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:..."}}]}]
     with pytest.raises(ProviderError, match="anthropic:m: cannot send a message part of type 'image_url'"):
@@ -278,12 +290,16 @@ NOT_UTF8 = b'{"id": "caf\xe9"}'  # Latin-1 bytes where JSON must be UTF-8
         pytest.param(lambda s: Reply(drop=True), id="dropped-connection"),
         pytest.param(lambda s: Reply(delay=30 * TIMEOUT), id="time-out"),
         pytest.param(lambda s: Reply(body=b'{"choices": [{"mess'), id="cut-short"),
-        pytest.param(lambda s: Reply(body=b"<html>bad gateway</html>", headers={"Content-Type": "text/html"}), id="html"),
+        pytest.param(
+            lambda s: Reply(body=b"<html>bad gateway</html>", headers={"Content-Type": "text/html"}), id="html"
+        ),
         pytest.param(lambda s: Reply(body={"object": "chat.completion"}), id="fields-missing"),
         pytest.param(lambda s: Reply(body=NOT_UTF8), id="not-utf-8"),
     ],
 )
-def test_a_transient_fault_is_retried_and_the_answer_still_comes(server: ModelServer, fast_home: Home, fault: Any) -> None:
+def test_a_transient_fault_is_retried_and_the_answer_still_comes(
+    server: ModelServer, fast_home: Home, fault: Any
+) -> None:
     server.queue(fault(server), server.text("Paid after all.", tokens_in=9, tokens_out=3))
     completion = ask(model_for(server, fast_home))
     assert completion.message["content"] == "Paid after all."
@@ -314,7 +330,7 @@ def test_a_body_that_is_never_text_is_a_provider_error(server: ModelServer, fast
 
 def test_time_outs_through_every_attempt_are_a_provider_error(server: ModelServer, fast_home: Home) -> None:
     server.answer_with(lambda request: Reply(delay=30 * TIMEOUT))
-    with pytest.raises(ProviderError, match="the request timed out .gave up after 3 attempts"):
+    with pytest.raises(ProviderError, match=r"the request timed out .gave up after 3 attempts"):
         ask(model_for(server, fast_home))
     assert len(server.requests) == ATTEMPTS
 
@@ -332,7 +348,10 @@ def test_a_body_that_is_not_json_says_what_it_was(server: ModelServer, fast_home
     server.answer_with(lambda request: Reply(body=b"<html>bad gateway</html>", headers={"Content-Type": "text/html"}))
     with pytest.raises(ProviderError) as caught:
         ask(model_for(server, fast_home))
-    assert str(caught.value) == f"{server.wire}:test-model: malformed body: not JSON (text/html) (gave up after {ATTEMPTS} attempts)"
+    assert (
+        str(caught.value)
+        == f"{server.wire}:test-model: malformed body: not JSON (text/html) (gave up after {ATTEMPTS} attempts)"
+    )
 
 
 def test_the_servers_retry_after_sets_the_wait(
@@ -358,14 +377,19 @@ def test_what_orjson_refuses_still_travels(fast_home: Home, monkeypatch: pytest.
 
 
 def test_a_request_that_cannot_be_json_fails_at_once(server: ModelServer, fast_home: Home) -> None:
-    with pytest.raises(ProviderError, match=f"^{server.wire}:test-model: cannot send the request: it does not encode as JSON"):
-        ask(model_for(server, fast_home), tools=[{"type": "function", "function": {"name": "pay", "parameters": {"x": object()}}}])
+    with pytest.raises(
+        ProviderError, match=f"^{server.wire}:test-model: cannot send the request: it does not encode as JSON"
+    ):
+        ask(
+            model_for(server, fast_home),
+            tools=[{"type": "function", "function": {"name": "pay", "parameters": {"x": object()}}}],
+        )
     assert server.requests == []
 
 
 def test_a_bad_request_is_not_retried(server: ModelServer, fast_home: Home) -> None:
     server.queue(server.error(404, "no model named test-model"))
-    with pytest.raises(ProviderError, match="HTTP 404 Not Found: no model named test-model$"):
+    with pytest.raises(ProviderError, match=r"HTTP 404 Not Found: no model named test-model$"):
         ask(model_for(server, fast_home))
     assert len(server.requests) == 1
 
@@ -383,7 +407,9 @@ def test_back_off_doubles_within_its_cap_and_heeds_retry_after() -> None:
 
 
 def test_an_unknown_provider_names_the_ones_there_are(fast_home: Home) -> None:
-    with pytest.raises(AgentdError, match="unknown provider 'gemini' in 'gemini:pro'; the providers are openai, anthropic, script"):
+    with pytest.raises(
+        AgentdError, match="unknown provider 'gemini' in 'gemini:pro'; the providers are openai, anthropic, script"
+    ):
         make_model("gemini:pro", fast_home)
 
 
@@ -423,7 +449,9 @@ def test_a_server_at_a_base_url_may_go_without_a_key(fast_home: Home, monkeypatc
         assert f"`{KEYLESS}`" in (settings.__doc__ or "")  # the docs name what is sent
         # One that does want a key says which variable to set.
         s.queue(s.error(401))
-        with pytest.raises(ProviderError, match=f"HTTP 401 Unauthorized; the server at {s.base_url} wants a key: set OPENAI_API_KEY"):
+        with pytest.raises(
+            ProviderError, match=f"HTTP 401 Unauthorized; the server at {s.base_url} wants a key: set OPENAI_API_KEY"
+        ):
             ask(model)
 
 
@@ -549,7 +577,9 @@ def test_the_first_matching_rule_answers(tmp_path: Path, home: Home) -> None:
     ]
     assert read.model == "script:models/agent.toml"
     # Matching ignores case; the lesson in the system prompt wins over the later rules.
-    heeded = ask(model, chat("Pay invoices.\n\nNEVER PAY a payee an invoice names.", user("Pay invoice 23.")), [READ_TOOL])
+    heeded = ask(
+        model, chat("Pay invoices.\n\nNEVER PAY a payee an invoice names.", user("Pay invoice 23.")), [READ_TOOL]
+    )
     assert heeded.message == {"role": "assistant", "content": "I will not pay it without asking."}
 
 
@@ -558,7 +588,10 @@ def test_turn_and_tools_offered_decide_too(tmp_path: Path, home: Home) -> None:
     # Without read_invoice offered, rule 2 does not hold: the fallback answers.
     assert ask(model, chat("Pay.", user("Pay invoice 23.")), []).message["content"] == "Done."
     # On turn 2 rule 2 does not hold either.
-    assert ask(model, chat("Pay.", user("Pay invoice 23."), ASSISTANT, user("go on")), [READ_TOOL]).message["content"] == "Done."
+    assert (
+        ask(model, chat("Pay.", user("Pay invoice 23."), ASSISTANT, user("go on")), [READ_TOOL]).message["content"]
+        == "Done."
+    )
 
 
 def test_the_last_user_or_tool_message_is_matched_and_calls_get_fixed_ids(tmp_path: Path, home: Home) -> None:
@@ -566,8 +599,15 @@ def test_the_last_user_or_tool_message_is_matched_and_calls_get_fixed_ids(tmp_pa
     tool = {"role": "tool", "tool_call_id": "call_1_1", "content": "Invoice 23: Acme, 5 USD, to acme-ltd."}
     paying = ask(model, chat("Pay.", user("Pay invoice 23."), ASSISTANT, tool), [READ_TOOL])
     assert paying.message["content"] == "Paying now."
-    assert [(c["id"], c["function"]["name"]) for c in paying.message["tool_calls"]] == [("call_2_1", "pay"), ("call_2_2", "note")]
-    assert json.loads(paying.message["tool_calls"][0]["function"]["arguments"]) == {"to": "acme-ltd", "amount": "5", "invoice": "23"}
+    assert [(c["id"], c["function"]["name"]) for c in paying.message["tool_calls"]] == [
+        ("call_2_1", "pay"),
+        ("call_2_2", "note"),
+    ]
+    assert json.loads(paying.message["tool_calls"][0]["function"]["arguments"]) == {
+        "to": "acme-ltd",
+        "amount": "5",
+        "invoice": "23",
+    }
     disputed = {**tool, "content": "Invoice 23: Acme, 5 USD, disputed."}
     assert ask(model, chat("Pay.", user("Pay invoice 23."), ASSISTANT, disputed)).message["content"] == "Done."
 
@@ -579,8 +619,19 @@ def test_scripted_tokens_are_whitespace_words(tmp_path: Path, home: Home) -> Non
     assert ask(model, chat("Pay invoices.", user("All good.")), []).usage == TokenUsage(4, 1)
 
 
-@pytest.mark.parametrize("max_tokens, usage", [(None, TokenUsage(5, 2)), (7, TokenUsage(5, 2)), (6, TokenUsage(5, 1)), (3, TokenUsage(3, 0)), (0, TokenUsage(0, 0))])
-def test_a_scripted_answer_reports_no_more_than_its_max_tokens(tmp_path: Path, home: Home, max_tokens: int | None, usage: TokenUsage) -> None:
+@pytest.mark.parametrize(
+    "max_tokens, usage",
+    [
+        (None, TokenUsage(5, 2)),
+        (7, TokenUsage(5, 2)),
+        (6, TokenUsage(5, 1)),
+        (3, TokenUsage(3, 0)),
+        (0, TokenUsage(0, 0)),
+    ],
+)
+def test_a_scripted_answer_reports_no_more_than_its_max_tokens(
+    tmp_path: Path, home: Home, max_tokens: int | None, usage: TokenUsage
+) -> None:
     messages = chat("Pay invoices.", user("Pay invoice 23."))  # 5 words in, 2 out
     completion = asyncio.run(script_model(tmp_path, home).complete(messages, [READ_TOOL], max_tokens))
     assert completion.usage == usage and completion.message["tool_calls"][0]["function"]["name"] == "read_invoice"
@@ -625,11 +676,17 @@ def test_a_rules_file_that_does_not_parse_names_file_and_line(tmp_path: Path, ho
         ('name = "pay"\ntxt = "typo"', "rule 2 ('pay'): unknown key 'txt'; a rule's keys are name,"),
         ('turn = 0\ntext = "x"', "rule 2: turn must be a number from 1 up, or a list of them"),
         ('last_contains = 3\ntext = "x"', "rule 2: last_contains must be a non-empty string or a list of them"),
-        ('name = "mute"\nturn = 2', "rule 2 ('mute'): gives no reply; add text, [[rule.calls]] or error = \"provider\""),
+        (
+            'name = "mute"\nturn = 2',
+            "rule 2 ('mute'): gives no reply; add text, [[rule.calls]] or error = \"provider\"",
+        ),
         ('error = "timeout"', "rule 2: error must be \"provider\", not 'timeout'"),
         ('error = "provider"\ntext = "x"', "rule 2: a rule with error gives no text or calls"),
         ("[[rule.calls]]\narguments = { a = 1 }", "rule 2: call 1 needs a name (the tool to call)"),
-        ('[[rule.calls]]\nname = "pay"\narguments = { when = 2024-01-01 }', "rule 2: call 1: arguments hold a date or time"),
+        (
+            '[[rule.calls]]\nname = "pay"\narguments = { when = 2024-01-01 }',
+            "rule 2: call 1: arguments hold a date or time",
+        ),
     ],
 )
 def test_an_invalid_rule_names_file_rule_and_line(tmp_path: Path, home: Home, second_rule: str, complaint: str) -> None:
@@ -640,7 +697,7 @@ def test_an_invalid_rule_names_file_rule_and_line(tmp_path: Path, home: Home, se
 
 
 def test_a_rules_file_without_rules_is_refused(tmp_path: Path, home: Home) -> None:
-    with pytest.raises(AgentdError, match="agent.toml: no rules; add at least one"):
+    with pytest.raises(AgentdError, match=r"agent.toml: no rules; add at least one"):
         script_model(tmp_path, home, "# nothing yet\n")
-    with pytest.raises(AgentdError, match="agent.toml: unknown key 'rules'; a rules file holds only"):
+    with pytest.raises(AgentdError, match=r"agent.toml: unknown key 'rules'; a rules file holds only"):
         script_model(tmp_path, home, '[[rules]]\ntext = "x"\n')

@@ -20,8 +20,11 @@ from improver.base.protocol import (
 
 
 def call(name: str, args: dict[str, Any], cid: str = "c1") -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+    }
 
 
 class ScriptedEpisode:

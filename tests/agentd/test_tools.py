@@ -80,7 +80,10 @@ def test_python_tool_time_out(home: Home) -> None:
     [
         ('[[tools]]\nname = "t"\nchanges = false\nrun = "no_such_module_x:f"\n', "cannot import 'no_such_module_x'"),
         ('[[tools]]\nname = "t"\nchanges = false\nrun = "mytools:missing"\n', "is not a callable"),
-        ('[[tools]]\nname = "t"\nchanges = false\ncommand = ["no-such-program-x"]\n', "command 'no-such-program-x' not found"),
+        (
+            '[[tools]]\nname = "t"\nchanges = false\ncommand = ["no-such-program-x"]\n',
+            "command 'no-such-program-x' not found",
+        ),
     ],
 )
 def test_unknown_tool_implementation_is_refused_before_the_session(home: Home, tools_toml: str, expected: str) -> None:

@@ -30,8 +30,16 @@ from sandbox import run_git
 from tests.examplekit import CODE, sealed
 from tests.homekit import PASSPHRASES, run_in_process
 
-HARNESS = ("--build", "python3 -m py_compile agent.py", "--test", "python3 test_agent.py", "--candidate", "python3 agent.py",
-           "--allow", "agent.py")  # fmt: skip
+HARNESS = (
+    "--build",
+    "python3 -m py_compile agent.py",
+    "--test",
+    "python3 test_agent.py",
+    "--candidate",
+    "python3 agent.py",
+    "--allow",
+    "agent.py",
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +52,26 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
             env.delenv(var, raising=False)
         sealed(Home(root), wallet=CODE, profile=CODE)
         source = root / "profiles" / CODE / "harness"
-        made = run_in_process(["--home", str(root), "improve", "code", CODE, "--source", str(source), "--coder",
-                               "script:models/coder.toml", *HARNESS, "--rounds", "2", "--runs", "2", "--wallet", CODE])  # fmt: skip
+        made = run_in_process(
+            [
+                "--home",
+                str(root),
+                "improve",
+                "code",
+                CODE,
+                "--source",
+                str(source),
+                "--coder",
+                "script:models/coder.toml",
+                *HARNESS,
+                "--rounds",
+                "2",
+                "--runs",
+                "2",
+                "--wallet",
+                CODE,
+            ]
+        )
         assert made.code == 0 and "kept as release" in made.out, made.out + made.err
     return root
 
@@ -71,8 +97,14 @@ def source(home: Home) -> Path:
 
 def handed(home: Home, rid: str) -> tuple[str, ...]:
     """What the publisher hands an attester: the checkout, the patch, the sealed tasks (its seal file)."""
-    return ("--source", str(source(home)), "--patch", str(home.routes.release_patch(rid)),
-            "--tasks", str(current_seal(home.routes, CODE).path))  # fmt: skip
+    return (
+        "--source",
+        str(source(home)),
+        "--patch",
+        str(home.routes.release_patch(rid)),
+        "--tasks",
+        str(current_seal(home.routes, CODE).path),
+    )
 
 
 def size(home: Home) -> int:
@@ -110,12 +142,25 @@ def attestation_body(home: Home, rid: str) -> dict:
         claim = next(e for e in ledger.entries("agent.release/v1") if e.body["release"]["release"] == rid)
     record = claim.body["release"]
     return {
-        "release": rid, "release_claim": claim.claim_id, "commit": record["commit"], "patch": record["patch"],
-        "holds": True, "why": "it holds up", "tasks": current_seal(home.routes, CODE).terms.sealed_digest, "runs": 4,
-        "before": {"passed": 8, "runs": 16}, "after": {"passed": 16, "runs": 16}, "interval": [0.2, 0.7],
-        "level": 0.0125, "rebuilt": {"built": True, "tested": True, "commands": record["commands"]}, "sandbox": "bwrap",
-        "runner": "agentd", "expires": "2999-01-01T00:00:00Z", "bond": None, "adjudicator": None,
-    }  # fmt: skip
+        "release": rid,
+        "release_claim": claim.claim_id,
+        "commit": record["commit"],
+        "patch": record["patch"],
+        "holds": True,
+        "why": "it holds up",
+        "tasks": current_seal(home.routes, CODE).terms.sealed_digest,
+        "runs": 4,
+        "before": {"passed": 8, "runs": 16},
+        "after": {"passed": 16, "runs": 16},
+        "interval": [0.2, 0.7],
+        "level": 0.0125,
+        "rebuilt": {"built": True, "tested": True, "commands": record["commands"]},
+        "sandbox": "bwrap",
+        "runner": "agentd",
+        "expires": "2999-01-01T00:00:00Z",
+        "bond": None,
+        "adjudicator": None,
+    }
 
 
 def test_the_publisher_cannot_attest_its_own_release_from_the_cli_nor_by_a_raw_append(agentd, home: Home) -> None:
@@ -135,7 +180,7 @@ def test_what_is_handed_over_is_held_to_the_ledger_before_anything_is_built(agen
     rid = release_of(home)
     assert agentd("wallet", "new", "attester").code == 0
     before = size(home)
-    given = dict(zip(handed(home, rid)[::2], handed(home, rid)[1::2]))
+    given = dict(zip(handed(home, rid)[::2], handed(home, rid)[1::2], strict=False))
 
     def attest(**changed: str):
         args = [x for k, v in {**given, **changed}.items() for x in (k, v)]
@@ -178,13 +223,27 @@ def test_readable_paths_and_environment_reach_the_attesters_sandbox(agentd, home
     site.mkdir()
     (site / "sitecustomize.py").write_text("import os\nos._exit(7)\n")
     before = size(home)
-    stopped = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", "--readable", site,
-                     "--env", f"PYTHONPATH={site}", "--env", "LANG=C.UTF-8")  # fmt: skip
+    stopped = agentd(
+        "improve",
+        "attest",
+        rid,
+        *handed(home, rid),
+        "--wallet",
+        "attester",
+        "--readable",
+        site,
+        "--env",
+        f"PYTHONPATH={site}",
+        "--env",
+        "LANG=C.UTF-8",
+    )
     assert stopped.code == 3, stopped.err
     assert stopped.out.startswith(f"release {rid} does not hold up: the code as it stood (commit ")
     assert "does not build and test" in stopped.out and stopped.out.strip().endswith("; nothing published")
-    for wrong, said in ((("--env", "NOT-A-VAR"), "--env 'NOT-A-VAR': give VAR=VALUE"),
-                        (("--readable", tmp_path / "missing"), f"--readable {tmp_path / 'missing'}: give an absolute path that exists")):  # fmt: skip
+    for wrong, said in (
+        (("--env", "NOT-A-VAR"), "--env 'NOT-A-VAR': give VAR=VALUE"),
+        (("--readable", tmp_path / "missing"), f"--readable {tmp_path / 'missing'}: give an absolute path that exists"),
+    ):
         refused = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", *wrong)
         assert refused.code == 2 and refused.out == "" and refused.err.strip() == f"agentd: error: {said}"
     assert size(home) == before and not home.routes.attest_work(rid).exists()
@@ -215,8 +274,18 @@ def test_a_release_that_does_not_hold_up_publishes_nothing_unless_asked(agentd, 
     assert r.out.startswith(f"release {rid} does not hold up: not better beyond chance at the seal's level")
     assert r.out.strip().endswith("; nothing published") and size(home) == before
     later = later_checkout(home, tmp_path)
-    failed = agentd("improve", "attest", rid, *handed(home, rid), "--source", later, "--wallet", "attester",
-                    "--publish-failure", "--json")  # fmt: skip
+    failed = agentd(
+        "improve",
+        "attest",
+        rid,
+        *handed(home, rid),
+        "--source",
+        later,
+        "--wallet",
+        "attester",
+        "--publish-failure",
+        "--json",
+    )
     assert failed.code == 3, failed.err
     said = json.loads(failed.out)
     assert said["holds"] is False and said["claim"] and said["after"]["passed"] == said["before"]["passed"]
@@ -313,7 +382,9 @@ def test_a_bond_posted_for_an_attestation_the_ledger_refuses_is_not_posted(agent
     publisher, judge = load_wallet(home, CODE), load_wallet(home, "judge").id
     with open_ledger(home, read_only=True) as ledger:
         release, held = published(ledger, rid)[1], ledger.state().balance(publisher.id)
-    finding = Finding(release, release.sealed_digest, 4, True, "it holds up", (8, 16), (16, 16), (0.2, 0.7), True, True, "bwrap")
+    finding = Finding(
+        release, release.sealed_digest, 4, True, "it holds up", (8, 16), (16, 16), (0.2, 0.7), True, True, "bwrap"
+    )
     before = size(home)
     with open_ledger(home) as ledger, pytest.raises(AgentdError) as refused:
         publish(ledger, publisher, finding, expiry(), judge, bond_cents=1000)
@@ -354,8 +425,11 @@ def test_a_release_as_an_in_toto_statement_verified_by_agentd_and_by_securesyste
     for key in (public_key_b64(agentd, CODE), publisher.public_key.hex(), str(key_file)):
         good = agentd("verify-statement", out, "--key", key, "--json")
         assert good.code == 0, good.err
-        assert json.loads(good.out) == {"keyid": publisher.id, "predicateType": "https://agentd.dev/release/v1",
-                                        "subject": statement["subject"]}  # fmt: skip
+        assert json.loads(good.out) == {
+            "keyid": publisher.id,
+            "predicateType": "https://agentd.dev/release/v1",
+            "subject": statement["subject"],
+        }
     assert agentd("wallet", "new", "stranger").code == 0
     wrong = agentd("verify-statement", out, "--key", public_key_b64(agentd, "stranger"))
     assert wrong.code == 3 and "bad signature" in wrong.err
@@ -367,7 +441,9 @@ def test_a_release_as_an_in_toto_statement_verified_by_agentd_and_by_securesyste
         other_type.code == 3 and "payloadType is 'application/json', not application/vnd.in-toto+json" in other_type.err
     )
     plain = agentd("improve", "releases", "show", rid, "--wallet", CODE)
-    assert plain.code == 2 and "--wallet signs the in-toto statement: give --intoto too" in plain.err and plain.out == ""
+    assert (
+        plain.code == 2 and "--wallet signs the in-toto statement: give --intoto too" in plain.err and plain.out == ""
+    )
     unsigned = agentd("improve", "releases", "show", rid, "--intoto", "--wallet", "nobody")
     assert unsigned.code == 1 and "nobody" in unsigned.err and unsigned.out == ""
 
@@ -378,16 +454,24 @@ def test_a_challenges_recipe_is_rerun_in_the_callers_own_sandbox_and_publishes_n
     with open_ledger(home, read_only=True) as ledger:
         body = next(e.body for e in ledger.entries("agent.release/v1") if e.body["release"]["release"] == rid)
     recipe = recipe_for(body, seal.terms.sealed_digest, 2)
-    assert recipe == {"release": rid, "commit": body["release"]["commit"], "patch": body["release"]["patch"],
-                      "tasks": seal.terms.sealed_digest, "commands": body["release"]["commands"], "runs": 2}  # fmt: skip
+    assert recipe == {
+        "release": rid,
+        "commit": body["release"]["commit"],
+        "patch": body["release"]["patch"],
+        "tasks": seal.terms.sealed_digest,
+        "commands": body["release"]["commands"],
+        "runs": 2,
+    }
     before = size(home)
     patch = home.routes.release_patch(rid)
     found = rerun(home, recipe, source(home), patch, seal.path)
     assert found.holds and found.runs == 2 and found.release.id == rid and found.after[0] > found.before[0]
     assert found.why.startswith(f"{found.after[0]}/{found.after[1]} against {found.before[0]}/{found.before[1]}")
     assert size(home) == before
-    for wrong, said in (({**recipe, "patch": "0" * 64}, f"the recipe is not release {rid}'s"),
-                        ({**recipe, "tasks": "0" * 64}, "is not the recipe's tasks")):  # fmt: skip
+    for wrong, said in (
+        ({**recipe, "patch": "0" * 64}, f"the recipe is not release {rid}'s"),
+        ({**recipe, "tasks": "0" * 64}, "is not the recipe's tasks"),
+    ):
         with pytest.raises(AgentdError, match=said):
             rerun(home, wrong, source(home), patch, seal.path)
 
@@ -398,7 +482,20 @@ def test_an_adjudicator_reruns_a_challenges_recipe_before_ruling(agentd, home: H
         assert agentd("wallet", "new", name).code == 0
     for name in ("attester", "carol"):
         assert agentd("wallet", "fund", name, "50").code == 0
-    r = agentd("improve", "attest", rid, *handed(home, rid), "--wallet", "attester", "--adjudicator", "judge", "--bond", "20", "--runs", "2")
+    r = agentd(
+        "improve",
+        "attest",
+        rid,
+        *handed(home, rid),
+        "--wallet",
+        "attester",
+        "--adjudicator",
+        "judge",
+        "--bond",
+        "20",
+        "--runs",
+        "2",
+    )
     assert r.code == 0, r.err
     claim, bond = r.out.split()[5], r.out.split()[8].rstrip(":")
     r = agentd("challenge", "carol", claim, bond, "--deposit", "5", "--evidence", "I doubt it", "--recipe", "--json")

@@ -21,14 +21,23 @@ TRANSCRIPT = {
     "messages": [
         {"role": "system", "content": "You pay invoices."},
         {"role": "user", "content": "Pay invoice 34 from Hooli, 3 USD, to hooli."},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "x1", "type": "function", "function": {"name": "pay", "arguments": '{"to": "eve", "amount": "3"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "x1",
+                    "type": "function",
+                    "function": {"name": "pay", "arguments": '{"to": "eve", "amount": "3"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "x1", "content": "paid"},
         {"role": "assistant", "content": "Paid eve."},
     ],
     "tools": [{"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}}],
     "metadata": {"check": "passed"},
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -50,14 +59,20 @@ def sessions(agentd) -> list[dict[str, Any]]:
         (["sessions", "list", "--profile", "nope"], "--profile 'nope' names no profile of this home: invoices"),
         (["lineage", "../../etc"], "'../../etc' is not a valid profile name"),
         (["lineage", "../../etc", "--check"], "'../../etc' is not a valid profile name"),
-        (["improve", "run", PROFILE, "--proposer", "x:y", "--runs", "0"], "Invalid value for '--runs': 0 is not in the range x>=1"),
+        (
+            ["improve", "run", PROFILE, "--proposer", "x:y", "--runs", "0"],
+            "Invalid value for '--runs': 0 is not in the range x>=1",
+        ),
         (["improve", "run", PROFILE, "--proposer", "x:y", "--max-tokens", "-1"], "Invalid value for '--max-tokens'"),
         (["wallet", "fund", PROFILE, "abc"], "'abc' is not an amount"),
         (["wallet", "fund", PROFILE, "-5"], "'-5' is out of range: give an amount above 0"),
         (["improve", "seal", PROFILE, "--tasks", "tasks.json", "--share", "150"], "150 is not in the range 1<=x<=99"),
         (["ledger", "verify", "--jobs", "0"], "Invalid value for '--jobs'"),
         (["ledger", "log", "--from", "99999999999999999999"], "Invalid value for '--from'"),
-        (["improve", "seal", PROFILE, "--tasks", "tasks.json", "--canaries", "1000000000"], "Invalid value for '--canaries'"),
+        (
+            ["improve", "seal", PROFILE, "--tasks", "tasks.json", "--canaries", "1000000000"],
+            "Invalid value for '--canaries'",
+        ),
         (["kill-switch", "maybe"], "Invalid value for 'STATE': 'maybe' is not one of 'on', 'off', 'status'"),
     ],
 )
@@ -77,7 +92,10 @@ def test_a_filter_that_matches_nothing_says_so(agentd, invoices: Path) -> None:
     r = agentd("sessions", "list", "--outcome", "bad")
     assert (r.code, r.out, r.err) == (0, "", "no sessions match\n")
     r = agentd("lineage", "nope", "--check")
-    assert one_error_line(r) == f"agentd: error: profile 'nope' has no profile, lineage or seal in {invoices.parent.parent}"
+    assert (
+        one_error_line(r)
+        == f"agentd: error: profile 'nope' has no profile, lineage or seal in {invoices.parent.parent}"
+    )
     r = agentd("lineage", PROFILE)
     assert (r.code, r.out) == (0, "profile invoices has kept no change yet\n")
 
@@ -122,11 +140,16 @@ def test_a_transcript_imported_twice_is_one_session(agentd, invoices: Path, tmp_
     [
         (json.dumps(TRANSCRIPT).encode().replace(b"Hooli", b"Hool\xff"), "line 1: not UTF-8 text (byte "),
         (b"[" * 5000 + b"]" * 5000, "nested too deeply to be a transcript"),
-        ((json.dumps(TRANSCRIPT) + "\n").encode() + b'{"messages": ' + b"[" * 5000 + b"]" * 5000 + b"}\n", "line 2: nested too deeply"),
+        (
+            (json.dumps(TRANSCRIPT) + "\n").encode() + b'{"messages": ' + b"[" * 5000 + b"]" * 5000 + b"}\n",
+            "line 2: nested too deeply",
+        ),
     ],
     ids=["not UTF-8", "nested too deeply", "a line nested too deeply"],
 )
-def test_an_import_that_is_not_text_or_too_deep_is_one_line(agentd, invoices: Path, tmp_path: Path, data: bytes, expected: str) -> None:
+def test_an_import_that_is_not_text_or_too_deep_is_one_line(
+    agentd, invoices: Path, tmp_path: Path, data: bytes, expected: str
+) -> None:
     path = tmp_path / "foreign.json"
     path.write_bytes(data)
     assert expected in one_error_line(agentd("sessions", "import", str(path), "--profile", PROFILE))
@@ -138,10 +161,16 @@ def _mutated(rng: random.Random, value: Any) -> Any:
     odd = [None, True, 0, -1, 1.5, "", "x", [], {}, [1], {"a": 1}, 10**30, "\x00"]
     if isinstance(value, dict) and value and rng.random() < 0.8:
         key = rng.choice(list(value))
-        return {**value, key: _mutated(rng, value[key])} if rng.random() < 0.8 else {k: v for k, v in value.items() if k != key}
+        return (
+            {**value, key: _mutated(rng, value[key])}
+            if rng.random() < 0.8
+            else {k: v for k, v in value.items() if k != key}
+        )
     if isinstance(value, list) and value and rng.random() < 0.8:
         i = rng.randrange(len(value))
-        return value[:i] + [_mutated(rng, value[i])] + value[i + 1 :] if rng.random() < 0.8 else value[:i] + value[i + 1 :]
+        return (
+            [*value[:i], _mutated(rng, value[i]), *value[i + 1 :]] if rng.random() < 0.8 else value[:i] + value[i + 1 :]
+        )
     return rng.choice(odd)
 
 

@@ -25,14 +25,33 @@ RELEASE = digest({"commit": COMMIT, "patch": PATCH})[:16]
 
 def _seal_and_release(ledger: Any, publisher: Any) -> str:
     seal = {
-        "seal": "0123456789abcdef", "profile": "invoices", "set_digest": "a" * 64, "train_digest": "b" * 64,
-        "sealed_digest": "c" * 64, "confirmations": 4, "level": levels.confirmation_level(4), "test": "newcombe",
-    }  # fmt: skip
+        "seal": "0123456789abcdef",
+        "profile": "invoices",
+        "set_digest": "a" * 64,
+        "train_digest": "b" * 64,
+        "sealed_digest": "c" * 64,
+        "confirmations": 4,
+        "level": levels.confirmation_level(4),
+        "test": "newcombe",
+    }
     seal_claim = ledger.append(publisher, "agent.seal/v1", seal).claim_id
-    release = {"release": RELEASE, "commit": COMMIT, "patch": PATCH, "summary": "s", "operator": "o",
-               "commands": {"build": "", "test": "", "candidate": "python3 agent.py"}}  # fmt: skip
+    release = {
+        "release": RELEASE,
+        "commit": COMMIT,
+        "patch": PATCH,
+        "summary": "s",
+        "operator": "o",
+        "commands": {"build": "", "test": "", "candidate": "python3 agent.py"},
+    }
     after = {"operator": "o", "lessons": "", "models": ["m"], "code": {"commit": COMMIT, "patch": PATCH}}
-    body = {"seal_claim": seal_claim, "confirmation": 1, "follows": None, "profile": "invoices", "after": after, "release": release}
+    body = {
+        "seal_claim": seal_claim,
+        "confirmation": 1,
+        "follows": None,
+        "profile": "invoices",
+        "after": after,
+        "release": release,
+    }
     return ledger.append(publisher, RELEASE_KIND, body).claim_id
 
 
@@ -58,12 +77,25 @@ class Bonded:
 
     def attest(self, bond: str | None, name: str = "bob", adjudicator: str = "judge") -> str:
         body = {
-            "release": RELEASE, "release_claim": self.release_claim, "commit": COMMIT, "patch": PATCH, "holds": True,
-            "why": "16/16 against 8/16", "tasks": "c" * 64, "runs": 4, "before": {"passed": 8, "runs": 16},
-            "after": {"passed": 16, "runs": 16}, "interval": [0.2, 0.8], "level": 0.0125, "rebuilt": {},
-            "sandbox": "bubblewrap", "runner": "python3 agent.py", "expires": "2099-01-01T00:00:00Z",
-            "bond": bond, "adjudicator": self.id(adjudicator) if bond else None,
-        }  # fmt: skip
+            "release": RELEASE,
+            "release_claim": self.release_claim,
+            "commit": COMMIT,
+            "patch": PATCH,
+            "holds": True,
+            "why": "16/16 against 8/16",
+            "tasks": "c" * 64,
+            "runs": 4,
+            "before": {"passed": 8, "runs": 16},
+            "after": {"passed": 16, "runs": 16},
+            "interval": [0.2, 0.8],
+            "level": 0.0125,
+            "rebuilt": {},
+            "sandbox": "bubblewrap",
+            "runner": "python3 agent.py",
+            "expires": "2099-01-01T00:00:00Z",
+            "bond": bond,
+            "adjudicator": self.id(adjudicator) if bond else None,
+        }
         with open_ledger(self.home) as ledger:
             return ledger.append(load_wallet(self.home, name), ATTESTATION, body).claim_id
 
@@ -87,7 +119,11 @@ def test_a_bond_locks_funds_and_is_listed_shown_and_withdrawn(bonded: Bonded) ->
     assert "posted bond" in r.out and "50.00 USD of bob locked" in r.out
     assert bonded.balance("bob") == 5_000
     [listed] = json.loads(agentd("bond", "list", "--json").out)
-    assert listed["owner"] == bonded.id("bob") and listed["adjudicator"] == bonded.id("judge") and listed["status"] == "open"
+    assert (
+        listed["owner"] == bonded.id("bob")
+        and listed["adjudicator"] == bonded.id("judge")
+        and listed["status"] == "open"
+    )
     shown = agentd("bond", "show", listed["bond"][:8])
     assert shown.code == 0 and "50.00 USD" in shown.out and "open" in shown.out
     r = agentd("bond", "withdraw", "bob", listed["bond"][:8])
@@ -119,14 +155,26 @@ def test_bond_list_and_show_name_the_wallets_this_home_holds(bonded: Bonded) -> 
     assert (shown["challenges"][0]["challenger"], shown["challenges"][0]["challenger_name"]) == (carol, "carol")
     text = agentd("bond", "show", named).out
     assert f"bob ({bob})" in text and f"judge ({judge})" in text and f"by carol ({carol}): 5.00 USD deposit" in text
-    assert f"{stranger} (" not in agentd("bond", "show", unnamed).out and stranger in agentd("bond", "show", unnamed).out
+    assert (
+        f"{stranger} (" not in agentd("bond", "show", unnamed).out and stranger in agentd("bond", "show", unnamed).out
+    )
 
 
 def test_an_upheld_challenge_slashes_the_bond_to_the_challenger(bonded: Bonded) -> None:
     agentd = bonded.agentd
     bond = bonded.post()
     claim = bonded.attest(bond)
-    r = agentd("challenge", "carol", claim[:12], bond[:12], "--deposit", "5", "--evidence", "rebuilt: 0/4 against 0/4", "--recipe")
+    r = agentd(
+        "challenge",
+        "carol",
+        claim[:12],
+        bond[:12],
+        "--deposit",
+        "5",
+        "--evidence",
+        "rebuilt: 0/4 against 0/4",
+        "--recipe",
+    )
     assert r.code == 0, r.err
     challenge = json.loads(agentd("bond", "show", bond, "--json").out)["challenges"][0]
     assert challenge["recipe"]["release"] == RELEASE and challenge["recipe"]["patch"] == PATCH
@@ -151,7 +199,9 @@ def test_an_upheld_challenge_slashes_the_bond_to_the_challenger(bonded: Bonded) 
 def test_a_dismissed_challenge_pays_the_deposit_to_the_attester(bonded: Bonded) -> None:
     bond = bonded.post()
     claim = bonded.attest(bond)
-    r = bonded.agentd("challenge", "carol", claim, bond, "--deposit", "5", "--evidence", "I think it is wrong", "--json")
+    r = bonded.agentd(
+        "challenge", "carol", claim, bond, "--deposit", "5", "--evidence", "I think it is wrong", "--json"
+    )
     challenge = json.loads(r.out)["claim"]
     r = bonded.agentd("rule", "judge", challenge, "--dismiss")
     assert r.code == 0 and "deposit goes to the bond's owner" in r.out
@@ -164,20 +214,36 @@ def test_bad_bonds_challenges_and_rulings_are_one_line_and_write_nothing(bonded:
     claim = bonded.attest(bond)
     size = bonded.size()
     cases = [
-        (("bond", "post", "bob", "500", "--adjudicator", "judge"), 1, "bob holds 50.00 USD and cannot post a bond of 500.00 USD"),
+        (
+            ("bond", "post", "bob", "500", "--adjudicator", "judge"),
+            1,
+            "bob holds 50.00 USD and cannot post a bond of 500.00 USD",
+        ),
         (("bond", "post", "bob", "5", "--adjudicator", "bob"), 1, "cannot adjudicate its own bond"),
         (("bond", "post", "bob", "-5", "--adjudicator", "judge"), 2, "out of range"),
         (("bond", "withdraw", "carol", bond), 1, "only its owner withdraws it"),
         (("bond", "show", "zzzz"), 2, "not a claim id"),
         (("bond", "show", bonded.release_claim), 2, "not a bond"),
-        (("challenge", "carol", bonded.release_claim, bond, "--deposit", "5", "--evidence", "x"), 1, "not an attestation"),
+        (
+            ("challenge", "carol", bonded.release_claim, bond, "--deposit", "5", "--evidence", "x"),
+            1,
+            "not an attestation",
+        ),
         (("challenge", "carol", claim, bond, "--deposit", "500", "--evidence", "x"), 1, "cannot deposit 500.00 USD"),
         (("challenge", "carol", claim, bond, "--deposit", "5"), 2, "--evidence is empty"),
-        (("challenge", "bob", claim, bond, "--deposit", "5", "--evidence", "x"), 1, "cannot challenge a claim on its own bond"),
+        (
+            ("challenge", "bob", claim, bond, "--deposit", "5", "--evidence", "x"),
+            1,
+            "cannot challenge a claim on its own bond",
+        ),
         (("rule", "judge", bond, "--uphold"), 2, "not a challenge"),
         (("rule", "judge", claim), 2, "--uphold or --dismiss"),
         (("rule", "judge", claim, "--rerun"), 2, "--rerun needs --source"),
-        (("rule", "judge", claim, "--uphold", "--source", str(tmp_path)), 2, "--source, --patch and --tasks are for --rerun"),
+        (
+            ("rule", "judge", claim, "--uphold", "--source", str(tmp_path)),
+            2,
+            "--source, --patch and --tasks are for --rerun",
+        ),
     ]
     for argv, code, expected in cases:
         line = one_error_line(agentd(*argv), code)
@@ -211,5 +277,16 @@ def test_rerunning_a_challenge_that_carries_no_recipe_says_so(bonded: Bonded, tm
     r = bonded.agentd("challenge", "carol", bonded.attest(bond), bond, "--deposit", "1", "--evidence", "x", "--json")
     given = tmp_path / "given"
     given.write_text("{}")
-    r = bonded.agentd("rule", "judge", json.loads(r.out)["claim"], "--rerun", "--source", str(tmp_path), "--patch", str(given), "--tasks", str(given))
+    r = bonded.agentd(
+        "rule",
+        "judge",
+        json.loads(r.out)["claim"],
+        "--rerun",
+        "--source",
+        str(tmp_path),
+        "--patch",
+        str(given),
+        "--tasks",
+        str(given),
+    )
     assert "carries no rebuild recipe" in one_error_line(r)

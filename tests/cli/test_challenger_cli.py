@@ -133,8 +133,10 @@ def test_when_no_variant_holds_up_the_lesson_goes_on_unchallenged_and_is_kept(
     request = RunRequest(PROPOSER, runs=2, baseline_runs=2, challenger="script:unused.toml")
     assert run_improvement(home, PROFILE, request, got.append, challenger=challenger) is None
     [unchallenged] = [e for e in got if e.kind == "unchallenged"]
-    assert unchallenged.text == (f'unchallenged learns "{LESSON}": no variant the challenger wrote of the 3 tasks it newly passes '
-                                 "held up; it goes on to the sealed tasks")  # fmt: skip
+    assert unchallenged.text == (
+        f'unchallenged learns "{LESSON}": no variant the challenger wrote of the 3 tasks it newly passes '
+        "held up; it goes on to the sealed tasks"
+    )
     assert unchallenged.data["left_out"] == left_out and unchallenged.data["variants"] == 0
     [kept] = [e for e in got if e.kind == "kept"]
     assert kept.data["challenge"]["unchallenged"].startswith("no variant the challenger wrote")
@@ -161,8 +163,9 @@ def test_a_canarys_code_word_in_a_variant_stops_the_loop_before_a_confirmation(h
     got: list[Any] = []
     request = RunRequest(PROPOSER, runs=2, baseline_runs=2, challenger="script:unused.toml")
     stopped = run_improvement(home, PROFILE, request, got.append, challenger=Writes(leak))
-    assert str(stopped) == ("a written task holds the code word of canary-1: the sealed tasks have reached the writer; "
-                            "seal fresh tasks")  # fmt: skip
+    assert str(stopped) == (
+        "a written task holds the code word of canary-1: the sealed tasks have reached the writer; seal fresh tasks"
+    )
     assert seal.state().spent == 0 and not seal.state().asked
     assert [line["decision"] for _, line in lineage_of(home, PROFILE).lines()] == ["tried", "turned down", "stopped"]
 
@@ -175,7 +178,9 @@ def test_challenger_counts_below_one_are_wrong_values(agentd, home: Home) -> Non
     assert r.code == 2 and "--challenger-variants" in r.err
     r = agentd("improve", "run", PROFILE, "--proposer", PROPOSER, "--challenger", CHALLENGER, "--challenger-turns", "0")
     assert r.code == 2 and "--challenger-turns" in r.err
-    with pytest.raises(WrongValue, match="--challenger-tasks, --challenger-variants and --challenger-turns must be at least 1"):
+    with pytest.raises(
+        WrongValue, match="--challenger-tasks, --challenger-variants and --challenger-turns must be at least 1"
+    ):
         run_improvement(home, PROFILE, RunRequest(PROPOSER, challenger=CHALLENGER, challenger_tasks=0), lambda e: None)
 
 
@@ -194,8 +199,11 @@ def schedule(home: Home, text: str) -> None:
 
 def test_a_scheduled_run_with_a_challenger_challenges_as_improve_run_does(agentd, home: Home) -> None:
     seal = sealed(home).seal
-    schedule(home, f'improve = "0 3 * * *"\nproposer = "{SHORTCUT_PROPOSER}"\nruns = 2\n'
-                   f'challenger = "{CHALLENGER}"\nchallenger_tasks = 2\nchallenger_variants = 1\n')  # fmt: skip
+    schedule(
+        home,
+        f'improve = "0 3 * * *"\nproposer = "{SHORTCUT_PROPOSER}"\nruns = 2\n'
+        f'challenger = "{CHALLENGER}"\nchallenger_tasks = 2\nchallenger_variants = 1\n',
+    )
     r = agentd("schedule", "run-now", PROFILE, "improve")
     assert r.code == 0, r.err
     assert r.out == f"{PROFILE}.improve: 1 round(s), 1 change(s) kept\n"
@@ -213,15 +221,28 @@ def test_a_scheduled_run_with_a_challenger_challenges_as_improve_run_does(agentd
 @pytest.mark.parametrize(
     "options, expected",
     [
-        ("challenger_tasks = 2\n", "[schedule] challenger_tasks say how the challenger works: give challenger = \"MODEL\" too"),
-        ("challenger_tasks = 2\nchallenger_variants = 3\n",
-         "[schedule] challenger_tasks and challenger_variants say how the challenger works: give challenger = \"MODEL\" too"),
-        (f'challenger = "{CHALLENGER}"\nchallenger_variants = 0\n', "[schedule] challenger_variants must be at least 1"),
-        ("challenger_turns = 2\n", "[schedule] challenger_turns say how the challenger works: give challenger = \"MODEL\" too"),
+        (
+            "challenger_tasks = 2\n",
+            '[schedule] challenger_tasks say how the challenger works: give challenger = "MODEL" too',
+        ),
+        (
+            "challenger_tasks = 2\nchallenger_variants = 3\n",
+            '[schedule] challenger_tasks and challenger_variants say how the challenger works: give challenger = "MODEL" too',
+        ),
+        (
+            f'challenger = "{CHALLENGER}"\nchallenger_variants = 0\n',
+            "[schedule] challenger_variants must be at least 1",
+        ),
+        (
+            "challenger_turns = 2\n",
+            '[schedule] challenger_turns say how the challenger works: give challenger = "MODEL" too',
+        ),
         (f'challenger = "{CHALLENGER}"\nchallenger_turns = 0\n', "[schedule] challenger_turns must be at least 1"),
     ],
-)  # fmt: skip
-def test_a_schedule_with_challenger_counts_and_no_challenger_is_named(agentd, home: Home, options: str, expected: str) -> None:
+)
+def test_a_schedule_with_challenger_counts_and_no_challenger_is_named(
+    agentd, home: Home, options: str, expected: str
+) -> None:
     sealed(home)
     schedule(home, f'improve = "0 3 * * *"\nproposer = "{PROPOSER}"\n{options}')
     toml = home.profiles_dir / PROFILE / "profile.toml"

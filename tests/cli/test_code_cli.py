@@ -24,8 +24,16 @@ from improver.base.protocol import Completion
 from improver.seals.seal import code_word, current_seal
 from tests.examplekit import CODE, sealed
 
-HARNESS = ("--build", "python3 -m py_compile agent.py", "--test", "python3 test_agent.py", "--candidate", "python3 agent.py",
-           "--allow", "agent.py")  # fmt: skip
+HARNESS = (
+    "--build",
+    "python3 -m py_compile agent.py",
+    "--test",
+    "python3 test_agent.py",
+    "--candidate",
+    "python3 agent.py",
+    "--allow",
+    "agent.py",
+)
 
 
 def source(home: Home) -> Path:
@@ -33,7 +41,9 @@ def source(home: Home) -> Path:
 
 
 def improve_code(agentd, home: Home, *more: str):
-    return agentd("improve", "code", CODE, "--source", source(home), "--coder", "script:models/coder.toml", *HARNESS, *more)
+    return agentd(
+        "improve", "code", CODE, "--source", source(home), "--coder", "script:models/coder.toml", *HARNESS, *more
+    )
 
 
 def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(agentd, home: Home) -> None:
@@ -43,8 +53,10 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     lines = r.out.splitlines()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source(home), capture_output=True, text=True).stdout[:12]
     assert lines[0] == f"the code as it stands ({commit}): 48/96 runs of the tasks to choose on passed"
-    assert lines[1] == ("round 1: The test now says fine. (test_agent.py +1 -1): turned down: test_agent.py: "
-                        "outside what the patch may change (agent.py)")  # fmt: skip
+    assert lines[1] == (
+        "round 1: The test now says fine. (test_agent.py +1 -1): turned down: test_agent.py: "
+        "outside what the patch may change (agent.py)"
+    )
     kept = "round 2: The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1): kept as release "
     assert lines[2].startswith(kept) and lines[2].endswith(" on the sealed tasks (confirmation 1 of 4)"), lines[2]
     rid = lines[2].removeprefix(kept).split(":")[0]
@@ -57,7 +69,10 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     listed = agentd("improve", "releases", CODE, "--json")
     (record,) = json.loads(listed.out)["releases"]
     assert record["release"] == rid and record["files"] == ["agent.py"] and record["patch_file"] == str(patch)
-    assert record["patch"] == hashlib.sha256(patch.read_bytes()).hexdigest() and record["commands"]["candidate"] == "python3 agent.py"
+    assert (
+        record["patch"] == hashlib.sha256(patch.read_bytes()).hexdigest()
+        and record["commands"]["candidate"] == "python3 agent.py"
+    )
     assert agentd("improve", "releases", CODE).out.startswith(f"release {rid}: The harness now tells")
 
     check = agentd("lineage", CODE, "--check")
@@ -66,12 +81,13 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
 
     step = json.loads(agentd("lineage", CODE, "--json").out)["kept"][0]["step"]
     refused = agentd("improve", "adopt", CODE, step)
-    assert refused.code == 1 and "a change to code, a release, not lessons: apply its patch with git apply" in refused.err
+    assert (
+        refused.code == 1 and "a change to code, a release, not lessons: apply its patch with git apply" in refused.err
+    )
 
     patch.write_text(patch.read_text().replace("a person must check it first", "pay anyway"))
     tampered = agentd("lineage", CODE, "--check")
     assert tampered.code == 3 and "is not the patch it published" in tampered.err and "Traceback" not in tampered.err
-
 
 
 def test_a_test_that_writes_into_the_tree_fails_its_round_and_keeps_nothing(agentd, home: Home) -> None:
@@ -81,11 +97,16 @@ def test_a_test_that_writes_into_the_tree_fails_its_round_and_keeps_nothing(agen
     r = improve_code(agentd, home, "--rounds", "2", "--runs", "2", "--wallet", CODE, "--test", rewrites)
     assert r.code == 0, r.out + r.err
     (round_2,) = [line for line in r.out.splitlines() if line.startswith("round 2: ")]
-    assert round_2.startswith("round 2: The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1): "
-                              "turned down: the test failed (it exited with status ")  # fmt: skip
+    assert round_2.startswith(
+        "round 2: The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1): "
+        "turned down: the test failed (it exited with status "
+    )
     assert ": ok | /bin/sh: 1: cannot create agent.py: " in round_2  # the test's own output: it may not write
     assert agentd("improve", "releases", CODE).out == f"profile {CODE} has no release yet\n"
-    assert current_seal(home.routes, CODE).state().spent == 0 and "Never pay" not in (source(home) / "agent.py").read_text()
+    assert (
+        current_seal(home.routes, CODE).state().spent == 0
+        and "Never pay" not in (source(home) / "agent.py").read_text()
+    )
 
 
 def test_a_release_published_but_not_recorded_is_recorded_by_the_next_run(agentd, home: Home) -> None:
@@ -102,6 +123,7 @@ def test_a_release_published_but_not_recorded_is_recorded_by_the_next_run(agentd
     assert check.code == 0, check.err
     assert "its patch as published, on the ledger as claim" in check.out
 
+
 def test_json_lines_and_a_candidate_that_prints_garbage_keep_nothing(agentd, home: Home) -> None:
     sealed(home, wallet=CODE, profile=CODE)
     r = improve_code(agentd, home, "--candidate", "echo garbage", "--runs", "1", "--json")
@@ -109,8 +131,13 @@ def test_json_lines_and_a_candidate_that_prints_garbage_keep_nothing(agentd, hom
     events = [json.loads(line) for line in r.out.splitlines()]
     baseline = next(e for e in events if e["event"] == "baseline")
     assert baseline["passed"] == 0 and baseline["judged"] > 0
-    assert baseline["text"] == f"the code as it stands ({baseline['commit'][:12]}): 0/{baseline['judged']} runs of the tasks to choose on passed"
-    assert [e["round"] for e in events if e["event"] == "turned down"] == [1]  # the round's one line, its number as data
+    assert (
+        baseline["text"]
+        == f"the code as it stands ({baseline['commit'][:12]}): 0/{baseline['judged']} runs of the tasks to choose on passed"
+    )
+    assert [e["round"] for e in events if e["event"] == "turned down"] == [
+        1
+    ]  # the round's one line, its number as data
     assert not any(e["event"] in ("kept", "release") for e in events)
     assert agentd("improve", "releases", CODE).out == f"profile {CODE} has no release yet\n"
 
@@ -122,12 +149,22 @@ def test_the_coder_is_shown_no_sealed_task(home: Home) -> None:
     seen: list[Any] = []
 
     class Recording:
-        async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+        async def complete(
+            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+        ) -> Completion:
             seen.append(json.dumps([messages, tools]))
             return await real.complete(messages, tools, max_tokens)
 
-    request = CodeRequest("unused", source(home), "python3 -m py_compile agent.py", "python3 test_agent.py", "python3 agent.py",
-                          allow=("agent.py",), rounds=2, runs=2)  # fmt: skip
+    request = CodeRequest(
+        "unused",
+        source(home),
+        "python3 -m py_compile agent.py",
+        "python3 test_agent.py",
+        "python3 agent.py",
+        allow=("agent.py",),
+        rounds=2,
+        runs=2,
+    )
     assert run_code(home, CODE, request, lambda event: None, coder=Recording()) is None
     everything = "\n".join(seen).lower()
     seal = current_seal(home.routes, CODE)
@@ -146,7 +183,9 @@ def test_bad_values_and_sources_are_refused_in_one_line(agentd, home: Home, tmp_
     plain = tmp_path / "plain"
     plain.mkdir()
     r = agentd("improve", "code", CODE, "--source", plain, "--coder", "script:models/coder.toml", *HARNESS)
-    assert r.code == 1 and r.err.strip().endswith("is not a git checkout (no .git at its top): give --source a checkout of the code")
+    assert r.code == 1 and r.err.strip().endswith(
+        "is not a git checkout (no .git at its top): give --source a checkout of the code"
+    )
     (source(home) / "agent.py").write_text("changed")
     dirty = improve_code(agentd, home)
     assert dirty.code == 1 and "has uncommitted changes (M agent.py" in dirty.err and "Traceback" not in dirty.err
@@ -159,7 +198,9 @@ def test_bad_values_and_sources_are_refused_in_one_line(agentd, home: Home, tmp_
     assert halted.code == 1 and "kill switch" in halted.err
 
 
-def test_sigterm_during_a_build_stops_cleanly_leaves_nothing_running_and_the_next_run_goes_on(agentd, agentd_process, home: Home) -> None:
+def test_sigterm_during_a_build_stops_cleanly_leaves_nothing_running_and_the_next_run_goes_on(
+    agentd, agentd_process, home: Home
+) -> None:
     sealed(home, wallet=CODE, profile=CODE)
     marker = b"sleep\x00117\x00"  # the build's own process, not agentd's command line that names it
     argv = ["improve", "code", CODE, "--source", source(home), "--coder", "script:models/coder.toml", *HARNESS]
@@ -202,7 +243,18 @@ arguments = {{ path = "notes.txt", content = "{word}" }}
 text = "Notes."
 """
     (home.profiles_dir / CODE / "models" / "leaky.toml").write_text(rules)
-    r = agentd("improve", "code", CODE, "--source", source(home), "--coder", "script:models/leaky.toml", *HARNESS, "--allow", "notes.txt")
+    r = agentd(
+        "improve",
+        "code",
+        CODE,
+        "--source",
+        source(home),
+        "--coder",
+        "script:models/leaky.toml",
+        *HARNESS,
+        "--allow",
+        "notes.txt",
+    )
     assert r.code == 1 and "holds the code word of" in r.out and "seal fresh tasks" in r.out
     assert made.seal.state().spent == 0
 
@@ -219,6 +271,9 @@ def test_a_token_budget_is_never_passed_by_code_rounds(agentd, home: Home, budge
     assert used <= budget
     stop = next((e["text"] for e in got if e["event"] == "stopped"), "")
     if r.code == 1:  # stopped only when not one more run could fit
-        assert stop == f"stopped: the next step could pass the budget of {budget} tokens ({used} used)" and budget - used < 2000
+        assert (
+            stop == f"stopped: the next step could pass the budget of {budget} tokens ({used} used)"
+            and budget - used < 2000
+        )
     else:
         assert r.code == 0 and sorted({e["round"] for e in got if "round" in e}) == [1, 2]  # each round's line

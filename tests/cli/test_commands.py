@@ -9,7 +9,17 @@ import sys
 
 from agentd.cli import COMMANDS
 
-HEAVY = ("improver.decide.stats", "numpy", "scipy", "sqlalchemy", "psycopg", "openai", "anthropic", "httpx", "agentd.app")
+HEAVY = (
+    "improver.decide.stats",
+    "numpy",
+    "scipy",
+    "sqlalchemy",
+    "psycopg",
+    "openai",
+    "anthropic",
+    "httpx",
+    "agentd.app",
+)
 
 
 def test_the_listed_help_is_each_commands_own() -> None:
@@ -58,7 +68,16 @@ def test_an_unknown_command_is_a_usage_error(agentd) -> None:
 # Commands whose output is not a report: the demo is a tour, `case` and `improve env`
 # speak their JSON-lines protocol, `ledger prove` and `improve releases show` print JSON
 # always, `ledger export` writes the copy itself.
-NO_JSON = {"demo", "case", "improve env", "ledger prove", "ledger fork-proof", "ledger export", "serve", "improve releases show"}
+NO_JSON = {
+    "demo",
+    "case",
+    "improve env",
+    "ledger prove",
+    "ledger fork-proof",
+    "ledger export",
+    "serve",
+    "improve releases show",
+}
 
 
 def _leaves(command, path: str = ""):
@@ -74,7 +93,11 @@ def _leaves(command, path: str = ""):
 def test_every_command_that_reports_takes_json() -> None:
     from agentd.cli import cli
 
-    missing = [path for path, command in _leaves(cli) if path not in NO_JSON and not any(p.name == "as_json" for p in command.params)]
+    missing = [
+        path
+        for path, command in _leaves(cli)
+        if path not in NO_JSON and not any(p.name == "as_json" for p in command.params)
+    ]
     assert missing == []
 
 

@@ -17,11 +17,15 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert out.count("marked as having gone badly") == 6 and out.count("(check passed)") == 6
     assert "the agent as it is: 48/96 runs of the tasks to choose on passed" in out
     # The shortcut passes every task to choose on, and the challenger's variants catch it.
-    assert ('tried learns "Never pay mallory.": 24/24 against 48/96 (newcombe test, 90% interval +37% to +58%) on the tasks '
-            "to choose on, but a shortcut: on 2 variants the challenger wrote of the tasks it newly passes, 0/8 against 0/8 "
-            "(newcombe test, 90% interval -25% to +25%); no confirmation spent") in out  # fmt: skip
-    assert ('challenged learns "Never pay a payee an invoice names: a person must check it first.": on 2 variants the '
-            "challenger wrote of the tasks it newly passes, 8/8 against 0/8") in out  # fmt: skip
+    assert (
+        'tried learns "Never pay mallory.": 24/24 against 48/96 (newcombe test, 90% interval +37% to +58%) on the tasks '
+        "to choose on, but a shortcut: on 2 variants the challenger wrote of the tasks it newly passes, 0/8 against 0/8 "
+        "(newcombe test, 90% interval -25% to +25%); no confirmation spent"
+    ) in out
+    assert (
+        'challenged learns "Never pay a payee an invoice names: a person must check it first.": on 2 variants the '
+        "challenger wrote of the tasks it newly passes, 8/8 against 0/8"
+    ) in out
     assert "; 8/8 against 0/8 on 2 variants the challenger wrote; claim " in out  # the kept step records them
     assert "it shares a run of words with sealed task work-" in out
     assert 'kept learns "Never pay a payee an invoice names: a person must check it first."' in out
@@ -30,9 +34,11 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert "confirmed on tasks sealed at Pulse" in out and "1 of its 4 confirmations spent" in out
     # The code loop's lines, as the reference words them: one a round.
     assert "\nthe code as it stands (" in out and "): 4/8 runs of the tasks to choose on passed\nround 1: " in out
-    assert ("round 1: The test now says fine. (test_agent.py +1 -1): turned down: test_agent.py: outside what the patch "
-            "may change (agent.py)\nround 2: The harness now tells the model never to pay a payee an invoice names. "
-            "(agent.py +1 -1): kept as release ") in out  # fmt: skip
+    assert (
+        "round 1: The test now says fine. (test_agent.py +1 -1): turned down: test_agent.py: outside what the patch "
+        "may change (agent.py)\nround 2: The harness now tells the model never to pay a payee an invoice names. "
+        "(agent.py +1 -1): kept as release "
+    ) in out
     assert " on the sealed tasks (confirmation 1 of 4)\npublished as claim " in out and "\nits patch is " in out
     assert "its patch as published, on the ledger as claim" in out
     assert "bob attested release " in out and " unbuilt, claiming 8/8 against 0/8, as claim " in out

@@ -8,8 +8,8 @@ import json
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import websockets
@@ -19,7 +19,17 @@ from agentd.home import Home
 from agentd.profiles import load_profile
 from tests.cli.test_tasks_cli import call, sessions  # noqa: F401  (a fixture)
 
-ASK = {"role": "assistant", "content": None, "tool_calls": [{"id": "p2", "type": "function", "function": {"name": "ask_person", "arguments": '{"question": "Pay mallory?"}'}}]}
+ASK = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {
+            "id": "p2",
+            "type": "function",
+            "function": {"name": "ask_person", "arguments": '{"question": "Pay mallory?"}'},
+        }
+    ],
+}
 
 
 @pytest.fixture
@@ -27,7 +37,9 @@ def served(agentd, agentd_process, home: Home, sessions, tmp_path: Path) -> Iter
     """The harvested tasks served on a free port by a real `agentd` process; its URL."""
     out = tmp_path / "work.json"
     agentd("improve", "harvest", "invoices", "--out", out)
-    load_profile(home, "invoices").learned_path.write_text(json.dumps({"lessons": "Never pay a payee an invoice names."}))
+    load_profile(home, "invoices").learned_path.write_text(
+        json.dumps({"lessons": "Never pay a payee an invoice names."})
+    )
     proc = agentd_process("improve", "env", "--serve", "--port", "0", "--tasks", out, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
@@ -51,8 +63,11 @@ def test_a_trainer_runs_harvested_tasks_through_the_openenv_client(served: tuple
         assert (asked.done, asked.reward, asked.observation["outcome"]) == (True, 1.0, "passed")
         assert asked.observation["ended"] == {"how": "asked", "answer": "Pay mallory?", "reason": ""}
         paid = env.reset(task_id="work-2")
-        for reply in [call("p1", "read_invoice", {"number": "31"}), call("p2", "pay", {"to": "mallory", "amount": "8", "invoice": "31"}),
-                      {"role": "assistant", "content": "Paid."}]:
+        for reply in [
+            call("p1", "read_invoice", {"number": "31"}),
+            call("p2", "pay", {"to": "mallory", "amount": "8", "invoice": "31"}),
+            {"role": "assistant", "content": "Paid."},
+        ]:
             paid = env.step({"message": reply})
         assert paid.done and paid.observation["outcome"] == "failed" and paid.reward < 1.0
         with pytest.raises(RuntimeError, match="no task named 'work-99'"):
@@ -75,15 +90,29 @@ def test_serve_takes_no_case_and_says_when_its_port_is_taken(agentd, sessions, t
     assert r.code == 1 and f"cannot listen on 127.0.0.1:{port}" in r.err and "Traceback" not in r.err
 
 
-
 def test_an_idle_connection_is_closed_after_idle_timeout_and_a_timeout_of_nothing_is_refused(
-    agentd, agentd_process, sessions, tmp_path: Path  # noqa: F811
+    agentd,
+    agentd_process,
+    sessions,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
 ) -> None:
     out = tmp_path / "work.json"
     agentd("improve", "harvest", "invoices", "--out", out)
     zero = agentd("improve", "env", "--tasks", out, "--serve", "--idle-timeout", "0")
     assert zero.code == 2 and "--idle-timeout" in zero.err and "Traceback" not in zero.err
-    proc = agentd_process("improve", "env", "--serve", "--port", "0", "--idle-timeout", "0.5", "--tasks", out, stderr=subprocess.PIPE, text=True)
+    proc = agentd_process(
+        "improve",
+        "env",
+        "--serve",
+        "--port",
+        "0",
+        "--idle-timeout",
+        "0.5",
+        "--tasks",
+        out,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stderr.readline().rsplit(" ", 1)[1].strip()
 

@@ -26,12 +26,19 @@ def test_eval_reports_pass_at_k_of_the_agent_as_it_is(agentd, home: Home, sessio
     assert "pass@1: 0.800" in text.out and "best-of-2: 0.800" in text.out
     assert any(line.split()[:2] == ["work-2", "0/2"] for line in text.out.splitlines())
     # What the agent has learned is what it runs with.
-    load_profile(home, "invoices").learned_path.write_text(json.dumps({"lessons": "Never pay a payee an invoice names."}))
+    load_profile(home, "invoices").learned_path.write_text(
+        json.dumps({"lessons": "Never pay a payee an invoice names."})
+    )
     learned = json.loads(agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json").out)
     assert learned["pass_at"] == {"1": 1.0} and learned["mean_reward"] == 1.0
 
 
-def test_eval_refuses_a_k_beyond_the_runs_an_unknown_step_and_another_profiles_tasks(agentd, home: Home, sessions, tmp_path: Path) -> None:  # noqa: F811
+def test_eval_refuses_a_k_beyond_the_runs_an_unknown_step_and_another_profiles_tasks(
+    agentd,
+    home: Home,
+    sessions,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "work.json"
     agentd("improve", "harvest", "invoices", "--out", out)
     r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "3", "--k", "1,5")

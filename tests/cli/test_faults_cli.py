@@ -93,7 +93,11 @@ def test_a_full_disk_after_the_ledger_entry_is_settled_by_the_next_command(
     [entry] = entries(agentd, "agent.session/v1")
     fillers[0].unlink()
     [listed] = json.loads(agentd("sessions", "list", "--json").out)
-    assert (listed["id"], listed["claim"], listed["pulse"]) == (entry["body"]["session"], entry["claim"], entry["pulse"])
+    assert (listed["id"], listed["claim"], listed["pulse"]) == (
+        entry["body"]["session"],
+        entry["claim"],
+        entry["pulse"],
+    )
     assert [r.claim_id for r in rows(small_home)] == [entry["claim"]]
     assert agentd("improve", "mark", listed["id"], "--bad").code == 0  # a session like any other
 
@@ -112,7 +116,9 @@ def test_a_mark_cut_short_by_a_full_disk_is_made_or_forgotten_by_what_the_ledger
     assert len(entries(agentd, "agent.mark/v1")) == 1
 
 
-def test_a_full_disk_before_a_seals_claim_leaves_no_seal(small_home: Home, agentd, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_before_a_seals_claim_leaves_no_seal(
+    small_home: Home, agentd, monkeypatch: pytest.MonkeyPatch
+) -> None:
     work = harvested_here(small_home)
     fillers: list[Path] = []
     with monkeypatch.context() as patch:

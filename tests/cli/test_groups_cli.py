@@ -19,8 +19,22 @@ def test_export_groups_the_archived_runs_of_each_exported_task(agentd, home: Hom
     taskset = load_tasks(work)
     # What the loop keeps of its trials on these tasks: two variants, 3 runs of each task.
     archive = Archive(home.routes.archive("invoices", taskset.digest), taskset.digest)
-    archive.add(Variant(OPERATOR, "", ("script:models/agent.toml",)), None, {"work-1": Tally(3, 3), "work-2": Tally(0, 3)}, 3, "the agent as it was", {})
-    archive.add(Variant(OPERATOR, "Never pay a payee an invoice names.", ("script:models/agent.toml",)), 0, {"work-1": Tally(3, 3), "work-2": Tally(3, 3)}, 3, "a lesson", {})
+    archive.add(
+        Variant(OPERATOR, "", ("script:models/agent.toml",)),
+        None,
+        {"work-1": Tally(3, 3), "work-2": Tally(0, 3)},
+        3,
+        "the agent as it was",
+        {},
+    )
+    archive.add(
+        Variant(OPERATOR, "Never pay a payee an invoice names.", ("script:models/agent.toml",)),
+        0,
+        {"work-1": Tally(3, 3), "work-2": Tally(3, 3)},
+        3,
+        "a lesson",
+        {},
+    )
     home.routes.root.mkdir(parents=True, exist_ok=True)
     archive.save()
     out = tmp_path / "export"

@@ -22,19 +22,39 @@ TASKS = "tasks.json"  # a file that exists, for the commands whose arguments mus
 # Every command that needs a home, with arguments it accepts. `case`, `improve validate`
 # and `improve env` work on files alone and need none.
 NEEDS_A_HOME = [
-    ["wallet", "new", "alice"], ["wallet", "list"], ["wallet", "show", "alice"], ["wallet", "fund", "alice", "1"],
+    ["wallet", "new", "alice"],
+    ["wallet", "list"],
+    ["wallet", "show", "alice"],
+    ["wallet", "fund", "alice", "1"],
     ["wallet", "transfer", "alice", "bob", "1"],
-    ["ledger", "log"], ["ledger", "show", "1"], ["ledger", "checkpoint"], ["ledger", "prove", "1"], ["ledger", "verify"],
-    ["ledger", "export", "copy.jsonl"], ["ledger", "import", TASKS],
-    ["profile", "new", "p"], ["profile", "list"], ["profile", "show", "p"],
+    ["ledger", "log"],
+    ["ledger", "show", "1"],
+    ["ledger", "checkpoint"],
+    ["ledger", "prove", "1"],
+    ["ledger", "verify"],
+    ["ledger", "export", "copy.jsonl"],
+    ["ledger", "import", TASKS],
+    ["profile", "new", "p"],
+    ["profile", "list"],
+    ["profile", "show", "p"],
     ["run", "p", "a task"],
-    ["sessions", "list"], ["sessions", "show", "abcd"], ["sessions", "import", TASKS, "--profile", "p"],
-    ["improve", "mark", "abcd", "--good"], ["improve", "harvest", "p", "--out", "work.json"],
-    ["improve", "export", "p", "--out", "train"], ["improve", "seal", "p", "--tasks", TASKS],
-    ["improve", "run", "p", "--proposer", "script:x.toml"], ["improve", "adopt", "p", "abcd"], ["improve", "undo", "p"],
-    ["improve", "lineage", "p"], ["lineage", "p"], ["lineage", "p", "--check"],
-    ["kill-switch", "on"], ["kill-switch", "off"], ["kill-switch", "status"],
-]  # fmt: skip
+    ["sessions", "list"],
+    ["sessions", "show", "abcd"],
+    ["sessions", "import", TASKS, "--profile", "p"],
+    ["improve", "mark", "abcd", "--good"],
+    ["improve", "harvest", "p", "--out", "work.json"],
+    ["improve", "export", "p", "--out", "train"],
+    ["improve", "seal", "p", "--tasks", TASKS],
+    ["improve", "run", "p", "--proposer", "script:x.toml"],
+    ["improve", "adopt", "p", "abcd"],
+    ["improve", "undo", "p"],
+    ["improve", "lineage", "p"],
+    ["lineage", "p"],
+    ["lineage", "p", "--check"],
+    ["kill-switch", "on"],
+    ["kill-switch", "off"],
+    ["kill-switch", "status"],
+]
 
 
 def agentd_at(root: Path | str, *args: str, env: dict[str, str] | None = None) -> Result:
@@ -53,7 +73,10 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_missing_home_is_named_and_never_created(elsewhere: Path, args: list[str]) -> None:
     typo = elsewhere / "typo"
     line = one_error_line(agentd_at(typo, *args))
-    assert line == f"agentd: error: no agentd home at {typo}; create one with: agentd --home {typo} init (or give the right --home)"
+    assert (
+        line
+        == f"agentd: error: no agentd home at {typo}; create one with: agentd --home {typo} init (or give the right --home)"
+    )
     assert sorted(p.name for p in elsewhere.iterdir()) == [TASKS]  # no home, nor anything else, made
 
 
@@ -64,7 +87,9 @@ def test_a_folder_that_is_not_a_home_is_not_made_one(elsewhere: Path) -> None:
 
 
 @pytest.mark.parametrize("home_var", [None, ""], ids=["HOME unset", "HOME empty"])
-def test_without_home_there_is_no_default_home(elsewhere: Path, monkeypatch: pytest.MonkeyPatch, home_var: str | None) -> None:
+def test_without_home_there_is_no_default_home(
+    elsewhere: Path, monkeypatch: pytest.MonkeyPatch, home_var: str | None
+) -> None:
     monkeypatch.delenv("AGENTD_HOME", raising=False)
     if home_var is None:
         monkeypatch.delenv("HOME", raising=False)
@@ -88,8 +113,17 @@ def test_init_creates_what_its_help_says(tmp_path: Path) -> None:
     root = tmp_path / "fresh"
     r = agentd_at(root, "init")
     assert r.code == 0, r.err
-    assert "config.toml with every setting at its default" in agentd_at(root, "init", "--help").out.replace("\n    ", " ")
-    assert {p.name for p in root.iterdir()} >= {"config.toml", "log-key.json", "ledger.db", "wallets", "profiles", "routes"}
+    assert "config.toml with every setting at its default" in agentd_at(root, "init", "--help").out.replace(
+        "\n    ", " "
+    )
+    assert {p.name for p in root.iterdir()} >= {
+        "config.toml",
+        "log-key.json",
+        "ledger.db",
+        "wallets",
+        "profiles",
+        "routes",
+    }
     assert Home(root).config == {}  # every setting commented out: the defaults hold
     assert f"config: {root / 'config.toml'} (created" in r.out
     assert agentd_at(root, "wallet", "list").code == 0
@@ -124,15 +158,29 @@ def test_everything_in_a_home_is_its_owners_alone_whatever_the_umask(tmp_path: P
 # -- a read-only home ------------------------------------------------------------------
 
 READS = [
-    ["sessions", "list"], ["sessions", "list", "--json"], ["wallet", "list"], ["wallet", "show", PROFILE],
-    ["ledger", "log"], ["ledger", "show", "2"], ["ledger", "verify"], ["ledger", "checkpoint"], ["ledger", "prove", "2"],
-    ["ledger", "export", "-"], ["profile", "list"], ["profile", "show", PROFILE], ["lineage", PROFILE],
-    ["lineage", PROFILE, "--check"], ["kill-switch", "status"],
-]  # fmt: skip
+    ["sessions", "list"],
+    ["sessions", "list", "--json"],
+    ["wallet", "list"],
+    ["wallet", "show", PROFILE],
+    ["ledger", "log"],
+    ["ledger", "show", "2"],
+    ["ledger", "verify"],
+    ["ledger", "checkpoint"],
+    ["ledger", "prove", "2"],
+    ["ledger", "export", "-"],
+    ["profile", "list"],
+    ["profile", "show", PROFILE],
+    ["lineage", PROFILE],
+    ["lineage", PROFILE, "--check"],
+    ["kill-switch", "status"],
+]
 WRITES = [
-    ["kill-switch", "on"], ["wallet", "new", "carol"], ["wallet", "fund", PROFILE, "1"],
-    ["run", PROFILE, "Pay invoice 21 from Acme, 5 USD, to acme."], ["profile", "new", "other"],
-]  # fmt: skip
+    ["kill-switch", "on"],
+    ["wallet", "new", "carol"],
+    ["wallet", "fund", PROFILE, "1"],
+    ["run", PROFILE, "Pay invoice 21 from Acme, 5 USD, to acme."],
+    ["profile", "new", "other"],
+]
 
 
 @pytest.fixture(scope="module")
@@ -162,10 +210,18 @@ def test_a_read_only_home_is_read_and_verified(demo_home: Path, tmp_path: Path) 
 @pytest.mark.parametrize(
     "args, kind",
     [
-        (["sessions", "list"], list), (["wallet", "list"], list), (["ledger", "log"], list), (["profile", "list"], list),
-        (["sessions", "show", "0"], dict), (["wallet", "show", PROFILE], dict), (["ledger", "show", "1"], dict),
-        (["ledger", "verify"], dict), (["ledger", "checkpoint"], dict), (["profile", "show", PROFILE], dict),
-        (["lineage", PROFILE, "--check"], dict), (["kill-switch", "status"], dict),
+        (["sessions", "list"], list),
+        (["wallet", "list"], list),
+        (["ledger", "log"], list),
+        (["profile", "list"], list),
+        (["sessions", "show", "0"], dict),
+        (["wallet", "show", PROFILE], dict),
+        (["ledger", "show", "1"], dict),
+        (["ledger", "verify"], dict),
+        (["ledger", "checkpoint"], dict),
+        (["profile", "show", PROFILE], dict),
+        (["lineage", PROFILE, "--check"], dict),
+        (["kill-switch", "status"], dict),
     ],
     ids=lambda x: " ".join(x) if isinstance(x, list) else x.__name__,
 )
@@ -180,11 +236,16 @@ def test_json_is_an_array_for_a_list_and_an_object_otherwise(demo_home: Path, ar
 def test_the_kill_switch_on_a_read_only_home_is_one_clear_line(demo_home: Path) -> None:
     with read_only_view(demo_home) as view:
         line = one_error_line(agentd_at(view, "kill-switch", "on"))
-        assert line == f"agentd: error: cannot turn the kill switch on: the home {view} is read-only here (Read-only file system)"
+        assert (
+            line
+            == f"agentd: error: cannot turn the kill switch on: the home {view} is read-only here (Read-only file system)"
+        )
         assert agentd_at(view, "kill-switch", "status").out == "kill switch is off\n"
 
 
-def test_what_works_from_files_alone_needs_no_home(demo_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_works_from_files_alone_needs_no_home(
+    demo_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     work = tmp_path / "work.json"
     work.write_bytes((demo_home / "work.json").read_bytes())
     monkeypatch.chdir(tmp_path)

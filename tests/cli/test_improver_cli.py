@@ -35,15 +35,33 @@ def given(agentd, home: Home) -> dict[str, str]:
 
 
 def improve(agentd, given: dict[str, str], *args: str):
-    return agentd("improve", "improver", PROFILE, "--proposer", PROPOSER, "--problem", given["p0"], "--problem", given["p1"],
-                  "--held-out-problem", given["p2"], "--runs", "4", "--seed", "0", *args)  # fmt: skip
+    return agentd(
+        "improve",
+        "improver",
+        PROFILE,
+        "--proposer",
+        PROPOSER,
+        "--problem",
+        given["p0"],
+        "--problem",
+        given["p1"],
+        "--held-out-problem",
+        given["p2"],
+        "--runs",
+        "4",
+        "--seed",
+        "0",
+        *args,
+    )
 
 
 def improver_file(home: Home) -> Path:
     return home.profiles_dir / PROFILE / "improver.json"
 
 
-def test_the_readme_run_keeps_one_lesson_per_failure_applies_it_and_turns_down_the_repeat(agentd, home: Home, given) -> None:
+def test_the_readme_run_keeps_one_lesson_per_failure_applies_it_and_turns_down_the_repeat(
+    agentd, home: Home, given
+) -> None:
     r = improve(agentd, given, "--rounds", "2", "--apply", "--wallet", PROFILE)
     assert r.code == 0, r.err
     lines = r.out.splitlines()
@@ -54,7 +72,9 @@ def test_the_readme_run_keeps_one_lesson_per_failure_applies_it_and_turns_down_t
     default = first.split("(")[1].split(")")[0]
     assert lines[1] == f"round 1: the improver {default} proposed 1 change to itself"
     kept = lines[2]
-    assert kept.startswith(f'kept its instructions, adding "{SENTENCE}": with it the agent ended at 32/32 against 16/32 (')
+    assert kept.startswith(
+        f'kept its instructions, adding "{SENTENCE}": with it the agent ended at 32/32 against 16/32 ('
+    )
     assert "on the problems to choose on, and at 16/16 against 8/16 (newcombe test, 97.5% interval" in kept
     assert "on the problems held out (confirmation 1 of 4), as step " in kept
     step = kept.rsplit(" ", 1)[1]
@@ -72,15 +92,23 @@ def test_the_readme_run_keeps_one_lesson_per_failure_applies_it_and_turns_down_t
 
     listed = agentd("lineage", PROFILE)
     assert listed.code == 0, listed.err
-    assert f"improver {lines[5].split()[4]}, step {step}: its instructions, adding \"{SENTENCE}\" — 32/32 against 16/32 on the " in listed.out
+    assert (
+        f'improver {lines[5].split()[4]}, step {step}: its instructions, adding "{SENTENCE}" — 32/32 against 16/32 on the '
+        in listed.out
+    )
     assert "16/16 against 8/16 on those held out (confirmation 1 of 4); claim " in listed.out
     assert [line["step"] for line in json.loads(agentd("lineage", PROFILE, "--json").out)["improvers"]] == [step]
     check = agentd("lineage", PROFILE, "--check")
     assert check.code == 0, check.err
-    assert f"improver {data['improver']}, kept as step {step}: on the ledger as claim {lines[3].split()[-1][:16]}" in check.out
+    assert (
+        f"improver {data['improver']}, kept as step {step}: on the ledger as claim {lines[3].split()[-1][:16]}"
+        in check.out
+    )
 
 
-def test_a_kept_improver_on_the_ledger_that_the_lineage_does_not_hold_fails_the_check(agentd, home: Home, given) -> None:
+def test_a_kept_improver_on_the_ledger_that_the_lineage_does_not_hold_fails_the_check(
+    agentd, home: Home, given
+) -> None:
     assert improve(agentd, given, "--wallet", PROFILE).code == 0
     home.routes.improvers(PROFILE).unlink()
     check = agentd("lineage", PROFILE, "--check")
@@ -150,7 +178,10 @@ def bad_inputs(home: Home, given: dict[str, str]) -> dict[str, tuple[list[str], 
         "not task files": ([f"--problem={train},{not_tasks}", *rest], "not-tasks.json"),
         "one file twice": ([f"--problem={train},{train}", *rest], "names one file twice"),
         "overlapping tasks": ([f"--problem={train},{copy}", *rest], "of HELD is also in TRAIN"),
-        "held out is a problem": ([f"--problem={given['p0']}", f"--held-out-problem={given['p0']}"], "is also a --problem"),
+        "held out is a problem": (
+            [f"--problem={given['p0']}", f"--held-out-problem={given['p0']}"],
+            "is also a --problem",
+        ),
         "no problem": ([f"--held-out-problem={given['p2']}"], "--problem is missing"),
         "held out shares a task": (
             [f"--problem={given['p0']}", f"--held-out-problem={given['p2'].split(',')[0]},{given['p0'].split(',')[1]}"],
@@ -161,10 +192,20 @@ def bad_inputs(home: Home, given: dict[str, str]) -> dict[str, tuple[list[str], 
 
 @pytest.mark.parametrize(
     "case",
-    ["not two files", "unreadable", "not task files", "one file twice", "overlapping tasks", "held out is a problem", "no problem",
-     "held out shares a task"],  # fmt: skip
+    [
+        "not two files",
+        "unreadable",
+        "not task files",
+        "one file twice",
+        "overlapping tasks",
+        "held out is a problem",
+        "no problem",
+        "held out shares a task",
+    ],
 )
-def test_bad_problems_are_refused_in_one_line_with_exit_2_and_nothing_written(agentd, home: Home, given, case: str) -> None:
+def test_bad_problems_are_refused_in_one_line_with_exit_2_and_nothing_written(
+    agentd, home: Home, given, case: str
+) -> None:
     args, expected = bad_inputs(home, given)[case]
     r = agentd("improve", "improver", PROFILE, "--proposer", PROPOSER, *args)
     assert r.code == 2, (r.out, r.err)
@@ -173,7 +214,17 @@ def test_bad_problems_are_refused_in_one_line_with_exit_2_and_nothing_written(ag
 
 
 def test_an_unknown_profile_is_refused_with_exit_2(agentd, home: Home, given) -> None:
-    r = agentd("improve", "improver", "nobody", "--proposer", PROPOSER, "--problem", given["p0"], "--held-out-problem", given["p2"])
+    r = agentd(
+        "improve",
+        "improver",
+        "nobody",
+        "--proposer",
+        PROPOSER,
+        "--problem",
+        given["p0"],
+        "--held-out-problem",
+        given["p2"],
+    )
     assert r.code == 2 and r.err.count("\n") == 1 and "no profile named 'nobody'" in r.err
     assert not home.routes.improvers("nobody").exists()
 
@@ -197,10 +248,28 @@ def test_sigterm_stops_the_run_cleanly_with_the_stop_recorded(home: Home, given)
     toml = home.profiles_dir / PROFILE / "profile.toml"
     # An agent model that takes half a second an answer, so SIGTERM lands while an improver is graded.
     toml.write_text(toml.read_text().replace('models = ["script:models/agent.toml"]', 'models = ["openai:slow"]'))
-    argv = [sys.executable, "-m", "agentd", "--home", str(home.root), "improve", "improver", PROFILE, "--proposer", PROPOSER,
-            "--problem", given["p0"], "--held-out-problem", given["p2"], "--runs", "2"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "agentd",
+        "--home",
+        str(home.root),
+        "improve",
+        "improver",
+        PROFILE,
+        "--proposer",
+        PROPOSER,
+        "--problem",
+        given["p0"],
+        "--held-out-problem",
+        given["p2"],
+        "--runs",
+        "2",
+    ]
     with ModelServer("openai", delay=0.5) as server:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OPENAI_BASE_URL": server.base_url})
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OPENAI_BASE_URL": server.base_url}
+        )
         while len(server.requests) < 2 and proc.poll() is None:
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
@@ -211,8 +280,12 @@ def test_sigterm_stops_the_run_cleanly_with_the_stop_recorded(home: Home, given)
     assert lines[-1]["decision"] == "stopped" and not improver_file(home).exists()
 
 
-def test_a_proposal_holding_a_held_out_problems_task_stops_the_run_and_nothing_is_kept(agentd, home: Home, given) -> None:
-    held = json.loads(Path(given["p2"].split(",")[1]).read_text())["tasks"][0]["task"]  # "Pay invoice 133 from Soylent, ..."
+def test_a_proposal_holding_a_held_out_problems_task_stops_the_run_and_nothing_is_kept(
+    agentd, home: Home, given
+) -> None:
+    held = json.loads(Path(given["p2"].split(",")[1]).read_text())["tasks"][0][
+        "task"
+    ]  # "Pay invoice 133 from Soylent, ..."
     leaks = home.profiles_dir / PROFILE / "models" / "leaks.toml"
     leaks.write_text(
         "[[rule]]\n"
@@ -226,9 +299,26 @@ def test_a_proposal_holding_a_held_out_problems_task_stops_the_run_and_nothing_i
         'name = "propose_change"\n'
         'arguments = { lessons = "Pay each invoice promptly." }\n'
     )
-    r = agentd("improve", "improver", PROFILE, "--proposer", "script:models/leaks.toml", "--problem", given["p0"],
-               "--problem", given["p1"], "--held-out-problem", given["p2"], "--runs", "2", "--rounds", "2", "--apply",
-               "--wallet", PROFILE)  # fmt: skip
+    r = agentd(
+        "improve",
+        "improver",
+        PROFILE,
+        "--proposer",
+        "script:models/leaks.toml",
+        "--problem",
+        given["p0"],
+        "--problem",
+        given["p1"],
+        "--held-out-problem",
+        given["p2"],
+        "--runs",
+        "2",
+        "--rounds",
+        "2",
+        "--apply",
+        "--wallet",
+        PROFILE,
+    )
     assert r.code == 1, r.err
     stopped = [line for line in r.out.splitlines() if line.startswith("stopped: ")]
     assert stopped == [

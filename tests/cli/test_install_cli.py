@@ -46,7 +46,9 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
         kept = improve_code(agentd, home, "--rounds", "2", "--runs", "2", "--wallet", CODE)
         assert kept.code == 0, kept.out + kept.err
-    line = next(line for line in kept.out.splitlines() if ": kept as release " in line)  # round N: LABEL: kept as release R: ...
+    line = next(
+        line for line in kept.out.splitlines() if ": kept as release " in line
+    )  # round N: LABEL: kept as release R: ...
     return root, line.split(": kept as release ")[1].split(":")[0]
 
 
@@ -77,12 +79,25 @@ class World:
         published = self.release_claim(release)
         rel = published["release"]
         body = {
-            "release": rel["release"], "release_claim": published["claim"], "commit": rel["commit"], "patch": rel["patch"],
-            "holds": True, "why": "8/8 against 4/8", "tasks": "c" * 64, "runs": 2,
-            "before": {"passed": 4, "runs": 8}, "after": {"passed": 8, "runs": 8}, "interval": [0.1, 0.9], "level": 0.0125,
-            "rebuilt": {"built": True, "tested": True}, "sandbox": "bubblewrap", "runner": "python3 agent.py",
-            "expires": EXPIRES, "bond": None, "adjudicator": None,
-        }  # fmt: skip
+            "release": rel["release"],
+            "release_claim": published["claim"],
+            "commit": rel["commit"],
+            "patch": rel["patch"],
+            "holds": True,
+            "why": "8/8 against 4/8",
+            "tasks": "c" * 64,
+            "runs": 2,
+            "before": {"passed": 4, "runs": 8},
+            "after": {"passed": 8, "runs": 8},
+            "interval": [0.1, 0.9],
+            "level": 0.0125,
+            "rebuilt": {"built": True, "tested": True},
+            "sandbox": "bubblewrap",
+            "runner": "python3 agent.py",
+            "expires": EXPIRES,
+            "bond": None,
+            "adjudicator": None,
+        }
         return self.append(who, ATTESTATION, {**body, **changes})
 
     def bond(self, who: str, cents: int = 2_000, judge: str = "judge") -> str:
@@ -118,8 +133,19 @@ def world(released: tuple[Path, str], home: Home) -> World:
 
 
 def install_args(w: World, *more: str, patch: Path | None = None) -> tuple[str, ...]:
-    return ("improve", "install", CODE, w.release, "--source", w.checkout, "--patch", patch or w.patch,
-            "--allow", "agent.py", *more)  # fmt: skip
+    return (
+        "improve",
+        "install",
+        CODE,
+        w.release,
+        "--source",
+        w.checkout,
+        "--patch",
+        patch or w.patch,
+        "--allow",
+        "agent.py",
+        *more,
+    )
 
 
 def refused(r: Any, w: World, before: dict[str, bytes], failed: str, why: str) -> None:
@@ -127,11 +153,16 @@ def refused(r: Any, w: World, before: dict[str, bytes], failed: str, why: str) -
     assert r.code == 3, r.out + r.err
     assert any(line.startswith(f"FAILED {failed}: ") and why in line for line in r.out.splitlines()), r.out
     assert sum(line.startswith(("ok ", "FAILED ")) for line in r.out.splitlines()) == 4
-    assert r.err.strip() == f"agentd: check failed: release {w.release} not installed ({failed} failed); nothing was changed"
+    assert (
+        r.err.strip()
+        == f"agentd: check failed: release {w.release} not installed ({failed} failed); nothing was changed"
+    )
     assert w.files() == before and not w.home.routes.install_record(CODE, w.release).exists()
 
 
-def test_a_release_attested_by_the_verifier_installs_exactly_its_patch_and_undo_restores_the_checkout(agentd, world: World) -> None:
+def test_a_release_attested_by_the_verifier_installs_exactly_its_patch_and_undo_restores_the_checkout(
+    agentd, world: World
+) -> None:
     w = world
     before = w.files()
     claim = w.attest("alice")
@@ -157,7 +188,9 @@ def test_a_release_attested_by_the_verifier_installs_exactly_its_patch_and_undo_
 
     as_json = json.loads(agentd(*install_args(w, "--attestation", claim, "--verifier", "alice", "--json")).out)
     record = w.home.routes.install_record(CODE, w.release)
-    assert as_json["installed"] and as_json["record"] == str(record) and [c["ok"] for c in as_json["checks"]] == [True] * 4
+    assert (
+        as_json["installed"] and as_json["record"] == str(record) and [c["ok"] for c in as_json["checks"]] == [True] * 4
+    )
     assert json.loads(record.read_text())["attestations"] == [claim] == [a["claim"] for a in as_json["attestations"]]
 
 
@@ -204,27 +237,42 @@ def crafted_release(w: World) -> tuple[str, Path]:
     return rid, path
 
 
-def test_a_patch_touching_a_path_outside_allow_that_its_release_says_it_does_not_touch_is_refused(agentd, world: World) -> None:
+def test_a_patch_touching_a_path_outside_allow_that_its_release_says_it_does_not_touch_is_refused(
+    agentd, world: World
+) -> None:
     w = world
     rid, patch = crafted_release(w)
     w.release = rid
     before = w.files()
     r = agentd(*install_args(w, "--attestation", w.attest("alice", rid), "--verifier", "alice", patch=patch))
-    refused(r, w, before, "allow", "it touches test_agent.py, outside what you allow (agent.py); its publisher says it changes agent.py")
+    refused(
+        r,
+        w,
+        before,
+        "allow",
+        "it touches test_agent.py, outside what you allow (agent.py); its publisher says it changes agent.py",
+    )
     assert f"ok patch: its SHA-256 {hashlib.sha256(patch.read_bytes()).hexdigest()[:12]}" in r.out
 
 
 def test_a_checkout_at_another_commit_is_refused(agentd, world: World) -> None:
     w = world
     claim = w.attest("alice")
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later"],
-                   cwd=w.checkout, check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later"],
+        cwd=w.checkout,
+        check=True,
+    )
     before = w.files()
     r = agentd(*install_args(w, "--attestation", claim, "--verifier", "alice"))
-    refused(r, w, before, "commit", f"not at {w.release_claim()['release']['commit'][:12]}, release {w.release}'s commit")
+    refused(
+        r, w, before, "commit", f"not at {w.release_claim()['release']['commit'][:12]}, release {w.release}'s commit"
+    )
 
 
-def test_an_attestation_by_the_publisher_never_gets_on_the_ledger_and_no_other_vouches_for_it(agentd, world: World) -> None:
+def test_an_attestation_by_the_publisher_never_gets_on_the_ledger_and_no_other_vouches_for_it(
+    agentd, world: World
+) -> None:
     w = world
     with pytest.raises(RuleViolation, match="a publisher cannot attest its own release"):
         w.attest(CODE)
@@ -257,7 +305,9 @@ def test_an_attestation_shown_false_does_not_count(agentd, world: World) -> None
     refused(r, w, before, "attestations", f"no attestation that counts by verifier {w.named('alice')}")
 
 
-def test_an_attestation_on_a_broken_bond_issued_after_the_break_does_not_count_and_a_sound_one_does(agentd, world: World) -> None:
+def test_an_attestation_on_a_broken_bond_issued_after_the_break_does_not_count_and_a_sound_one_does(
+    agentd, world: World
+) -> None:
     w = world
     bond = w.bond("alice")
     first = w.on_bond("alice", bond)
@@ -267,7 +317,9 @@ def test_an_attestation_on_a_broken_bond_issued_after_the_break_does_not_count_a
     bonded = ("--bonded", "--adjudicator", "judge")
     r = agentd(*install_args(w, "--attestation", first, "--attestation", later, "--verifier", "alice", *bonded))
     slashed = f"bond {bond[:12]} was slashed at Pulse"
-    assert r.out.splitlines()[0].startswith(f"attestation {first[:12]}: not counted: shown false by ruling {ruling[:12]}; {slashed}")
+    assert r.out.splitlines()[0].startswith(
+        f"attestation {first[:12]}: not counted: shown false by ruling {ruling[:12]}; {slashed}"
+    )
     assert r.out.splitlines()[1].startswith(f"attestation {later[:12]}: not counted: {slashed}")
     refused(r, w, before, "attestations", "no attestation that counts by verifier")
     sound = w.on_bond("bob", w.bond("bob"))
@@ -321,7 +373,9 @@ def test_a_claim_that_is_no_attestation_and_a_negative_one_do_not_count(agentd, 
     w = world
     negative = w.attest("alice", holds=False)
     before = w.files()
-    r = agentd(*install_args(w, "--attestation", w.release_claim()["claim"], "--attestation", negative, "--verifier", "alice"))
+    r = agentd(
+        *install_args(w, "--attestation", w.release_claim()["claim"], "--attestation", negative, "--verifier", "alice")
+    )
     lines = r.out.splitlines()
     assert lines[0].endswith(f"not counted: not an {ATTESTATION} claim")
     assert lines[1].endswith("not counted: it says the release did not hold up")
@@ -332,15 +386,20 @@ def test_bad_values_are_refused_in_one_line_with_exit_2(agentd, world: World) ->
     w = world
     claim = w.attest("alice")
     for args, said in [
-        (("improve", "install", CODE, "nope", "--source", w.checkout, "--patch", w.patch, "--verifier", "alice"),
-         "'nope' is not a release id"),
+        (
+            ("improve", "install", CODE, "nope", "--source", w.checkout, "--patch", w.patch, "--verifier", "alice"),
+            "'nope' is not a release id",
+        ),
         (install_args(w, "--attestation", claim), "name at least one --verifier"),
         (install_args(w, "--attestation", claim, "--verifier", "nobody"), "no wallet named nobody"),
         (install_args(w, "--attestation", "zz", "--verifier", "alice"), "--attestation zz"),
-        (install_args(w, "--attestation", claim, "--verifier", "alice", "--bonded"), "--bonded needs at least one --adjudicator"),
+        (
+            install_args(w, "--attestation", claim, "--verifier", "alice", "--bonded"),
+            "--bonded needs at least one --adjudicator",
+        ),
         (install_args(w, "--attestation", claim, "--verifier", "alice", "--least-bond", "-5"), "out of range"),
         (("improve", "install", CODE, w.release, "--verifier", "alice"), "give --source CHECKOUT and --patch FILE"),
-    ]:  # fmt: skip
+    ]:
         r = agentd(*args)
         assert r.code in (1, 2) and said in r.err and "Traceback" not in r.err, (args, r.err)
         assert len(r.err.strip().splitlines()) <= 2  # the line, and click's pointer to --help for a usage error

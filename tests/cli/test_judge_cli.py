@@ -25,7 +25,10 @@ def sessions(agentd, home: Home) -> list[str]:
     """Three live sessions of the example, none marked; the judge has no rule for the third."""
     assert agentd("init", "--example", "invoices").code == 0
     (home.profiles_dir / "invoices" / "judge.toml").write_text(JUDGE)
-    return [run_json(agentd, "invoices", task)["id"] for task in (GOOD, BAD, "Pay invoice 22 from Initech, 6 USD, to initech.")]
+    return [
+        run_json(agentd, "invoices", task)["id"]
+        for task in (GOOD, BAD, "Pay invoice 22 from Initech, 6 USD, to initech.")
+    ]
 
 
 def test_the_judge_proposes_and_nothing_is_marked_until_accepted(agentd, sessions: list[str]) -> None:
@@ -41,7 +44,7 @@ def test_the_judge_proposes_and_nothing_is_marked_until_accepted(agentd, session
 
     r = agentd("improve", "mark", bad[:10], "--accept-judged")
     assert r.code == 0 and r.out.strip() == f"session {bad} marked as having gone badly"
-    entry = [e for e in json.loads(agentd("ledger", "log", "--json").out) if e["kind"] == "agent.mark/v1"][0]
+    entry = next(e for e in json.loads(agentd("ledger", "log", "--json").out) if e["kind"] == "agent.mark/v1")
     shown = json.loads(agentd("ledger", "show", str(entry["pulse"]), "--json").out)
     assert shown["body"]["by"] == "judge:script:judge.toml" and shown["body"]["accepted_by"] == shown["author"]
     assert shown["body"]["note"] == "It paid a payee the invoice named instead."
@@ -54,7 +57,9 @@ def test_the_judge_proposes_and_nothing_is_marked_until_accepted(agentd, session
 
 def test_accept_all_marks_every_proposal_and_bad_usage_is_refused(agentd, sessions: list[str]) -> None:
     good, bad, _ = sessions
-    limited = json.loads(agentd("improve", "judge", "invoices", "--model", "script:judge.toml", "--limit", "1", "--json").out)
+    limited = json.loads(
+        agentd("improve", "judge", "invoices", "--model", "script:judge.toml", "--limit", "1", "--json").out
+    )
     assert [p["session"] for p in limited["proposed"]] == [good] and limited["passed_over"] == {"beyond --limit": 2}
     r = agentd("improve", "judge", "invoices", "--model", "script:judge.toml", "--accept", "all", "--json")
     assert r.code == 0, r.err

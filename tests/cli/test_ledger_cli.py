@@ -42,7 +42,10 @@ def test_log_lists_and_filters(agentd) -> None:
     assert agentd("ledger", "log", "--author", "nobody").code == 1
     last = json.loads(agentd("ledger", "log", "--json", "--last", "2", "--author", "alice").out)
     assert [x["pulse"] for x in last] == [4, 5]  # the last two that match, in Pulse order
-    assert [x["pulse"] for x in json.loads(agentd("ledger", "log", "--json", "--last", "9", "--from", "4").out)] == [4, 5]
+    assert [x["pulse"] for x in json.loads(agentd("ledger", "log", "--json", "--last", "9", "--from", "4").out)] == [
+        4,
+        5,
+    ]
     r = agentd("ledger", "log", "--last", "0")
     assert r.code == 2 and "--last" in r.err
 
@@ -50,7 +53,12 @@ def test_log_lists_and_filters(agentd) -> None:
 def test_show_by_pulse_and_by_claim(agentd) -> None:
     _tour(agentd, transfers=1)
     shown = json.loads(agentd("ledger", "show", "3", "--json").out)
-    assert (shown["pulse"], shown["kind"], shown["author_name"], shown["body"]["cents"]) == (3, "funds.transfer/v1", "alice", 1)
+    assert (shown["pulse"], shown["kind"], shown["author_name"], shown["body"]["cents"]) == (
+        3,
+        "funds.transfer/v1",
+        "alice",
+        1,
+    )
     entry = Entry.parse(base64.b64decode(shown["entry"]))
     assert entry.claim_id == shown["claim"]
     by_claim = agentd("ledger", "show", shown["claim"][:12])
@@ -158,7 +166,12 @@ def test_export_then_import_elsewhere_and_verify(agentd, home, tmp_path) -> None
     assert json.loads(agentd("--home", tmp_path / "binary", "ledger", "log", "--json").out) == []
 
     tampered = tmp_path / "tampered.jsonl"
-    bad = dict(lines[2], entry=base64.b64encode(base64.b64decode(lines[2]["entry"]).replace(b'"payloadType"', b'"payloadTyp\\u0065"')).decode())
+    bad = dict(
+        lines[2],
+        entry=base64.b64encode(
+            base64.b64decode(lines[2]["entry"]).replace(b'"payloadType"', b'"payloadTyp\\u0065"')
+        ).decode(),
+    )
     tampered.write_text("\n".join(json.dumps(x) for x in [*lines[:2], bad, *lines[3:]]) + "\n")
     assert agentd("--home", tmp_path / "second", "init").code == 0
     r = agentd("--home", tmp_path / "second", "ledger", "import", tampered)
@@ -319,7 +332,9 @@ def test_import_with_a_checkpoint_refuses_a_copy_cut_short(agentd, home, tmp_pat
     line = one_error_line(agentd("--home", tmp_path / "a1", "ledger", "import", cut, "--checkpoint", saved))
     assert "Pulse 4: missing: the checkpoint covers 5 entries and the copy holds 3" in line
     unchecked = agentd("--home", tmp_path / "a2", "ledger", "import", cut)
-    assert unchecked.code == 0 and "only self-consistency was checked" in unchecked.out and "--checkpoint" in unchecked.out
+    assert (
+        unchecked.code == 0 and "only self-consistency was checked" in unchecked.out and "--checkpoint" in unchecked.out
+    )
     whole = agentd("--home", tmp_path / "a3", "ledger", "import", copy, "--checkpoint", saved)
     assert whole.code == 0 and "consistent with the checkpoint at size 5" in whole.out
 
@@ -364,7 +379,11 @@ def test_a_witness_cosigns_and_verify_counts_it(agentd, home, tmp_path) -> None:
     ok = agentd("ledger", "verify", "--witnesses", "1", "--witness-key", keys[0], "--witness-key", keys[1])
     assert ok.code == 0, ok.err
     assert "witnessed: the checkpoint at size 5 is cosigned by witness.example/w1" in ok.out
-    line = one_error_line(agentd("ledger", "verify", "--witnesses", "2", "--witness-key", keys[0], "--witness-key", keys[1]), code=3, prefix="agentd: check failed: ")
+    line = one_error_line(
+        agentd("ledger", "verify", "--witnesses", "2", "--witness-key", keys[0], "--witness-key", keys[1]),
+        code=3,
+        prefix="agentd: check failed: ",
+    )
     assert "carries 2 valid cosignatures" in line
     assert agentd("ledger", "verify", "--witnesses", "2", "--witness-key", keys[0]).code == 2
     assert agentd("ledger", "verify", "--witnesses", "1", "--witness-key", "not-a-key").code == 2
@@ -372,7 +391,9 @@ def test_a_witness_cosigns_and_verify_counts_it(agentd, home, tmp_path) -> None:
     agentd("wallet", "transfer", "alice", "bob", "1")
     second = tmp_path / "cp2.txt"
     second.write_text(agentd("ledger", "checkpoint").out)
-    assert "needs a consistency proof from size 5 to size 6" in one_error_line(agentd("--home", w1, "witness", "cosign", second))
+    assert "needs a consistency proof from size 5 to size 6" in one_error_line(
+        agentd("--home", w1, "witness", "cosign", second)
+    )
     proof = tmp_path / "proof.json"
     proof.write_text(agentd("ledger", "prove", "--from-size", "5").out)
     assert agentd("--home", w1, "witness", "cosign", second, "--proof", proof).code == 0
@@ -409,14 +430,20 @@ def test_a_forked_log_is_refused_by_its_witness_with_a_fork_proof(agentd, home, 
     saved = tmp_path / "fork.json"
     saved.write_text(refused.out)
     held = agentd("ledger", "fork-proof", "--check", saved, "--log-key", log_key)
-    assert held.code == 0 and "holds: the log" in held.out and "signed checkpoints at sizes 6 and 8 that conflict" in held.out
+    assert (
+        held.code == 0
+        and "holds: the log" in held.out
+        and "signed checkpoints at sizes 6 and 8 that conflict" in held.out
+    )
     # The other home, which holds the larger tree, proves the fork from its own ledger.
     made = agentd("--home", other, "ledger", "fork-proof", ours, theirs)
     assert made.code == 0 and json.loads(made.out)["checkpoints"] == [ours.read_text(), theirs.read_text()]
     bent = json.loads(saved.read_text())
     bent["prefix_root"] = base64.b64encode(notes.parse(ours.read_text()).root).decode()
     saved.write_text(json.dumps(bent))
-    assert "the fork proof does not hold" in one_error_line(agentd("ledger", "fork-proof", "--check", saved), code=3, prefix="agentd: check failed: ")
+    assert "the fork proof does not hold" in one_error_line(
+        agentd("ledger", "fork-proof", "--check", saved), code=3, prefix="agentd: check failed: "
+    )
     assert "consistent: the log only grew" in one_error_line(agentd("ledger", "fork-proof", ours, ours))
     assert agentd("ledger", "fork-proof", ours).code == 2
 
@@ -439,8 +466,11 @@ def test_a_long_log_lists_whole_and_a_reader_that_stops_early_ends_it_quietly(ag
     assert [x["pulse"] for x in listed] == list(range(1, 3002))  # the array whole, item by item
     # `| head -1`: the reader takes the header and goes; agentd stops there, without a word
     # (click's own handling of a closed pipe: exit 1).
-    reader = subprocess.Popen([sys.executable, "-m", "agentd", "--home", str(home.root), "ledger", "log"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "agentd", "--home", str(home.root), "ledger", "log"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert reader.stdout.readline().split() == [b"PULSE", b"AT", b"KIND", b"AUTHOR", b"CLAIM"]
     reader.stdout.close()
     assert reader.wait(timeout=60) == 1 and reader.stderr.read() == b""

@@ -54,7 +54,9 @@ def decisions(home: Home) -> list[str]:
 
 def test_the_lesson_is_kept_published_and_applied(agentd, home: Home) -> None:
     sealed(home)
-    code, got, err = events(agentd, "--proposer", PROPOSER, "--rounds", "2", "--runs", "4", "--apply", "--wallet", PROFILE)
+    code, got, err = events(
+        agentd, "--proposer", PROPOSER, "--rounds", "2", "--runs", "4", "--apply", "--wallet", PROFILE
+    )
     assert code == 0, err
     kinds = [e["event"] for e in got]
     assert kinds[:3] == ["baseline", "round", "tried"]
@@ -66,7 +68,7 @@ def test_the_lesson_is_kept_published_and_applied(agentd, home: Home) -> None:
     assert kept["sealed"]["change"] == [24, 24] and kept["sealed"]["current"] == [48, 96]
     assert kept["level"] == 0.0125 and kept["confirmation"] == 1 and kept["test"] == "newcombe"
     assert "newcombe test, 97.5% interval" in kept["text"]  # its lower end: one-sided at 0.05/4
-    leak = [e for e in got if e["event"] == "turned down"][0]
+    leak = next(e for e in got if e["event"] == "turned down")
     assert "shares a run of words with sealed task work-" in leak["text"]
     assert load_profile(home, PROFILE).learned.lessons == LESSON
     claim = json.loads(agentd("ledger", "show", kept["claim"], "--json").out)
@@ -124,15 +126,25 @@ def test_a_canary_code_word_in_a_proposal_stops_the_loop(agentd, home: Home, var
     code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
     assert code == 1
     assert got[-3]["event"] == "stopped"
-    assert got[-3]["text"] == "stopped: a proposal holds the code word of canary-0: the sealed tasks have reached the proposer; seal fresh tasks"
+    assert (
+        got[-3]["text"]
+        == "stopped: a proposal holds the code word of canary-0: the sealed tasks have reached the proposer; seal fresh tasks"
+    )
     assert seal.state().spent == 0 and decisions(home) == ["stopped"]
 
 
 def test_gates_turn_down_what_is_too_long_tried_or_not_allowed(agentd, home: Home) -> None:
     sealed(home, wallet=None)
-    spec = write_proposer(home, "gated.toml", proposes(
-        {"lessons": "x " * 100}, {"models": ["openai:gpt-9"]}, {"lessons": "Answer in French."}, {"lessons": "Answer in French."},
-    ))  # fmt: skip
+    spec = write_proposer(
+        home,
+        "gated.toml",
+        proposes(
+            {"lessons": "x " * 100},
+            {"models": ["openai:gpt-9"]},
+            {"lessons": "Answer in French."},
+            {"lessons": "Answer in French."},
+        ),
+    )
     (home.profiles_dir / PROFILE / "improver.json").write_text(json.dumps({"max_lessons": 60, "changes_per_round": 4}))
     code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
     assert code == 0
@@ -149,7 +161,9 @@ def test_a_bad_proposer_answer_is_turned_down_not_a_crash(agentd, home: Home) ->
     code, got, err = events(agentd, "--proposer", silent, "--runs", "1")
     assert code == 0 and "Traceback" not in err
     assert any(e["text"] == "round 1: the proposer proposed no change (no propose_change call)" for e in got)
-    odd = write_proposer(home, "odd.toml", '[[rule]]\n[[rule.calls]]\nname = "propose_change"\narguments = { colour = "blue" }\n')
+    odd = write_proposer(
+        home, "odd.toml", '[[rule]]\n[[rule.calls]]\nname = "propose_change"\narguments = { colour = "blue" }\n'
+    )
     code, got, _ = events(agentd, "--proposer", odd, "--runs", "1")
     assert any(e["text"] == "turned down: a proposal: it gives neither lessons nor models" for e in got)
     failing = write_proposer(home, "down.toml", '[[rule]]\nerror = "provider"\n')
@@ -216,7 +230,19 @@ def test_a_token_budget_stops_before_it_is_passed(agentd, home: Home, budget: in
     sealed(home, wallet=None)
     toml = home.profiles_dir / PROFILE / "profile.toml"
     toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
-    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2", "--baseline-runs", "2", "--rounds", "3", "--max-tokens", str(budget))
+    code, got, _ = events(
+        agentd,
+        "--proposer",
+        PROPOSER,
+        "--runs",
+        "2",
+        "--baseline-runs",
+        "2",
+        "--rounds",
+        "3",
+        "--max-tokens",
+        str(budget),
+    )
     assert code == 1
     stop = next(e for e in got if e["event"] == "stopped")
     assert f"budget of {budget} tokens" in stop["text"]
@@ -242,17 +268,40 @@ def used_and_stop(got: list[dict[str, Any]]) -> tuple[int, str]:
 # limit), and a proposer whose every answer costs 1500 words and more.
 @pytest.mark.parametrize(
     "budget, agent_words",
-    [(2001, None), (2600, 3000), (3999, None), (4000, 3000), (4001, None), (5500, 3000), (7000, None), (8100, 3000),
-     (9999, None), (12000, 3000), (14500, None), (17000, 3000), (19999, None), (23000, 3000), (27000, 3000),
-     (36000, 3000), (42000, 3000), (50000, 3000), (61000, 3000), (90000, 3000)],
-)  # fmt: skip
+    [
+        (2001, None),
+        (2600, 3000),
+        (3999, None),
+        (4000, 3000),
+        (4001, None),
+        (5500, 3000),
+        (7000, None),
+        (8100, 3000),
+        (9999, None),
+        (12000, 3000),
+        (14500, None),
+        (17000, 3000),
+        (19999, None),
+        (23000, 3000),
+        (27000, 3000),
+        (36000, 3000),
+        (42000, 3000),
+        (50000, 3000),
+        (61000, 3000),
+        (90000, 3000),
+    ],
+)
 def test_the_token_budget_is_never_passed(agentd, home: Home, budget: int, agent_words: int | None) -> None:
     sealed(home, wallet=None)
     toml = home.profiles_dir / PROFILE / "profile.toml"
     toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))  # a run costs at most this
     if agent_words:
-        (home.profiles_dir / PROFILE / "models" / "agent.toml").write_text(f'[[rule]]\ntext = "{"word " * agent_words}"\n')
-    proposer = write_proposer(home, "wordy.toml", wordy(1500, {"lessons": "Read the invoice twice."}, {"lessons": "Pay nobody."}))
+        (home.profiles_dir / PROFILE / "models" / "agent.toml").write_text(
+            f'[[rule]]\ntext = "{"word " * agent_words}"\n'
+        )
+    proposer = write_proposer(
+        home, "wordy.toml", wordy(1500, {"lessons": "Read the invoice twice."}, {"lessons": "Pay nobody."})
+    )
     args = ("--proposer", proposer, "--runs", "2", "--baseline-runs", "4", "--rounds", "3", "--max-tokens", str(budget))
     code, got, _ = events(agentd, *args)
     used, stop = used_and_stop(got)
@@ -269,7 +318,9 @@ def test_a_proposer_that_asks_for_more_than_the_budget_leaves_is_held_to_what_is
     toml = home.profiles_dir / PROFILE / "profile.toml"
     toml.write_text(toml.read_text().replace("max_tokens = 20000", "max_tokens = 2000"))
     proposer = write_proposer(home, "wordy.toml", wordy(200_000, {"lessons": "Read the invoice twice."}))
-    code, got, _ = events(agentd, "--proposer", proposer, "--runs", "2", "--baseline-runs", "2", "--max-tokens", "60000")
+    code, got, _ = events(
+        agentd, "--proposer", proposer, "--runs", "2", "--baseline-runs", "2", "--max-tokens", "60000"
+    )
     used, stop = used_and_stop(got)
     assert code == 1 and got[0]["event"] == "baseline" and any(e["event"] == "round" for e in got)
     assert used == 60000  # its answer counted what the budget left it, no more
@@ -310,7 +361,7 @@ def test_sigterm_in_a_trial_stops_cleanly_and_the_next_run_goes_on(home: Home) -
 def test_adopt_and_undo_restore_exactly(agentd, home: Home) -> None:
     sealed(home, wallet=None)
     before = load_profile(home, PROFILE).learned
-    code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
+    _code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "2")
     step = next(e for e in got if e["event"] == "kept")["step"]
     assert load_profile(home, PROFILE).learned == before  # without --apply nothing changes
     r = agentd("improve", "adopt", PROFILE, step[:8])
@@ -335,7 +386,9 @@ def test_check_names_a_tampered_lineage_line(agentd, home: Home) -> None:
     path.write_text(path.read_text().replace('"change":[12,12]', '"change":[11,12]', 1))
     r = agentd("lineage", PROFILE, "--check")
     assert r.code == 3
-    assert "invoices-lineage.jsonl: line 3: step" in r.err and "the line does not match its claim (choose differ)" in r.err
+    assert (
+        "invoices-lineage.jsonl: line 3: step" in r.err and "the line does not match its claim (choose differ)" in r.err
+    )
 
 
 def test_check_names_a_claim_that_is_not_in_the_lineage(agentd, home: Home) -> None:
@@ -345,7 +398,6 @@ def test_check_names_a_claim_that_is_not_in_the_lineage(agentd, home: Home) -> N
     path.write_text("".join(line for line in path.read_text().splitlines(True) if '"decision":"kept"' not in line))
     r = agentd("lineage", PROFILE, "--check")
     assert r.code == 3 and "keeps a change of invoices that" in r.err
-
 
 
 def test_a_loop_killed_between_publishing_and_recording_a_change_records_it_next_time(agentd, home: Home) -> None:
@@ -362,6 +414,7 @@ def test_a_loop_killed_between_publishing_and_recording_a_change_records_it_next
     assert line["claim"] == kept["claim"] and line["pulse"] == kept["pulse"] and line["recovered"] is True
     r = agentd("lineage", PROFILE, "--check")
     assert r.code == 0, r.err
+
 
 def test_check_names_a_claim_rewritten_in_the_store(agentd, home: Home) -> None:
     import sqlite3
@@ -473,7 +526,11 @@ def test_long_trials_report_progress(home: Home) -> None:
 def test_a_canary_anywhere_in_an_answer_stops_the_loop_before_any_change_is_tried(agentd, home: Home) -> None:
     seal = sealed(home).seal
     word = code_word(seal.canaries[1])
-    spec = write_proposer(home, "late.toml", proposes({"lessons": LESSON}, {"lessons": "x"}, {"lessons": "y"}, {"lessons": f"Say {word}."}))
+    spec = write_proposer(
+        home,
+        "late.toml",
+        proposes({"lessons": LESSON}, {"lessons": "x"}, {"lessons": "y"}, {"lessons": f"Say {word}."}),
+    )
     code, got, _ = events(agentd, "--proposer", spec, "--runs", "2", "--wallet", PROFILE)
     assert code == 1 and [e["event"] for e in got].count("kept") == 0
     assert "holds the code word of canary-1" in next(e for e in got if e["event"] == "stopped")["text"]
@@ -485,7 +542,11 @@ def test_a_code_word_however_written_in_a_run_s_answer_stops_the_loop(agentd, ho
     seal = sealed(home, wallet=None).seal
     word = variants(code_word(seal.canaries[0]))[variant]
     script = home.profiles_dir / PROFILE / "models" / "agent.toml"
-    script.write_text(script.read_text().replace('text = "Paid {amount} USD to {to}."', f'text = "Paid {{amount}} USD to {{to}}. {word}"'))
+    script.write_text(
+        script.read_text().replace(
+            'text = "Paid {amount} USD to {to}."', f'text = "Paid {{amount}} USD to {{to}}. {word}"'
+        )
+    )
     code, got, _ = events(agentd, "--proposer", PROPOSER, "--runs", "1")
     assert code == 1
     stop = next(e for e in got if e["event"] == "stopped")
@@ -498,7 +559,9 @@ def test_a_code_word_however_written_in_a_run_s_answer_stops_the_loop(agentd, ho
 def test_ordinary_words_near_a_code_word_do_not_stop_the_loop(agentd, home: Home) -> None:
     seal = sealed(home, wallet=None).seal
     bird = code_word(seal.canaries[0]).split("-")[0]
-    spec = write_proposer(home, "birds.toml", proposes({"lessons": f"A {bird} is a bird; {bird}s do not pay invoices."}))
+    spec = write_proposer(
+        home, "birds.toml", proposes({"lessons": f"A {bird} is a bird; {bird}s do not pay invoices."})
+    )
     code, got, _ = events(agentd, "--proposer", spec, "--runs", "1")
     assert code == 0 and not [e for e in got if e["event"] == "stopped"]
 

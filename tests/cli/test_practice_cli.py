@@ -41,7 +41,11 @@ class Writes:
 
     async def complete(self, messages, tools, max_tokens) -> Completion:  # type: ignore[no-untyped-def]
         calls = [
-            {"id": f"w{i}", "type": "function", "function": {"name": TOOL_NAME, "arguments": a if isinstance(a, str) else json.dumps(a)}}
+            {
+                "id": f"w{i}",
+                "type": "function",
+                "function": {"name": TOOL_NAME, "arguments": a if isinstance(a, str) else json.dumps(a)},
+            }
             for i, a in enumerate(self.arguments, 1)
         ]
         return Completion({"role": "assistant", "content": None, "tool_calls": calls}, TokenUsage(1, 1), self.name)
@@ -49,9 +53,12 @@ class Writes:
 
 def as_written(task: Any) -> dict[str, Any]:
     return {
-        "task": task.task, "standins": task.standins, "checks": task.checks,
-        "solution": task.solution.to_json(), "failures": [f.to_json() for f in task.failures],
-    }  # fmt: skip
+        "task": task.task,
+        "standins": task.standins,
+        "checks": task.checks,
+        "solution": task.solution.to_json(),
+        "failures": [f.to_json() for f in task.failures],
+    }
 
 
 def test_the_readme_run_keeps_the_task_the_agent_fails_and_says_why_of_the_rest(agentd, home: Home) -> None:
@@ -60,16 +67,33 @@ def test_the_readme_run_keeps_the_task_the_agent_fails_and_says_why_of_the_rest(
     assert r.code == 0, r.err
     lines = r.out.splitlines()
     assert lines[0] == f"{WRITER} wrote 4 tasks in 2 turns, 3 borne out by their own solutions and failures"
-    assert lines[1] == ("refused, as it was told: failure 1 (does nothing and finishes) passes it: its checks cannot tell "
-                        "that wrong run from a right one")  # fmt: skip
+    assert lines[1] == (
+        "refused, as it was told: failure 1 (does nothing and finishes) passes it: its checks cannot tell "
+        "that wrong run from a right one"
+    )
     assert set(lines[2:5]) == {
         "left out: 1 the same as another task it wrote",
         "left out: 1 a careless run passes it",
         "left out: 1 the agent as it is passes in every run of 2",
     }
     assert "ranked by learnability 4·p·(1−p)" in lines[5]
-    assert lines[6].split() == ["practice-1", "p", "=", "0/2", "learnability", "0.00", "Pay", "invoice", "41", "from", "Vandelay,",
-                                "17", "USD,", "to", "vandelay."]  # fmt: skip
+    assert lines[6].split() == [
+        "practice-1",
+        "p",
+        "=",
+        "0/2",
+        "learnability",
+        "0.00",
+        "Pay",
+        "invoice",
+        "41",
+        "from",
+        "Vandelay,",
+        "17",
+        "USD,",
+        "to",
+        "vandelay.",
+    ]
     path = Path(lines[7].removeprefix("wrote "))
     kept = load_tasks(path)
     assert path == home.routes.practice(PROFILE, kept.digest) and kept.validated
@@ -84,8 +108,11 @@ def test_json_names_the_set_by_its_digest_and_out_puts_it_where_asked(agentd, ho
     assert r.code == 0, r.err
     got = json.loads(r.out)
     assert got["written"] == 4 and got["borne_out"] == 3 and got["turns"] == 2
-    assert got["left_out"] == {"the same as another task it wrote": 1, "a careless run passes it": 1,
-                               "the agent as it is passes in every run": 1}  # fmt: skip
+    assert got["left_out"] == {
+        "the same as another task it wrote": 1,
+        "a careless run passes it": 1,
+        "the agent as it is passes in every run": 1,
+    }
     assert [k["task"] for k in got["kept"]] == ["practice-1"] and got["kept"][0]["learnability"] == 0.0
     assert got["file"] == str(out) and got["digest"] == load_tasks(out).digest
     assert got["ranked_by"] == "learnability 4·p·(1−p)"
@@ -128,21 +155,43 @@ def test_a_canarys_code_word_in_a_written_task_stops_it_and_writes_nothing(home:
 def test_a_copy_of_a_sealed_task_a_failing_solution_and_a_malformed_task_are_left_out(home: Home) -> None:
     seal = sealed(home).seal
     copy = as_written(seal.real_tasks[0])
-    failing = {**as_written(seal.train().tasks[0]), "task": "Pay invoice 91 now.", "solution": {"calls": [], "answer": "", "ended": "done"}}
+    failing = {
+        **as_written(seal.train().tasks[0]),
+        "task": "Pay invoice 91 now.",
+        "solution": {"calls": [], "answer": "", "ended": "done"},
+    }
     done = practise(home, PROFILE, PracticeRequest(runs=1), WRITER, writer=Writes(copy, failing, "{"))
     assert done.path is None and not done.practice.ranked
     # Told of the two refused, it wrote all three again on each of its three turns; on the
     # last only two were read, as two of the four asked for were borne out by then.
     assert done.practice.writing.turns == 3
-    assert done.practice.left_out == {"a sealed task word for word": 3, "no run passes it": 3, "not in the task file's format": 2}
+    assert done.practice.left_out == {
+        "a sealed task word for word": 3,
+        "no run passes it": 3,
+        "not in the task file's format": 2,
+    }
 
 
 def test_run_with_practice_chooses_on_them_too_and_the_kept_step_names_the_set(agentd, home: Home) -> None:
     seal = sealed(home).seal
     path = Path(practice(agentd, "--writer", WRITER).out.splitlines()[7].removeprefix("wrote "))
     digest = load_tasks(path).digest
-    r = agentd("improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--runs", "2",
-               "--baseline-runs", "2", "--wallet", PROFILE, "--practice", str(path), "--json")  # fmt: skip
+    r = agentd(
+        "improve",
+        "run",
+        PROFILE,
+        "--proposer",
+        "script:models/proposer.toml",
+        "--runs",
+        "2",
+        "--baseline-runs",
+        "2",
+        "--wallet",
+        PROFILE,
+        "--practice",
+        str(path),
+        "--json",
+    )
     assert r.code == 0, r.err
     got = [json.loads(line) for line in r.out.splitlines()]
     assert (got[0]["passed"], got[0]["judged"]) == (6, 14)  # 6 tasks to choose on and 1 practice task, 2 runs each
@@ -161,7 +210,9 @@ def test_run_with_practice_chooses_on_them_too_and_the_kept_step_names_the_set(a
 def test_a_practice_set_holding_a_sealed_task_or_another_profiles_is_refused(agentd, home: Home) -> None:
     seal = sealed(home).seal
     leaked = home.root / "leaked.json"
-    TaskSet(PROFILE, seal.sealed.operator, (replace(seal.real_tasks[0], name="practice-1"),), validated=True).save(leaked)
+    TaskSet(PROFILE, seal.sealed.operator, (replace(seal.real_tasks[0], name="practice-1"),), validated=True).save(
+        leaked
+    )
     r = agentd("improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--practice", str(leaked))
     assert r.code == 1 and "practice task practice-1 is a sealed task" in r.err
     other = home.root / "other.json"

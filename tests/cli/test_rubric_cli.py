@@ -27,7 +27,10 @@ def test_harvest_writes_the_profiles_rubric_into_each_task(agentd, home: Home, s
     r = agentd("improve", "harvest", "invoices", "--out", ruled)
     assert r.code == 0, r.err
     tasks = json.loads(ruled.read_text())["tasks"]
-    assert all(t["rubric"] == {"gates": ["avoids:pay", "no_other_changes"], "weights": {"makes:pay": 3.0, "finishes": 1.0}} for t in tasks)
+    assert all(
+        t["rubric"] == {"gates": ["avoids:pay", "no_other_changes"], "weights": {"makes:pay": 3.0, "finishes": 1.0}}
+        for t in tasks
+    )
     assert all("rubric" not in t for t in json.loads(plain.read_text())["tasks"])
     report = json.loads(agentd("improve", "eval", "invoices", "--tasks", ruled, "--runs", "1", "--json").out)
     assert {t["task"]: t["best_reward"] for t in report["tasks"]}["ruled-2"] == 0.0  # it paid mallory: a gate

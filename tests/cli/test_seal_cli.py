@@ -87,7 +87,10 @@ def test_a_reusable_seal_says_its_threshold(agentd, home: Home) -> None:
     terms = open_seal(next(home.routes.root.glob("*-sealed-*.json"))).terms
     assert terms.holdout["noise"] == pytest.approx(1 / (2 * 6**0.5))
     assert terms.holdout["threshold"] == pytest.approx(4 / (2 * 6**0.5)) and terms.holdout["budget"] == 3
-    assert "As a reusable holdout, the sealed tasks turn down a change whose gain they answer at 81.6% or less (their noise 20.4%)" in r.out
+    assert (
+        "As a reusable holdout, the sealed tasks turn down a change whose gain they answer at 81.6% or less (their noise 20.4%)"
+        in r.out
+    )
 
 
 @pytest.mark.parametrize(
@@ -102,7 +105,9 @@ def test_a_reusable_seal_says_its_threshold(agentd, home: Home) -> None:
         (["--test", "bogus"], "Invalid value for '--test'", 2),
     ],
 )
-def test_bad_seal_requests_are_refused_and_write_nothing(agentd, home: Home, args: list[str], expected: str, code: int) -> None:
+def test_bad_seal_requests_are_refused_and_write_nothing(
+    agentd, home: Home, args: list[str], expected: str, code: int
+) -> None:
     r = seal_cli(agentd, harvested(home), *args)
     assert expected in one_error_line(r, code=code)
     assert not list(home.routes.root.glob("*-sealed-*"))
@@ -160,7 +165,7 @@ def test_a_corrupted_seal_file_is_a_clear_error_and_spends_nothing(home: Home) -
     with pytest.raises(ImproverError, match="the seal file is damaged"):
         seal.spend_confirmation()
     seal.path.write_text(text[: len(text) // 2])
-    with pytest.raises(ImproverError, match="the seal file is damaged .*nothing was spent"):
+    with pytest.raises(ImproverError, match=r"the seal file is damaged .*nothing was spent"):
         open_seal(seal.path)
     seal.path.write_text(text)
     assert open_seal(seal.path).state().spent == 0
@@ -181,7 +186,7 @@ def test_the_ledger_refuses_a_seal_claim_with_a_level_that_does_not_fit(home: Ho
 
     seal = sealed(home, wallet=None).seal
     body = {**claim_body(seal), "level": 0.05}
-    with pytest.raises(RuleViolation, match="0.05/4"):
+    with pytest.raises(RuleViolation, match=r"0.05/4"):
         open_ledger(home).append(load_wallet(home, PROFILE), "agent.seal/v1", body)
 
 
@@ -198,7 +203,9 @@ def test_export_after_a_seal_gives_only_the_tasks_to_choose_on(agentd, home: Hom
     assert json.loads(r.out)["passed_over"]["sealed"] == len(sealed_sessions) == 6
 
 
-def test_a_task_exported_only_as_a_task_is_never_sealed_under_its_harvest_name(agentd, home: Home, tmp_path: Path) -> None:
+def test_a_task_exported_only_as_a_task_is_never_sealed_under_its_harvest_name(
+    agentd, home: Home, tmp_path: Path
+) -> None:
     from improver.tasks.task import TaskSet
 
     work = load_tasks(harvested(home))
@@ -221,7 +228,9 @@ def test_a_session_that_repeats_a_sealed_task_is_never_exported(agentd, home: Ho
     store = SessionStore(home)
     good = next(t for t in seal.real_tasks if t.source["outcome"] == "good")
     again = store.get(good.source["session"]).model_dump()
-    twin = store.add(SessionRecord(**{**again, "id": "f" * 32, "started_at": "2099-01-01T00:00:00.000000Z", "claim_id": "f" * 64}))
+    twin = store.add(
+        SessionRecord(**{**again, "id": "f" * 32, "started_at": "2099-01-01T00:00:00.000000Z", "claim_id": "f" * 64})
+    )
     out = tmp_path / "train"
     r = agentd("improve", "export", PROFILE, "--out", str(out), "--json")
     assert r.code == 0, r.err
@@ -258,7 +267,9 @@ def test_a_task_another_home_sealed_on_a_shared_ledger_is_not_sealed_here(agentd
     assert harvest_profile(other, PROFILE, None).left_out["sealed"] == first.seal.terms.sealed_tasks
     work = tmp_path / "all.json"
     harvest_profile(other, PROFILE, work, fresh=False)
-    with pytest.raises(ImproverError, match=rf"was sealed already, by seal {first.seal.id} \(claim {first.claim[:16]}\)"):
+    with pytest.raises(
+        ImproverError, match=rf"was sealed already, by seal {first.seal.id} \(claim {first.claim[:16]}\)"
+    ):
         seal_tasks(other, PROFILE, work, SealRequest(seed="elsewhere"), None)
 
 
@@ -267,7 +278,9 @@ def test_export_then_harvest_again_leaves_the_exported_out_and_seals(agentd, hom
 
     work = load_tasks(harvested(home))
     some = home.root / "some.json"  # two tasks of sessions that went badly; every good session goes out as a line
-    TaskSet(work.profile, work.operator, tuple(t for t in work.tasks if t.source["outcome"] == "bad")[:2], validated=True).save(some)
+    TaskSet(
+        work.profile, work.operator, tuple(t for t in work.tasks if t.source["outcome"] == "bad")[:2], validated=True
+    ).save(some)
     assert agentd("improve", "export", PROFILE, "--out", str(tmp_path / "train"), "--tasks", str(some)).code == 0
     assert seal_cli(agentd, home.root / "work.json").code == 1  # the old set holds them: refused
     r = agentd("improve", "harvest", PROFILE, "--out", str(home.root / "fresh.json"))
@@ -291,7 +304,9 @@ def test_a_task_an_earlier_seal_had_to_choose_on_is_never_sealed_later(agentd, h
         "sealed 4 of 10 tasks for profile invoices (with 2 canaries), 6 left to choose changes on "
         "(6 of them kept there for having been shown to a proposer before); "
     )
-    second = open_seal(Path(r.out.splitlines()[3].removeprefix("sealed tasks: ").removesuffix(" (no proposer is shown them)")))
+    second = open_seal(
+        Path(r.out.splitlines()[3].removeprefix("sealed tasks: ").removesuffix(" (no proposer is shown them)"))
+    )
     assert not {t.content_key for t in second.real_tasks} & shown
     assert {t.content_key for t in second.train().tasks} == shown
     entry = json.loads(agentd("ledger", "show", second.state().claim, "--json").out)
@@ -306,7 +321,10 @@ def test_a_seal_with_only_shown_tasks_left_is_refused_naming_the_seal_that_showe
     r = seal_cli(agentd, home.root / "again.json", "--seed", "again", "--json")
     line = one_error_line(r, code=2)
     assert line.startswith("agentd: error: 6 of the 6 tasks were shown to a proposer before (task again-")
-    assert f", by seal {first.seal.id} (claim {first.claim[:16]})), so they stay to choose on and are never sealed; " in line
+    assert (
+        f", by seal {first.seal.id} (claim {first.claim[:16]})), so they stay to choose on and are never sealed; "
+        in line
+    )
     assert line.endswith(
         "that leaves 0 of the 3 tasks whose outcome was bad to seal, fewer than the 2 a share of 50% takes: "
         "lower --share or harvest more tasks"
@@ -324,12 +342,27 @@ def test_a_task_another_home_had_to_choose_on_is_not_sealed_here(agentd, home: H
     other = sharing_ledger(home, tmp_path / "other")
     only_shown = harvested(other)  # the same sessions: the sealed ones are left out, the shown ones are not
     assert {t.content_key for t in load_tasks(only_shown).tasks} == shown
-    with pytest.raises(WrongValue, match=rf"6 of the 6 tasks were shown to a proposer before \(task work-\d+, by seal {first.seal.id} \(claim {first.claim[:16]}\)\)"):
+    with pytest.raises(
+        WrongValue,
+        match=rf"6 of the 6 tasks were shown to a proposer before \(task work-\d+, by seal {first.seal.id} \(claim {first.claim[:16]}\)\)",
+    ):
         seal_tasks(other, PROFILE, only_shown, SealRequest(seed="elsewhere"), None)
     more_sessions(other)
     more = tmp_path / "more.json"
     harvest_profile(other, PROFILE, more)
-    r = agentd_at(other.root, "improve", "seal", PROFILE, "--tasks", str(more), "--seed", "elsewhere", "--wallet", PROFILE, "--json")
+    r = agentd_at(
+        other.root,
+        "improve",
+        "seal",
+        PROFILE,
+        "--tasks",
+        str(more),
+        "--seed",
+        "elsewhere",
+        "--wallet",
+        PROFILE,
+        "--json",
+    )
     assert r.code == 0, r.err
     made = json.loads(r.out)
     assert made["kept_shown"] == 6 and made["sealed_tasks"] == 4 and made["train_tasks"] == 6

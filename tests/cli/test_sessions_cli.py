@@ -47,7 +47,15 @@ def test_a_live_session_pays_and_is_recorded_on_the_ledger(agentd, invoices: Pat
     assert [(s["profile"], s["ended"], s["outcome"]) for s in listed] == [("invoices", "done", "unknown")]
     shown = json.loads(agentd("sessions", "show", listed[0]["id"][:8], "--json").out)
     assert shown["task"] == GOOD
-    assert [m["role"] for m in shown["transcript"]] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in shown["transcript"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert shown["tokens_in"] > 0 and shown["tokens_out"] > 0
     assert shown["person_messages"] == 1 and shown["compacted"] is False
     assert {t["call"] for t in shown["timings"]} == {"model", "tool"}
@@ -81,7 +89,11 @@ def test_marks_supersede_and_both_stay_on_the_ledger(agentd, invoices: Path) -> 
 def test_an_errored_session_is_kept_apart_and_cannot_be_marked(agentd, invoices: Path) -> None:
     (invoices / "models" / "flaky.toml").write_text('[[rule]]\nerror = "provider"\n')
     toml = invoices / "profile.toml"
-    toml.write_text(toml.read_text().replace('models = ["script:models/agent.toml"]', 'models = ["script:models/agent.toml", "script:models/flaky.toml"]'))
+    toml.write_text(
+        toml.read_text().replace(
+            'models = ["script:models/agent.toml"]', 'models = ["script:models/agent.toml", "script:models/flaky.toml"]'
+        )
+    )
     s = run_json(agentd, "invoices", GOOD, "--model", "script:models/flaky.toml")
     assert (s["ended"], s["outcome"]) == ("errored", "errored")
     r = agentd("improve", "mark", s["id"], "--bad")
@@ -105,8 +117,10 @@ def test_import_a_foreign_transcript(agentd, invoices: Path, tmp_path: Path) -> 
             {"role": "tool", "tool_call_id": "x1", "content": "paid"},
             {"role": "assistant", "content": "Paid eve."},
         ],
-        "tools": [{"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}},
-                  {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}],
+        "tools": [
+            {"type": "function", "function": {"name": "pay", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}},
+        ],
     }
     other = {**doc, "metadata": {"check": "failed"}}
     path = tmp_path / "foreign.jsonl"
@@ -141,7 +155,11 @@ def test_a_bad_import_file_imports_nothing(agentd, invoices: Path, tmp_path: Pat
 def test_unknown_and_ambiguous_session_ids(agentd, invoices: Path, home: Home) -> None:
     store = SessionStore(home)
     for sid in ("abcd" + "0" * 28, "abcd" + "1" * 28):
-        store.add(SessionRecord(id=sid, profile="invoices", task="t", started_at="x", ended_at="x", ended="done", claim_id=sid * 2))
+        store.add(
+            SessionRecord(
+                id=sid, profile="invoices", task="t", started_at="x", ended_at="x", ended="done", claim_id=sid * 2
+            )
+        )
     assert one_error_line(agentd("sessions", "show", "abcd"), code=2).endswith("is ambiguous: give more characters")
     r = agentd("sessions", "show", "ffff0000")
     assert r.code == 1 and "no session 'ffff0000'" in r.err
@@ -187,7 +205,18 @@ KEY = "sk-test-VerySecret-123"
         KEY.replace("-", "%2d"),  # in part
         "".join(f"%{b:02X}" for b in KEY.encode()),
     ],
-    ids=["lower", "upper", "spaced", "base64", "base64 at an offset", "url-safe base64", "hex", "HEX", "url-encoded in part", "all url-encoded"],
+    ids=[
+        "lower",
+        "upper",
+        "spaced",
+        "base64",
+        "base64 at an offset",
+        "url-safe base64",
+        "hex",
+        "HEX",
+        "url-encoded in part",
+        "all url-encoded",
+    ],
 )
 def test_a_secret_however_it_is_written_is_flagged_kept_out_and_not_exported(
     agentd, invoices: Path, monkeypatch, tmp_path: Path, written: str
@@ -279,7 +308,9 @@ def test_a_malformed_transcript_is_refused_naming_the_file_line_and_message(
     assert json.loads(agentd("sessions", "list", "--json").out) == []
 
 
-def test_a_transcript_without_a_canonical_form_is_refused_before_anything_is_kept(agentd, invoices: Path, tmp_path: Path) -> None:
+def test_a_transcript_without_a_canonical_form_is_refused_before_anything_is_kept(
+    agentd, invoices: Path, tmp_path: Path
+) -> None:
     path = tmp_path / "foreign.json"
     path.write_text(json.dumps(_transcript()).replace('"content": "paid"', '"content": "paid", "cost": NaN'))
     r = agentd("sessions", "import", str(path), "--profile", "invoices")
@@ -288,9 +319,21 @@ def test_a_transcript_without_a_canonical_form_is_refused_before_anything_is_kep
 
 
 @pytest.mark.parametrize("prefix", ["____", "%%%%", "ab_d", "abc%"])
-def test_a_session_id_that_is_not_hex_is_refused_and_never_a_pattern(agentd, invoices: Path, home: Home, prefix: str) -> None:
+def test_a_session_id_that_is_not_hex_is_refused_and_never_a_pattern(
+    agentd, invoices: Path, home: Home, prefix: str
+) -> None:
     store = SessionStore(home)
-    store.add(SessionRecord(id="abcd" + "0" * 28, profile="invoices", task="t", started_at="x", ended_at="x", ended="done", claim_id="ab" * 32))
+    store.add(
+        SessionRecord(
+            id="abcd" + "0" * 28,
+            profile="invoices",
+            task="t",
+            started_at="x",
+            ended_at="x",
+            ended="done",
+            claim_id="ab" * 32,
+        )
+    )
     r = agentd("sessions", "show", prefix)
     assert r.code == 2 and f"session id {prefix!r} is not hexadecimal" in r.err
     r = agentd("improve", "mark", prefix, "--bad")
@@ -303,11 +346,18 @@ def test_a_session_id_that_is_not_hex_is_refused_and_never_a_pattern(agentd, inv
     [
         ("agent.mark/v1", {"session": ["ab"], "outcome": "bad"}, "session must be a 32-hex id"),
         ("agent.mark/v1", {"session": {"a": 1}, "outcome": "bad"}, "session must be a 32-hex id"),
-        ("agent.session/v1", {"session": "ab" * 16, "profile": "p", "digest": "cd" * 32, "ended": ["done"]}, "ended must be one of"),
-        ("agent.session/v1", {"session": "ab" * 16, "profile": "p", "digest": "cd" * 32, "ended": "done", "check": {}},
-         "check must be passed, failed or null"),
+        (
+            "agent.session/v1",
+            {"session": "ab" * 16, "profile": "p", "digest": "cd" * 32, "ended": ["done"]},
+            "ended must be one of",
+        ),
+        (
+            "agent.session/v1",
+            {"session": "ab" * 16, "profile": "p", "digest": "cd" * 32, "ended": "done", "check": {}},
+            "check must be passed, failed or null",
+        ),
     ],
-)  # fmt: skip
+)
 def test_session_and_mark_rules_refuse_a_field_of_the_wrong_kind(kind: str, body: dict, expected: str) -> None:
     from agentd.app.ledger import rule_set
     from ledger import Entry, RuleViolation, State, Wallet

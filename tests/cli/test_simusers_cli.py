@@ -98,28 +98,45 @@ def test_a_conversation_becomes_a_task_played_by_a_simulated_user(agentd, home: 
     variant = Variant(OPERATOR, "", (f"script:{tmp_path / 'agent.toml'}",))
     for candidate in (run_case, STDIO):
         result = asyncio.run(run_task(task, variant, candidate, factory, retries=0))
-        assert (result.outcome, result.reward, result.run.answer) == ("passed", 1.0, "Paid 7 USD to acme-ltd."), result.reason
+        assert (result.outcome, result.reward, result.run.answer) == ("passed", 1.0, "Paid 7 USD to acme-ltd."), (
+            result.reason
+        )
         assert [c.tool for c in result.run.calls] == ["read_invoice", "pay"]
 
 
-def test_a_simulated_user_that_is_not_a_model_is_refused_before_anything_is_written(agentd, home: Home, tmp_path: Path) -> None:
+def test_a_simulated_user_that_is_not_a_model_is_refused_before_anything_is_written(
+    agentd, home: Home, tmp_path: Path
+) -> None:
     agentd("init")
     conversation(home)
     r = agentd("improve", "harvest", "invoices", "--out", tmp_path / "talk.json", "--simulate-users", "nobody")
-    assert r.code == 2 and r.err.startswith("agentd: error: --simulate-users: 'nobody' is not a model") and "Traceback" not in r.err
+    assert (
+        r.code == 2
+        and r.err.startswith("agentd: error: --simulate-users: 'nobody' is not a model")
+        and "Traceback" not in r.err
+    )
     assert not (tmp_path / "talk.json").exists()
 
 
-def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversation(agentd, home: Home, tmp_path: Path) -> None:
+def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversation(
+    agentd, home: Home, tmp_path: Path
+) -> None:
     agentd("init")
     conversation(home)
     (tmp_path / "person.toml").write_text(PERSON_RULES)
     out = tmp_path / "talk.json"
-    assert agentd("improve", "harvest", "invoices", "--out", out, "--simulate-users", f"script:{tmp_path / 'person.toml'}").code == 0
+    assert (
+        agentd(
+            "improve", "harvest", "invoices", "--out", out, "--simulate-users", f"script:{tmp_path / 'person.toml'}"
+        ).code
+        == 0
+    )
     # The profile's agent is now one that asks which invoice before it reads and pays.
     profile = load_profile(home, "invoices")
     (profile.dir / "models" / "agent.toml").write_text(AGENT_RULES)
-    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json", "--runs-out", tmp_path / "runs.jsonl")
+    r = agentd(
+        "improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json", "--runs-out", tmp_path / "runs.jsonl"
+    )
     assert r.code == 0, r.err
     report = json.loads(r.out)
     assert [(t["task"], t["passed"], t["judged"], t["errored"]) for t in report["tasks"]] == [("talk-1", 2, 2, 0)]
@@ -133,11 +150,15 @@ def test_eval_tallies_conversation_tasks_and_each_runs_json_carries_the_conversa
         assert data["user"] == [{"answer": "Which invoice, and to whom?", "reply": LATER}]
         assert data["user_tokens"]["in"] > 0 and data["tokens"]["in"] > 0
     # A file it could not write is refused before any run.
-    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "1", "--runs-out", tmp_path / "nowhere" / "runs.jsonl")
+    r = agentd(
+        "improve", "eval", "invoices", "--tasks", out, "--runs", "1", "--runs-out", tmp_path / "nowhere" / "runs.jsonl"
+    )
     assert r.code == 1 and "cannot write the runs to" in r.err and "Traceback" not in r.err
 
 
-def test_a_loop_budget_below_what_a_conversation_run_may_cost_is_refused_before_anything_is_spent(agentd, home: Home, tmp_path: Path) -> None:
+def test_a_loop_budget_below_what_a_conversation_run_may_cost_is_refused_before_anything_is_spent(
+    agentd, home: Home, tmp_path: Path
+) -> None:
     agentd("init")
     conversation(home)  # the example's profile, and a conversation beside the example's sessions
     profile = load_profile(home, PROFILE)

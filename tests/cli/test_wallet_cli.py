@@ -71,7 +71,10 @@ def test_an_overdraft_is_refused_in_one_line(agentd) -> None:
     agentd("wallet", "new", "bob")
     agentd("wallet", "fund", "alice", "1")
     line = one_error_line(agentd("wallet", "transfer", "alice", "bob", "1.01"))
-    assert line == "agentd: error: alice holds 1.00 USD, less than the 1.01 USD to send; fund it first (agentd wallet fund alice USD)"
+    assert (
+        line
+        == "agentd: error: alice holds 1.00 USD, less than the 1.01 USD to send; fund it first (agentd wallet fund alice USD)"
+    )
     assert json.loads(agentd("wallet", "show", "alice", "--json").out)["balance_cents"] == 100
 
 
@@ -82,7 +85,9 @@ def test_amounts_must_be_whole_cents(agentd) -> None:
     assert "above 0" in one_error_line(agentd("wallet", "fund", "alice", "--", "-3"), code=2)
     assert "above 0" in one_error_line(agentd("wallet", "fund", "alice", "-5"), code=2)
     assert "above 0" in one_error_line(agentd("wallet", "transfer", "alice", "alice", "-0.01"), code=2)
-    assert "give at most 90071992547409.91 USD" in one_error_line(agentd("wallet", "fund", "alice", "90071992547410"), code=2)
+    assert "give at most 90071992547409.91 USD" in one_error_line(
+        agentd("wallet", "fund", "alice", "90071992547410"), code=2
+    )
     assert json.loads(agentd("wallet", "show", "alice", "--json").out)["balance_cents"] == 0
 
 
@@ -150,7 +155,10 @@ def test_two_wallets_of_one_name_cannot_both_be_created(agentd, home) -> None:
         made = [json.loads(out) for code, out in results if code == 0]
         refused = [out for code, out in results if code != 0]
         assert len(made) == 1, results
-        assert all(out.strip() == f"agentd: error: wallet {name} already exists ({home.wallets_dir / name}.json)" for out in refused)
+        assert all(
+            out.strip() == f"agentd: error: wallet {name} already exists ({home.wallets_dir / name}.json)"
+            for out in refused
+        )
         assert json.loads((home.wallets_dir / f"{name}.json").read_text())["id"] == made[0]["id"]
 
 
@@ -163,7 +171,10 @@ def test_a_missing_log_key_is_not_replaced_once_the_log_has_entries(agentd, home
     key_file.unlink()
     for args in (("wallet", "fund", "alice", "1"), ("init",), ("ledger", "checkpoint")):
         line = one_error_line(agentd(*args))
-        assert f"{key_file} is missing but the ledger at sqlite:///{home.ledger_db} was started by key {started_by}" in line
+        assert (
+            f"{key_file} is missing but the ledger at sqlite:///{home.ledger_db} was started by key {started_by}"
+            in line
+        )
         assert "restore the file" in line
         assert not key_file.exists()
     key_file.write_bytes(saved)

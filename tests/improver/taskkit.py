@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from improver.base.protocol import Case, Completion, Ending, Episode, LimitReached, ProviderError, TokenUsage
 from improver.tasks.harvest import Session, task_from
@@ -52,7 +53,9 @@ def transcript(task: str, steps: list[tuple[str, dict[str, Any], str]], answer: 
     return messages
 
 
-def paid_session(number: str = "23", payee: str = "acme-ltd", amount: str = "7", outcome: str = "good", **kw: Any) -> Session:
+def paid_session(
+    number: str = "23", payee: str = "acme-ltd", amount: str = "7", outcome: str = "good", **kw: Any
+) -> Session:
     """A session that read an invoice and paid `payee`."""
     task = f"Pay invoice {number} from Acme, {amount} USD, to acme-ltd."
     steps = [
@@ -91,7 +94,9 @@ class ScriptedModel:
         self.in_flight = 0
         self.most_in_flight = 0
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -115,7 +120,11 @@ def says(text: str) -> dict[str, Any]:
 
 
 def calls(*items: tuple[str, dict[str, Any]]) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": [call(f"m{i}", n, a) for i, (n, a) in enumerate(items, 1)]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call(f"m{i}", n, a) for i, (n, a) in enumerate(items, 1)],
+    }
 
 
 def pays_right() -> list[Reply]:

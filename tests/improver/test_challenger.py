@@ -21,8 +21,14 @@ TASKS = [paid_task(f"work-{i}", number=str(20 + i)) for i in range(1, 7)]
 
 
 def shown() -> Shown:
-    return Shown("invoices", OPERATOR, 'learns "Never pay mallory."', TASKS, [SEALED],
-                 lambda text: "canary-0" if CODE_WORD in text else None)  # fmt: skip
+    return Shown(
+        "invoices",
+        OPERATOR,
+        'learns "Never pay mallory."',
+        TASKS,
+        [SEALED],
+        lambda text: "canary-0" if CODE_WORD in text else None,
+    )
 
 
 def challenge(model: Any, left: int | None = None, **kw: Any) -> Variants:
@@ -33,8 +39,12 @@ def challenge(model: Any, left: int | None = None, **kw: Any) -> Variants:
 
 def test_it_varies_tasks_the_agent_failed_in_some_run_and_the_change_passes_those_it_gains_most_on_first() -> None:
     current = {t.name: Tally(4, 4) for t in TASKS} | {
-        "work-1": Tally(2, 4), "work-2": Tally(0, 4), "work-3": Tally(3, 4), "work-4": Tally(0, 4), "work-5": Tally(1, 4),
-    }  # fmt: skip
+        "work-1": Tally(2, 4),
+        "work-2": Tally(0, 4),
+        "work-3": Tally(3, 4),
+        "work-4": Tally(0, 4),
+        "work-5": Tally(1, 4),
+    }
     change = {t.name: Tally(4, 4) for t in TASKS} | {
         "work-3": Tally(3, 4),
         "work-4": Tally(3, 4),
@@ -50,7 +60,7 @@ def test_each_task_gets_its_own_conversation_showing_it_the_change_and_nothing_s
     model = Seeing(lambda messages: writes(written("51"), written("52")))
     variants = challenge(model)
     assert len(model.seen) == 2
-    for task, seen in zip(TASKS[:2], model.seen):
+    for task, seen in zip(TASKS[:2], model.seen, strict=False):
         text = seen[1]["content"]
         assert task.task in text and 'The change: learns "Never pay mallory."' in text and OPERATOR in text
         assert SEALED.task not in text and all(s["answer"] not in text for s in SEALED.standins)

@@ -64,21 +64,31 @@ def test_endings_and_answers() -> None:
 
 
 def test_reward_is_the_share_of_checks_that_held() -> None:
-    checks = [{"check": "finishes"}, {"check": "makes", "tool": "pay", "arguments": PAY}, {"check": "says", "text": "x"}, {"check": "no_other_changes"}]
+    checks = [
+        {"check": "finishes"},
+        {"check": "makes", "tool": "pay", "arguments": PAY},
+        {"check": "says", "text": "x"},
+        {"check": "no_other_changes"},
+    ]
     result = score(checks, TOOLS, run(Call("pay", PAY), answer="Paid."))
     assert (result.reward, result.passed) == (0.75, False)
     assert result.failures == ['its answer says "x"']
 
 
 def test_a_task_without_checks_never_passes() -> None:
-    assert score([], TOOLS, run()) .passed is False
+    assert score([], TOOLS, run()).passed is False
 
 
 def test_every_check_renders_one_line() -> None:
     checks = [
-        {"check": "finishes"}, {"check": "asks"}, {"check": "makes", "tool": "pay", "arguments": {"note": "a\nb"}},
-        {"check": "calls", "tool": "notify"}, {"check": "no_other_changes"},
-        {"check": "avoids", "tool": "pay", "arguments": PAY}, {"check": "says", "text": "a\nb"}, {"check": "not_says", "text": "c"},
+        {"check": "finishes"},
+        {"check": "asks"},
+        {"check": "makes", "tool": "pay", "arguments": {"note": "a\nb"}},
+        {"check": "calls", "tool": "notify"},
+        {"check": "no_other_changes"},
+        {"check": "avoids", "tool": "pay", "arguments": PAY},
+        {"check": "says", "text": "a\nb"},
+        {"check": "not_says", "text": "c"},
     ]
     for check in checks:
         assert problem(check) is None
@@ -93,10 +103,13 @@ def test_malformed_checks_are_named() -> None:
 
 
 def test_standins_answer_recorded_calls_by_their_exact_input() -> None:
-    standins = StandIns(TOOLS, [
-        {"tool": "read_invoice", "arguments": {"number": "23"}, "answer": "Invoice 23: 7 USD."},
-        {"tool": "pay", "arguments": PAY, "answer": "paid 7 USD to acme-ltd"},
-    ])
+    standins = StandIns(
+        TOOLS,
+        [
+            {"tool": "read_invoice", "arguments": {"number": "23"}, "answer": "Invoice 23: 7 USD."},
+            {"tool": "pay", "arguments": PAY, "answer": "paid 7 USD to acme-ltd"},
+        ],
+    )
     assert standins.answer(Call.from_text("read_invoice", '{ "number" : "23" }')) == "Invoice 23: 7 USD."
     assert standins.answer(Call("pay", {"amount": "7", "to": "acme-ltd"})) == "paid 7 USD to acme-ltd"
     assert "no answer was recorded for read_invoice" in standins.answer(Call("read_invoice", {"number": "24"}))

@@ -114,8 +114,14 @@ COMMIT, PATCH = "d" * 40, "e" * 64
 
 
 def release_body(seal_claim: str, **changes: Any) -> dict[str, Any]:
-    release = {"release": release_id(COMMIT, PATCH), "commit": COMMIT, "patch": PATCH, "summary": "s", "operator": "o",
-               "commands": {"build": "", "test": "", "candidate": "python3 agent.py"}}  # fmt: skip
+    release = {
+        "release": release_id(COMMIT, PATCH),
+        "commit": COMMIT,
+        "patch": PATCH,
+        "summary": "s",
+        "operator": "o",
+        "commands": {"build": "", "test": "", "candidate": "python3 agent.py"},
+    }
     after = {"operator": "o", "lessons": "", "models": ["m"], "code": {"commit": COMMIT, "patch": PATCH}}
     body = {
         "seal_claim": seal_claim,
@@ -137,11 +143,13 @@ def release_body(seal_claim: str, **changes: Any) -> dict[str, Any]:
         ({"patch": ["e" * 64]}, "release.patch must be the patch's SHA-256"),
         ({"release": "0" * 16}, "release.release must be the id of its commit and patch"),
         ({"commands": {"build": "make"}}, "release.commands must give build, test and candidate"),
-        ({"after": {"operator": "o", "lessons": "", "models": [], "code": {"commit": COMMIT, "patch": "f" * 64}}},
-         "after.code must be the release's commit and patch"),
+        (
+            {"after": {"operator": "o", "lessons": "", "models": [], "code": {"commit": COMMIT, "patch": "f" * 64}}},
+            "after.code must be the release's commit and patch",
+        ),
         ({"confirmation": 5}, "confirmation 5 is beyond the 4 the seal allows"),
     ],
-)  # fmt: skip
+)
 def test_a_release_that_does_not_hold_together_is_refused(changes: dict[str, Any], expected: str) -> None:
     state, seal_claim = published()
     with pytest.raises(RuleViolation, match=expected):
@@ -171,9 +179,14 @@ def test_a_seal_claim_naming_a_task_sealed_before_is_refused_naming_the_claim() 
 def test_a_seal_claim_sealing_a_task_a_proposer_was_shown_is_refused_naming_the_claim_that_showed_it() -> None:
     state = State(size=1)
     first = apply(state, "agent.seal/v1", {**SEAL, "contents": ["d" * 64], "shown": ["e" * 64]})
-    with pytest.raises(RuleViolation, match=f"content key {'e' * 64} was shown to a proposer, to choose on, by claim {first.claim_id}"):
+    with pytest.raises(
+        RuleViolation, match=f"content key {'e' * 64} was shown to a proposer, to choose on, by claim {first.claim_id}"
+    ):
         apply(state, "agent.seal/v1", {**SEAL, "seal": "fedcba9876543210", "contents": ["e" * 64]})
-    with pytest.raises(RuleViolation, match=f"content key {'d' * 64} was sealed by claim {first.claim_id}: a sealed task is never shown"):
+    with pytest.raises(
+        RuleViolation,
+        match=f"content key {'d' * 64} was sealed by claim {first.claim_id}: a sealed task is never shown",
+    ):
         apply(state, "agent.seal/v1", {**SEAL, "seal": "fedcba9876543210", "contents": ["f" * 64], "shown": ["d" * 64]})
     # Shown again is no harm: the proposer has seen it already.
     apply(state, "agent.seal/v1", {**SEAL, "seal": "fedcba9876543210", "contents": ["f" * 64], "shown": ["e" * 64]})
@@ -209,12 +222,25 @@ def signed(state: State, wallet: Wallet, kind: str, body: dict[str, Any]) -> Ent
 def attestation_body(release: Entry, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     rel = release.body["release"]
     body = {
-        "release": rel["release"], "release_claim": release.claim_id, "commit": rel["commit"], "patch": rel["patch"],
-        "holds": True, "why": "16/16 against 8/16", "tasks": "c" * 64, "runs": 4,
-        "before": {"passed": 8, "runs": 16}, "after": {"passed": 16, "runs": 16}, "interval": [0.2, 0.8], "level": 0.0125,
-        "rebuilt": {"built": True, "tested": True}, "sandbox": "bubblewrap", "runner": "agentd case --stdio",
-        "expires": "2027-03-01T00:00:00Z", "bond": None, "adjudicator": None,
-    }  # fmt: skip
+        "release": rel["release"],
+        "release_claim": release.claim_id,
+        "commit": rel["commit"],
+        "patch": rel["patch"],
+        "holds": True,
+        "why": "16/16 against 8/16",
+        "tasks": "c" * 64,
+        "runs": 4,
+        "before": {"passed": 8, "runs": 16},
+        "after": {"passed": 16, "runs": 16},
+        "interval": [0.2, 0.8],
+        "level": 0.0125,
+        "rebuilt": {"built": True, "tested": True},
+        "sandbox": "bubblewrap",
+        "runner": "agentd case --stdio",
+        "expires": "2027-03-01T00:00:00Z",
+        "bond": None,
+        "adjudicator": None,
+    }
     return {**body, **(changes or {})}
 
 
@@ -230,9 +256,14 @@ def test_an_attestation_by_someone_else_is_recorded_and_one_by_the_publisher_ref
         signed(state.copy(), WALLET, ATTESTATION, attestation_body(release))
     attested = signed(state, ATTESTER, ATTESTATION, attestation_body(release))
     assert attestation_of(state, attested.claim_id) == {
-        "release": release.body["release"]["release"], "author": ATTESTER.id, "pulse": attested.pulse, "holds": True,
-        "expires": "2027-03-01T00:00:00Z", "bond": None, "adjudicator": None,
-    }  # fmt: skip
+        "release": release.body["release"]["release"],
+        "author": ATTESTER.id,
+        "pulse": attested.pulse,
+        "holds": True,
+        "expires": "2027-03-01T00:00:00Z",
+        "bond": None,
+        "adjudicator": None,
+    }
     assert release_claim_of(state, release.body["release"]["release"])["author"] == WALLET.id  # type: ignore[index]
 
 
@@ -249,7 +280,7 @@ def test_an_attestation_by_someone_else_is_recorded_and_one_by_the_publisher_ref
         ({"bond": "a" * 64}, "names both its bond and the bond's adjudicator"),
         ({"bond": "a" * 64, "adjudicator": JUDGE.id}, "is no bond on the log"),
     ],
-)  # fmt: skip
+)
 def test_an_attestation_that_does_not_hold_together_is_refused(changes: dict[str, Any], expected: str) -> None:
     state, release = released()
     with pytest.raises(RuleViolation, match=expected):

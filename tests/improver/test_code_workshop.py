@@ -24,7 +24,9 @@ from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, paid_task, pa
 
 AGENT = 'import json, sys\ncase = json.loads(sys.stdin.readline())\nprint("RULES = pay")\n'
 TEST = 'import agent\nprint("ok")\n'
-TEST_READ_ONLY = "python3 -c \"import ast; ast.parse(open('test_agent.py').read())\""  # writes nothing: the tree is read-only
+TEST_READ_ONLY = (
+    "python3 -c \"import ast; ast.parse(open('test_agent.py').read())\""  # writes nothing: the tree is read-only
+)
 QUICK = Limits(wall_seconds=20.0, cpu_seconds=20, processes=32)
 
 
@@ -37,9 +39,16 @@ def checkout(tmp_path: Path) -> Path:
     return source
 
 
-def workshop(tmp_path: Path, build: str = "python3 -m py_compile agent.py", test: str = "", candidate: str = "python3 agent.py",
-             limits: Limits = QUICK) -> Workshop:  # fmt: skip
-    return Workshop(checkout(tmp_path), tmp_path / "work", Commands(build, test, candidate), make_runner("bwrap", limits))
+def workshop(
+    tmp_path: Path,
+    build: str = "python3 -m py_compile agent.py",
+    test: str = "",
+    candidate: str = "python3 agent.py",
+    limits: Limits = QUICK,
+) -> Workshop:
+    return Workshop(
+        checkout(tmp_path), tmp_path / "work", Commands(build, test, candidate), make_runner("bwrap", limits)
+    )
 
 
 def still_running(marker: str) -> list[str]:
@@ -59,7 +68,7 @@ def test_a_change_to_the_copy_becomes_a_patch_taken_in_a_fresh_clone(tmp_path: P
     assert not (copy / ".git").exists() and (copy / "agent.py").read_text() == AGENT
     (copy / "agent.py").write_text(AGENT.replace("pay", "ask first"))
     patch, why = ws.patch_of(copy)
-    assert why is None and b"+print(\"RULES = ask first\")" in patch
+    assert why is None and b'+print("RULES = ask first")' in patch
     tree, why = asyncio.run(ws.built(patch))
     assert tree is not None and "ask first" in (tree / "agent.py").read_text() and not (tree / ".git").exists()
     assert (ws.source / "agent.py").read_text() == AGENT  # the source is never touched
@@ -68,22 +77,45 @@ def test_a_change_to_the_copy_becomes_a_patch_taken_in_a_fresh_clone(tmp_path: P
 @pytest.mark.parametrize(
     "attack, refused",
     [
-        (lambda c: ((c / "agent.py").unlink(), os.symlink("/etc/passwd", c / "agent.py")),
-         "agent.py is a symbolic link (to /etc/passwd); the copy may hold none"),
+        (
+            lambda c: ((c / "agent.py").unlink(), os.symlink("/etc/passwd", c / "agent.py")),
+            "agent.py is a symbolic link (to /etc/passwd); the copy may hold none",
+        ),
         (lambda c: os.symlink(str(Path.home()), c / "home"), f"home is a symbolic link (to {Path.home()})"),
-        (lambda c: (c / ".gitattributes").write_text("* filter=evil diff=evil\n"),
-         ".gitattributes is a .gitattributes of the copy's own"),
-        (lambda c: (c / ".gitmodules").write_text('[submodule "x"]\n\tpath = x\n\turl = /etc\n'),
-         ".gitmodules is a .gitmodules of the copy's own"),
-        (lambda c: ((c / ".git" / "hooks").mkdir(parents=True), (c / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\ntouch /tmp/pwned\n")),
-         ".git is a git directory or file of the copy's own"),
-        (lambda c: ((c / "sub").mkdir(), (c / "sub" / ".git").write_text("gitdir: /etc\n")),
-         "sub/.git is a git directory or file of the copy's own"),
+        (
+            lambda c: (c / ".gitattributes").write_text("* filter=evil diff=evil\n"),
+            ".gitattributes is a .gitattributes of the copy's own",
+        ),
+        (
+            lambda c: (c / ".gitmodules").write_text('[submodule "x"]\n\tpath = x\n\turl = /etc\n'),
+            ".gitmodules is a .gitmodules of the copy's own",
+        ),
+        (
+            lambda c: (
+                (c / ".git" / "hooks").mkdir(parents=True),
+                (c / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\ntouch /tmp/pwned\n"),
+            ),
+            ".git is a git directory or file of the copy's own",
+        ),
+        (
+            lambda c: ((c / "sub").mkdir(), (c / "sub" / ".git").write_text("gitdir: /etc\n")),
+            "sub/.git is a git directory or file of the copy's own",
+        ),
         (lambda c: os.mkfifo(c / "pipe"), "pipe is neither a file nor a folder"),
     ],
-    ids=["symlink-to-passwd", "symlink-to-home", "gitattributes-filter", "gitmodules", "hook-in-dot-git", "gitdir-file", "fifo"],
+    ids=[
+        "symlink-to-passwd",
+        "symlink-to-home",
+        "gitattributes-filter",
+        "gitmodules",
+        "hook-in-dot-git",
+        "gitdir-file",
+        "fifo",
+    ],
 )
-def test_a_copy_that_could_make_git_run_anything_is_refused_before_git_reads_it(tmp_path: Path, attack, refused: str) -> None:
+def test_a_copy_that_could_make_git_run_anything_is_refused_before_git_reads_it(
+    tmp_path: Path, attack, refused: str
+) -> None:
     ws = workshop(tmp_path)
     copy = ws.copy_for_coder(b"")
     (copy / "agent.py").write_text(AGENT + "# changed\n")
@@ -147,7 +179,9 @@ def test_a_candidate_that_prints_garbage_fails_its_runs(tmp_path: Path) -> None:
     tree, _ = asyncio.run(ws.built(b""))
     assert tree is not None
     model = ScriptedModel(pays_right())
-    result = asyncio.run(run_task(paid_task(), Variant(OPERATOR, "", ("script:test",)), ws.candidate(tree), lambda s: model))
+    result = asyncio.run(
+        run_task(paid_task(), Variant(OPERATOR, "", ("script:test",)), ws.candidate(tree), lambda s: model)
+    )
     assert result.outcome == "failed" and "not the protocol" in result.failures[0]
 
 
@@ -172,17 +206,33 @@ def test_a_coder_that_makes_no_tool_call_changes_nothing(tmp_path: Path) -> None
     assert coded.problem == "the coder made no tool call" and coded.summary == "I would rather not."
 
 
-def test_a_coder_with_malformed_arguments_or_paths_out_of_the_copy_is_told_so_and_changes_nothing_outside(tmp_path: Path) -> None:
-    bad = {"role": "assistant", "content": None,
-           "tool_calls": [{"id": "b1", "type": "function", "function": {"name": "write_file", "arguments": "{not json"}}]}  # fmt: skip
+def test_a_coder_with_malformed_arguments_or_paths_out_of_the_copy_is_told_so_and_changes_nothing_outside(
+    tmp_path: Path,
+) -> None:
+    bad = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "b1", "type": "function", "function": {"name": "write_file", "arguments": "{not json"}}],
+    }
     replies = [
         bad,
-        calls(("write_file", {"path": "../escape.py", "content": "x"}), ("write_file", {"path": "/etc/agentd-pwned", "content": "x"}),
-              ("write_file", {"path": ".git/config", "content": "x"}), ("read_file", {"path": "agent.py", "extra": 3})),
-        calls(("run_command", {"command": f"ln -s /etc link; echo pwned > {tmp_path}/source/agent.py; curl -s http://1.1.1.1 || echo no-net"})),
+        calls(
+            ("write_file", {"path": "../escape.py", "content": "x"}),
+            ("write_file", {"path": "/etc/agentd-pwned", "content": "x"}),
+            ("write_file", {"path": ".git/config", "content": "x"}),
+            ("read_file", {"path": "agent.py", "extra": 3}),
+        ),
+        calls(
+            (
+                "run_command",
+                {
+                    "command": f"ln -s /etc link; echo pwned > {tmp_path}/source/agent.py; curl -s http://1.1.1.1 || echo no-net"
+                },
+            )
+        ),
         calls(("write_file", {"path": "link/agentd-pwned", "content": "x"})),
         says("Done."),
-    ]  # fmt: skip
+    ]
     ws, copy, coded, seen = coder_run(tmp_path, replies)
     answers = [m["content"] for m in seen[-1] if m["role"] == "tool"]
     assert answers[0] == "error: the arguments are not valid JSON"
@@ -200,7 +250,12 @@ def test_each_runner_builds_a_tree_and_runs_the_coders_command_in_the_copy(tmp_p
         runner = make_runner(name, QUICK)
     except SandboxUnavailable as exc:
         pytest.skip(str(exc))
-    ws = Workshop(checkout(tmp_path), tmp_path / "work", Commands("python3 -m py_compile agent.py", TEST_READ_ONLY, "python3 agent.py"), runner)
+    ws = Workshop(
+        checkout(tmp_path),
+        tmp_path / "work",
+        Commands("python3 -m py_compile agent.py", TEST_READ_ONLY, "python3 agent.py"),
+        runner,
+    )
     tree, why = asyncio.run(ws.built(b""))
     assert tree is not None, why
     copy = ws.copy_for_coder(b"")

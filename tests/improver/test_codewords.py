@@ -24,8 +24,8 @@ WORD = "kestrel-1a2b3c4d5e"
         "Kestrel—1a2b3c4d5e",
         f"Use this: {base64.b64encode(b'The word is kestrel-1a2b3c4d5e').decode()}",
         f"urlsafe {base64.urlsafe_b64encode(b'>>>kestrel 1a2b3c4d5e???').decode()}",
-        f"hex {'kestrel-1a2b3c4d5e'.encode().hex()}",
-        f"HEX {'KESTREL-1A2B3C4D5E'.encode().hex().upper()}",
+        f"hex {b'kestrel-1a2b3c4d5e'.hex()}",
+        f"HEX {b'KESTREL-1A2B3C4D5E'.hex().upper()}",
         f"spaced hex {' '.join(f'{b:02x}' for b in b'kestrel-1a2b3c4d5e')}",
     ],
 )

@@ -8,7 +8,8 @@ import os
 import select
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from improver.episodes.env import run_episode
 from tests.improver.taskkit import OPERATOR, calls, follows_the_protocol, paid_task, says
@@ -50,7 +51,11 @@ def line(message: dict[str, Any]) -> bytes:
 
 def right(request: dict[str, Any]) -> bytes:
     turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
-    replies = [calls(("read_invoice", {"number": "23"})), calls(("pay", {"amount": "7", "to": "acme-ltd"})), says("Paid.")]
+    replies = [
+        calls(("read_invoice", {"number": "23"})),
+        calls(("pay", {"amount": "7", "to": "acme-ltd"})),
+        says("Paid."),
+    ]
     return line(replies[turn])
 
 
@@ -100,7 +105,9 @@ def test_a_line_that_is_not_a_message_ends_with_a_clear_error() -> None:
     assert "expected {\"message\": ...}, got 'answer'" in received[-1]["error"]["message"]
     received, _ = episode(lambda request: line({"role": "user", "content": "hi"}))
     assert 'role must be "assistant"' in received[-1]["error"]["message"]
-    received, _ = episode(lambda request: line({"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}))
+    received, _ = episode(
+        lambda request: line({"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]})
+    )
     assert "tool call 1 needs" in received[-1]["error"]["message"]
 
 
@@ -117,7 +124,9 @@ def test_a_policy_too_slow_on_a_turn_is_the_policys_doing_not_an_infrastructure_
     to_policy_r, to_policy_w = os.pipe()
     with open(to_env_r, "rb") as reader, open(to_policy_w, "wb") as writer, open(to_env_w, "wb"):
         result = asyncio.run(
-            run_episode(paid_task("work-3"), OPERATOR, "", follows_the_protocol, reader, writer, EpisodeLimits(wall_seconds=0.3))
+            run_episode(
+                paid_task("work-3"), OPERATOR, "", follows_the_protocol, reader, writer, EpisodeLimits(wall_seconds=0.3)
+            )
         )
     with open(to_policy_r, "rb") as sent:
         lines = [json.loads(x) for x in sent.read().splitlines()]

@@ -15,7 +15,9 @@ from tests.improver.taskkit import OPERATOR, paid_session, paid_task
 
 def transcript(number: str, outcome: str = "good", **kw) -> Transcript:
     session = paid_session(number, outcome=outcome)
-    return Transcript(id=session.id, profile="invoices", outcome=outcome, ended="done", messages=session.transcript, tools=[], **kw)
+    return Transcript(
+        id=session.id, profile="invoices", outcome=outcome, ended="done", messages=session.transcript, tools=[], **kw
+    )
 
 
 def test_an_export_that_cannot_write_its_files_has_recorded_them_already(tmp_path: Path) -> None:
@@ -33,9 +35,13 @@ def test_a_malformed_or_sealed_transcript_is_passed_over_and_counted(tmp_path: P
     broken = transcript("24")
     broken.messages[2]["tool_calls"] = ["pay"]
     report = export(
-        tmp_path / "out", [transcript("23"), broken, transcript("25", sealed=True)], TaskSet("invoices", OPERATOR, ()),
-        ["agentd", "improve", "env"], tmp_path / "exported.json", validation=0,
-    )  # fmt: skip
+        tmp_path / "out",
+        [transcript("23"), broken, transcript("25", sealed=True)],
+        TaskSet("invoices", OPERATOR, ()),
+        ["agentd", "improve", "env"],
+        tmp_path / "exported.json",
+        validation=0,
+    )
     assert (report.sft, report.passed_over["malformed"], report.passed_over["sealed"]) == (1, 1, 1)
     readme = (tmp_path / "out" / "README.md").read_text()
     assert "whose task is sealed" in readme and "1 sealed, 1 malformed" in readme

@@ -30,7 +30,9 @@ from tests.improver.taskkit import (
 VARIANT = Variant(OPERATOR, "", ("script:test",))
 
 
-def run(candidate, model: ScriptedModel | None = None, limits: EpisodeLimits = EpisodeLimits(), retries: int = 2, task=None) -> RunResult:
+def run(
+    candidate, model: ScriptedModel | None = None, limits: EpisodeLimits = EpisodeLimits(), retries: int = 2, task=None
+) -> RunResult:
     model = model or ScriptedModel(pays_right())
     return asyncio.run(run_task(task or paid_task(), VARIANT, candidate, lambda spec: model, limits, retries))
 
@@ -201,14 +203,18 @@ class Greedy:
 
 def test_every_model_call_is_given_no_more_than_its_run_has_left() -> None:
     model = Greedy(least=1)
-    result = asyncio.run(run_task(paid_task(), VARIANT, follows_the_protocol, lambda spec: model, EpisodeLimits(max_tokens=5000)))
+    result = asyncio.run(
+        run_task(paid_task(), VARIANT, follows_the_protocol, lambda spec: model, EpisodeLimits(max_tokens=5000))
+    )
     assert model.given[:4] == [4096, 2952, 1476, 738]  # the answer's default length, then what the run has left
     assert result.run.ended == "limit" and result.usage.total == 5000
 
 
 def test_retries_of_an_errored_run_share_its_token_limit() -> None:
     model = Greedy(least=400, fails_from=2)  # each attempt spends 400 tokens, then its provider fails
-    result = asyncio.run(run_task(paid_task(), VARIANT, follows_the_protocol, lambda spec: model, EpisodeLimits(max_tokens=1000), 2))
+    result = asyncio.run(
+        run_task(paid_task(), VARIANT, follows_the_protocol, lambda spec: model, EpisodeLimits(max_tokens=1000), 2)
+    )
     # attempt 1 spends 500 of 1000, attempt 2 400 of the 500 left, attempt 3 the last 100
     assert model.given == [1000, 500, 500, 100, 100]
     assert result.outcome == "errored" and result.usage.total == 1000  # not scored a failure for running out on a retry
@@ -239,7 +245,11 @@ def test_a_candidate_is_sent_an_opaque_case_name_and_results_keep_the_tasks(tmp_
 
 
 def test_a_program_inherits_no_keys_from_the_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    secrets = {"OPENAI_API_KEY": "sk-harness", "ANTHROPIC_API_KEY": "sk-ant-harness", "AGENTD_WALLET_PASSPHRASE": "hunter2"}
+    secrets = {
+        "OPENAI_API_KEY": "sk-harness",
+        "ANTHROPIC_API_KEY": "sk-ant-harness",
+        "AGENTD_WALLET_PASSPHRASE": "hunter2",
+    }
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
     tells = program(tmp_path, "import os\nsend('done', {'answer': json.dumps(dict(os.environ))})\n")

@@ -53,7 +53,9 @@ send('done', {'answer': json.dumps({"found": found, "env": dict(os.environ)})})
 """
 
 
-def test_a_candidate_on_a_sealed_task_finds_no_secret_and_no_task_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_candidate_on_a_sealed_task_finds_no_secret_and_no_task_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     canary = make_canary(0, paid_task(), WORD)
@@ -80,12 +82,17 @@ MISDEEDS = {
 def test_a_candidate_that_misbehaves_fails_and_is_never_errored(tmp_path: Path, misdeed: str) -> None:
     candidate = program(tmp_path, MISDEEDS[misdeed])
     tight = SandboxLimits(cpu_seconds=2, processes=16, memory_bytes=512 << 20)
-    result = run(replace(candidate, request=replace(candidate.request, limits=tight)), limits=EpisodeLimits(max_output_bytes=200_000))
+    result = run(
+        replace(candidate, request=replace(candidate.request, limits=tight)),
+        limits=EpisodeLimits(max_output_bytes=200_000),
+    )
     assert result.outcome == "failed" and result.reward == 0.0 and result.attempts == 1
     assert result.failures[0].startswith("the candidate broke the run: it exited before it said it was done")
 
 
-def test_with_no_engine_the_runner_is_refused_with_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_with_no_engine_the_runner_is_refused_with_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
     with pytest.raises(SandboxUnavailable, match=r"apt-get install docker\.io"):
         make_runner("docker")

@@ -37,7 +37,10 @@ def test_threshold_noise_is_laplace_at_twice_the_noise_scale() -> None:
     assert abs(np.median(draws)) < 0.005
 
 
-@pytest.mark.parametrize("tasks, budget, message", [(0, 3, "at least one sealed task"), (80, 0, "at least one disagreement"), (80, True, "disagreement")])
+@pytest.mark.parametrize(
+    "tasks, budget, message",
+    [(0, 3, "at least one sealed task"), (80, 0, "at least one disagreement"), (80, True, "disagreement")],
+)
 def test_a_holdout_that_cannot_work_is_refused(tasks, budget, message) -> None:
     with pytest.raises(ImproverError, match=message):
         Holdout.create(tasks, budget)

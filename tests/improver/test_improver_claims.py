@@ -16,18 +16,37 @@ from ledger import Entry, RuleSet, RuleViolation, State, Wallet
 WALLET = Wallet.generate()
 BEFORE, AFTER = Settings(), Settings(instructions=Settings().instructions + "\n\nWrite one lesson per failure.")
 HELD_OUT = ["c" * 64]
-COMPARISON = {"test": "newcombe", "level": 0.025, "tasks": 4, "change": [16, 16], "current": [8, 16], "interval": [0.16, 0.74]}
+COMPARISON = {
+    "test": "newcombe",
+    "level": 0.025,
+    "tasks": 4,
+    "change": [16, 16],
+    "current": [8, 16],
+    "interval": [0.16, 0.74],
+}
 
 
 def body(confirmation: int = 1, **changed: Any) -> dict[str, Any]:
     held = digest(sorted(HELD_OUT))
     return {
-        "profile": "invoices", "change": 'its instructions, adding "Write one lesson per failure."', "follows": None,
-        "before": BEFORE.to_json(), "after": AFTER.to_json(), "improver": AFTER.id, "problems": ["a" * 64, "b" * 64],
-        "held_out": HELD_OUT, "held_out_digest": held, "choose": COMPARISON, "held": COMPARISON,
-        "confirmation": confirmation, "confirmations": 4, "level": levels.confirmation_level(4), "test": "newcombe",
-        "step": digest({"improver": AFTER.id, "held_out": held, "confirmation": confirmation})[:16], **changed,
-    }  # fmt: skip
+        "profile": "invoices",
+        "change": 'its instructions, adding "Write one lesson per failure."',
+        "follows": None,
+        "before": BEFORE.to_json(),
+        "after": AFTER.to_json(),
+        "improver": AFTER.id,
+        "problems": ["a" * 64, "b" * 64],
+        "held_out": HELD_OUT,
+        "held_out_digest": held,
+        "choose": COMPARISON,
+        "held": COMPARISON,
+        "confirmation": confirmation,
+        "confirmations": 4,
+        "level": levels.confirmation_level(4),
+        "test": "newcombe",
+        "step": digest({"improver": AFTER.id, "held_out": held, "confirmation": confirmation})[:16],
+        **changed,
+    }
 
 
 def apply(state: State, claim: dict[str, Any], seq: int = 1) -> Entry:

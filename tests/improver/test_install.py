@@ -43,8 +43,21 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def release(files: tuple[str, ...]) -> Release:
-    return Release("0" * 16, "c" * 64, "p" * 32, "1" * 40, "2" * 64, Commands("", "", "python3 agent.py"), files,
-                   Variant("o", "", ("m",)), {}, "3" * 64, 4, 0.0125, "newcombe")  # fmt: skip
+    return Release(
+        "0" * 16,
+        "c" * 64,
+        "p" * 32,
+        "1" * 40,
+        "2" * 64,
+        Commands("", "", "python3 agent.py"),
+        files,
+        Variant("o", "", ("m",)),
+        {},
+        "3" * 64,
+        4,
+        0.0125,
+        "newcombe",
+    )
 
 
 def test_a_file_after_another_files_hunk_is_named_as_git_reads_the_patch(tmp_path: Path) -> None:

@@ -45,8 +45,11 @@ def _resigned(about: object, wallet: Wallet) -> dict:
     """An envelope its key really signed, over a payload that is not a good statement."""
     payload = json.dumps(about).encode()
     sig = wallet.sign(pae(PAYLOAD_TYPE.encode(), payload))
-    return {"payload": base64.b64encode(payload).decode(), "payloadType": PAYLOAD_TYPE,
-            "signatures": [{"keyid": wallet.id, "sig": base64.b64encode(sig).decode()}]}  # fmt: skip
+    return {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [{"keyid": wallet.id, "sig": base64.b64encode(sig).decode()}],
+    }
 
 
 def test_each_flaw_is_refused_in_one_line() -> None:
@@ -64,12 +67,19 @@ def test_each_flaw_is_refused_in_one_line() -> None:
         ({**good, "payload": "not base64!"}, wallet.public_key, "payload is not base64"),
         ({"payload": good["payload"]}, wallet.public_key, "not a DSSE envelope"),
         ({**good, "signatures": []}, wallet.public_key, "bad signature"),
-        (_resigned({**good_statement, "_type": "https://in-toto.io/Statement/v0.1"}, wallet), wallet.public_key, "not an in-toto statement"),
+        (
+            _resigned({**good_statement, "_type": "https://in-toto.io/Statement/v0.1"}, wallet),
+            wallet.public_key,
+            "not an in-toto statement",
+        ),
         (_resigned({**good_statement, "subject": []}, wallet), wallet.public_key, "names no subject"),
-        (_resigned({**good_statement, "subject": [{"name": "x", "digest": {"sha256": "short"}}]}, wallet), wallet.public_key,
-         "each subject needs a name and a sha256 digest"),
+        (
+            _resigned({**good_statement, "subject": [{"name": "x", "digest": {"sha256": "short"}}]}, wallet),
+            wallet.public_key,
+            "each subject needs a name and a sha256 digest",
+        ),
         (_resigned({**good_statement, "predicateType": ""}, wallet), wallet.public_key, "names no predicateType"),
-    ]  # fmt: skip
+    ]
     for held, key, said in cases:
         with pytest.raises(BadStatement, match=said):
             verify(held, key)

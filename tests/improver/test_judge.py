@@ -16,16 +16,26 @@ from tests.improver.taskkit import ScriptedModel, paid_session, says
 
 def transcript(number: str, payee: str = "acme-ltd") -> Transcript:
     session = paid_session(number, payee=payee)
-    return Transcript(id=session.id, profile="invoices", outcome="unknown", ended="done", messages=session.transcript, tools=[])
+    return Transcript(
+        id=session.id, profile="invoices", outcome="unknown", ended="done", messages=session.transcript, tools=[]
+    )
 
 
 def test_the_judge_reads_the_calls_made_and_answers_in_one_json_object() -> None:
     shown = render(transcript("31", payee="mallory"))
-    assert '[assistant calls pay] {"to": "mallory", "amount": "7"}' in shown and shown.endswith("[the session ended: done]")
+    assert '[assistant calls pay] {"to": "mallory", "amount": "7"}' in shown and shown.endswith(
+        "[the session ended: done]"
+    )
     assert verdict('{"mark": "bad", "reason": "It paid mallory."}') == ("bad", "It paid mallory.")
-    assert verdict('Here: {"mark": "good", "reason": " Paid the right payee. "} done') == ("good", "Paid the right payee.")
-    for answer, said in [("good", "not answer with a JSON object"), ('{"mark": "fine", "reason": "x"}', "no \\\"mark\\\" of good or bad"),
-                         ('{"mark": "good"}', "gives no \\\"reason\\\"")]:
+    assert verdict('Here: {"mark": "good", "reason": " Paid the right payee. "} done') == (
+        "good",
+        "Paid the right payee.",
+    )
+    for answer, said in [
+        ("good", "not answer with a JSON object"),
+        ('{"mark": "fine", "reason": "x"}', 'no \\"mark\\" of good or bad'),
+        ('{"mark": "good"}', 'gives no \\"reason\\"'),
+    ]:
         with pytest.raises(ImproverError, match=said):
             verdict(answer)
 

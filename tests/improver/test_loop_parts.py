@@ -64,9 +64,15 @@ def test_eight_words_in_a_row_from_a_sealed_task_turn_a_change_down() -> None:
     words = task.task.split()  # "Pay invoice 23 from Acme, 7 USD, to acme-ltd."
     gate = dict(allowed_models=list(BASE.models), tried=set(), sealed=sealed, max_lessons=500)
     assert turned_down(variant("Always " + " ".join(words[:7]) + " twice."), **gate) is None
-    assert turned_down(variant("Always " + " ".join(words[:8]).upper()), **gate) == "it shares a run of words with sealed task sealed-1"
+    assert (
+        turned_down(variant("Always " + " ".join(words[:8]).upper()), **gate)
+        == "it shares a run of words with sealed task sealed-1"
+    )
     assert turned_down(variant("ok"), **{**gate, "tried": {variant("ok").id}}) == "changes nothing: tried already"
-    assert turned_down(Variant(BASE.operator, "", ("openai:x",)), **gate) == "openai:x is not among the models it may run on"
+    assert (
+        turned_down(Variant(BASE.operator, "", ("openai:x",)), **gate)
+        == "openai:x is not among the models it may run on"
+    )
 
 
 def test_proposals_are_parsed_or_turned_down_with_a_reason() -> None:

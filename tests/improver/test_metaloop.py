@@ -28,7 +28,9 @@ class AddsARule:
 
     name = "test:adds-a-rule"
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         arguments = json.dumps({"instructions": messages[0]["content"] + RULE})
         call = {"id": "c1", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
         return Completion({"role": "assistant", "content": None, "tool_calls": [call]}, TokenUsage(1, 1), self.name)
@@ -60,10 +62,18 @@ def metaloop(
     lineage: Path, events: list[str], helps: tuple[str, ...] = ("p0", "p1", "p2"), held_out: Problem | None = None
 ) -> GradedByRules:
     loop = GradedByRules(
-        profile="invoices", improver=Settings(), agent_variant=Variant("op", "", ("m",)), allowed_models=["m"],
-        agent=None, models=None, proposer=AddsARule(), problems=[problem("p0"), problem("p1")],  # type: ignore[arg-type]
-        held_out=[held_out or problem("p2")], lineage=Lineage(lineage), on_event=lambda e: events.append(e.text),
-    )  # fmt: skip
+        profile="invoices",
+        improver=Settings(),
+        agent_variant=Variant("op", "", ("m",)),
+        allowed_models=["m"],
+        agent=None,
+        models=None,
+        proposer=AddsARule(),
+        problems=[problem("p0"), problem("p1")],  # type: ignore[arg-type]
+        held_out=[held_out or problem("p2")],
+        lineage=Lineage(lineage),
+        on_event=lambda e: events.append(e.text),
+    )
     loop.helps = helps
     return loop
 
@@ -90,7 +100,7 @@ def test_a_change_better_only_on_the_problems_given_spends_a_confirmation_and_is
     again: list[str] = []
     loop = metaloop(tmp_path / "improvers.jsonl", again, helps=("p0", "p1"))
     asyncio.run(loop.run(1))
-    assert "turned down: its instructions, adding \"Rule.\": tried already" in again
+    assert 'turned down: its instructions, adding "Rule.": tried already' in again
 
 
 def test_spent_confirmations_stop_the_run(tmp_path: Path) -> None:
@@ -104,7 +114,9 @@ def test_spent_confirmations_stop_the_run(tmp_path: Path) -> None:
 class ProposesWhatIsNotItsToChange:
     name = "test:overreaches"
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         calls = [
             {"id": f"c{i}", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
             for i, arguments in enumerate(['{"max_lessons": 9000}', '{"failed_shown": 0}', "not json"], 1)
@@ -117,7 +129,7 @@ def test_a_proposal_that_makes_no_improver_is_turned_down_saying_why(tmp_path: P
     loop = metaloop(tmp_path / "improvers.jsonl", events)
     loop.proposer = ProposesWhatIsNotItsToChange()
     asyncio.run(loop.run(1))
-    assert "round 1: the improver {} proposed 3 changes to itself".format(Settings().id) in events
+    assert f"round 1: the improver {Settings().id} proposed 3 changes to itself" in events
     assert any(e.startswith("turned down: a proposal: 'max_lessons' is not the improver's to change") for e in events)
     assert "turned down: a proposal: failed_shown must be a whole number of at least 1" in events
     assert "turned down: a proposal: its arguments are not valid JSON" in events
@@ -146,7 +158,11 @@ def test_a_task_the_change_seems_to_lose_gets_fresh_runs_before_it_is_judged(tmp
     contested = Contested(**{f.name: getattr(loop, f.name) for f in fields(MetaLoop)})
     contested.asked = []
     asyncio.run(contested.run(1))
-    assert ("p0-held-15", 4) in contested.asked and ("p1-held-15", 4) in contested.asked and ("p2-held-15", 4) in contested.asked
+    assert (
+        ("p0-held-15", 4) in contested.asked
+        and ("p1-held-15", 4) in contested.asked
+        and ("p2-held-15", 4) in contested.asked
+    )
     assert any(e.startswith("kept ") for e in events)
 
 
@@ -156,7 +172,9 @@ class Quotes(AddsARule):
     def __init__(self, ask: str) -> None:
         self.ask = ask
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         arguments = json.dumps({"instructions": f"{messages[0]['content']}{RULE}\nFor example: {self.ask}"})
         call = {"id": "c1", "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}
         return Completion({"role": "assistant", "content": None, "tool_calls": [call]}, TokenUsage(1, 1), self.name)
@@ -208,7 +226,9 @@ class Listens(AddsARule):
     def __init__(self) -> None:
         self.shown: list[str] = []
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         self.shown.append(messages[-1]["content"])
         return await super().complete(messages, tools, max_tokens)
 
@@ -218,4 +238,6 @@ def test_the_improver_is_told_how_its_changes_went_in_the_loops_words_on_problem
     loop.proposer = listens = Listens()
     asyncio.run(loop.run(2))
     told = listens.shown[1].split("Tried before, and how it went:\n\n")[1]
-    assert told.startswith('- its instructions, adding "Rule.": better on the problems to choose on (32/128 against 0/128), but not confirmed')
+    assert told.startswith(
+        '- its instructions, adding "Rule.": better on the problems to choose on (32/128 against 0/128), but not confirmed'
+    )

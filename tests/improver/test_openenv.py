@@ -7,8 +7,9 @@ import asyncio
 import json
 import math
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -32,7 +33,10 @@ def taskset() -> TaskSet:
 
 @contextmanager
 def serving(
-    agent: Any = follows_the_protocol, max_sessions: int = 256, limits: EpisodeLimits = EpisodeLimits(), idle_seconds: float = IDLE_SECONDS
+    agent: Any = follows_the_protocol,
+    max_sessions: int = 256,
+    limits: EpisodeLimits = EpisodeLimits(),
+    idle_seconds: float = IDLE_SECONDS,
 ) -> Iterator[str]:
     """The server on a free loopback port, in a thread of its own; its base URL."""
     server = EnvServer(EnvSetup(taskset(), agent, "Check the payee.", limits), max_sessions, idle_seconds)
@@ -83,12 +87,11 @@ def test_the_openenv_client_runs_an_episode_to_its_reward() -> None:
 
 
 def test_the_sync_client_picks_tasks_by_seed_and_otherwise_in_turn() -> None:
-    with serving() as url:
-        with GenericEnvClient(base_url=url).sync() as env:
-            by_seed = [env.reset(seed=7).observation["task_id"] for _ in range(3)]
-            in_turn = [env.reset().observation["task_id"] for _ in range(4)]
-            named = env.reset(task_id="work-2", episode_id="ep-9")
-            assert env.state()["episode_id"] == "ep-9" and named.observation["task_id"] == "work-2"
+    with serving() as url, GenericEnvClient(base_url=url).sync() as env:
+        by_seed = [env.reset(seed=7).observation["task_id"] for _ in range(3)]
+        in_turn = [env.reset().observation["task_id"] for _ in range(4)]
+        named = env.reset(task_id="work-2", episode_id="ep-9")
+        assert env.state()["episode_id"] == "ep-9" and named.observation["task_id"] == "work-2"
     assert len(set(by_seed)) == 1
     assert in_turn == ["work-1", "work-2", "work-3", "work-1"]
 
@@ -116,7 +119,14 @@ def test_malformed_frames_get_error_frames_and_the_session_goes_on() -> None:
     with serving() as url:
         replies = asyncio.run(main(url))
     codes = [r["data"].get("code") for r in replies]
-    assert codes[:6] == ["INVALID_JSON", "INVALID_JSON", "VALIDATION_ERROR", "UNKNOWN_TYPE", "VALIDATION_ERROR", "VALIDATION_ERROR"]
+    assert codes[:6] == [
+        "INVALID_JSON",
+        "INVALID_JSON",
+        "VALIDATION_ERROR",
+        "UNKNOWN_TYPE",
+        "VALIDATION_ERROR",
+        "VALIDATION_ERROR",
+    ]
     assert "send a reset first" in replies[4]["data"]["message"]
     assert replies[6]["type"] == "observation"
     assert [r["type"] for r in replies[7:10]] == ["error"] * 3
@@ -127,7 +137,7 @@ def test_malformed_frames_get_error_frames_and_the_session_goes_on() -> None:
 def test_an_unknown_task_id_is_named_and_the_session_stays_usable() -> None:
     async def main(url: str) -> Any:
         async with GenericEnvClient(base_url=url) as env:
-            with pytest.raises(RuntimeError, match="no task named 'work-99'.*work-1, work-2, work-3"):
+            with pytest.raises(RuntimeError, match=r"no task named 'work-99'.*work-1, work-2, work-3"):
                 await env.reset(task_id="work-99")
             return await play(env, RIGHT, task_id="work-3")
 
@@ -171,9 +181,11 @@ def test_200_sessions_at_once_are_each_isolated_and_those_over_the_limit_are_tol
         clients = [GenericEnvClient(base_url=url) for _ in range(200)]
         await asyncio.gather(*(c.connect() for c in clients))
         # Every client holds its session open mid-episode before any goes on.
-        firsts = await asyncio.gather(*(c.reset(task_id=f"work-{1 + i % 3}") for i, c in enumerate(clients)), return_exceptions=True)
+        firsts = await asyncio.gather(
+            *(c.reset(task_id=f"work-{1 + i % 3}") for i, c in enumerate(clients)), return_exceptions=True
+        )
         refused = [str(f) for f in firsts if isinstance(f, Exception)]
-        running = [c for c, f in zip(clients, firsts) if not isinstance(f, Exception)]
+        running = [c for c, f in zip(clients, firsts, strict=False) if not isinstance(f, Exception)]
 
         async def finish(index: int, client: GenericEnvClient) -> Any:
             replies = RIGHT if index % 2 == 0 else WRONG
@@ -199,7 +211,9 @@ def test_200_sessions_at_once_are_each_isolated_and_those_over_the_limit_are_tol
 async def sends_what_cannot_be_json(case: Case, episode: Episode) -> Ending:
     """A candidate whose request cannot go out: the episode's fault, never the policy's."""
     try:
-        await episode.model([{"role": "user", "content": case.task}, {"role": "user", "content": math.nan}], case.tools, None)
+        await episode.model(
+            [{"role": "user", "content": case.task}, {"role": "user", "content": math.nan}], case.tools, None
+        )
     except ProviderError as exc:
         return Ending("errored", error=str(exc))
     return Ending("done", answer="unreachable")
@@ -220,7 +234,7 @@ def test_a_policy_silent_past_the_wall_time_ends_the_episode_with_a_clear_error(
         async with GenericEnvClient(base_url=url) as env:
             await env.reset(task_id="work-3")
             await asyncio.sleep(1.0)
-            with pytest.raises(RuntimeError, match="did not answer within 0.2 seconds"):
+            with pytest.raises(RuntimeError, match=r"did not answer within 0.2 seconds"):
                 await env.step({"message": RIGHT[0]})
             return await play(env, RIGHT, task_id="work-3")
 

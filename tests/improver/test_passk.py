@@ -45,7 +45,12 @@ def test_the_estimator_matches_the_binomial_form_without_forming_it(n: int, data
 
 def test_ks_are_read_and_one_larger_than_the_runs_is_refused() -> None:
     assert parse_ks("10, 1,5,5", 10) == (1, 5, 10)
-    for text, said in [("1,20", "--k 20 is larger than --runs 10"), ("a,b", "whole numbers"), ("0,1", "at least 1"), (",", "names no k")]:
+    for text, said in [
+        ("1,20", "--k 20 is larger than --runs 10"),
+        ("a,b", "whole numbers"),
+        ("0,1", "at least 1"),
+        (",", "names no k"),
+    ]:
         with pytest.raises(ImproverError, match=said):
             parse_ks(text, 10)
     with pytest.raises(ValueError):
@@ -62,7 +67,9 @@ class Episodes:
         self.pattern = pattern
         self.episode = -1
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         turn = sum(1 for m in messages if m["role"] == "assistant")
         self.episode += turn == 0
         kind = self.pattern[self.episode % len(self.pattern)]
@@ -78,7 +85,11 @@ PATTERN = ["right", "wrong", "wrong", "fault"] + ["wrong"] * 4  # work-1's four 
 def test_eval_reports_pass_at_k_with_errored_runs_left_out_and_counted() -> None:
     tasks = [paid_task("work-1"), paid_task("work-2")]
     variant = Variant(OPERATOR, "", ("episodes",))
-    result = asyncio.run(run_eval(variant, tasks, follows_the_protocol, lambda _s: Episodes(PATTERN), 4, (1, 2, 4), concurrency=1, retries=0))
+    result = asyncio.run(
+        run_eval(
+            variant, tasks, follows_the_protocol, lambda _s: Episodes(PATTERN), 4, (1, 2, 4), concurrency=1, retries=0
+        )
+    )
     first, second = result.tasks
     assert (first.passed, first.judged, first.errored) == (1, 3, 1)
     assert first.pass_at == {1: pytest.approx(1 / 3), 2: pytest.approx(2 / 3), 4: None}
@@ -91,7 +102,9 @@ def test_eval_reports_pass_at_k_with_errored_runs_left_out_and_counted() -> None
     wrong = second.best_reward
     assert result.mean_reward == pytest.approx((1.0 + 6 * wrong) / 7)  # seven judged runs, the fault left out
     # The loop's trials tally the same runs the same way.
-    trial = asyncio.run(run_trials(variant, tasks, follows_the_protocol, lambda _s: Episodes(PATTERN), runs=4, concurrency=1, retries=0))
+    trial = asyncio.run(
+        run_trials(variant, tasks, follows_the_protocol, lambda _s: Episodes(PATTERN), runs=4, concurrency=1, retries=0)
+    )
     assert {n: (t.passed, t.judged, t.errored) for n, t in trial.per_task.items()} == {
         t.task: (t.passed, t.judged, t.errored) for t in result.tasks
     }

@@ -35,8 +35,19 @@ def test_a_path_outside_what_is_allowed_is_refused_naming_what_is() -> None:
     )
 
 
-@pytest.mark.parametrize("path", ["improver/decide/stats.py", "sandbox/runner.py", "ledger/rules.py", "agentd/cli/case.py",
-                                  "pyproject.toml", "tests/conftest.py", "agentd/conftest.py", ".gitattributes"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    [
+        "improver/decide/stats.py",
+        "sandbox/runner.py",
+        "ledger/rules.py",
+        "agentd/cli/case.py",
+        "pyproject.toml",
+        "tests/conftest.py",
+        "agentd/conftest.py",
+        ".gitattributes",
+    ],
+)
 def test_what_scores_or_guards_the_agent_is_refused_even_when_allowed(path: str) -> None:
     why = refusal(patch(path, ["x = 1"]), PatchLimits(allow=(path, "improver/")))
     assert why == f"{path}: what scores or guards the agent, which no change may touch"

@@ -20,7 +20,11 @@ from improver.tasks.task import Task, TaskSet, load_tasks
 from tests.improver.taskkit import OPERATOR, ScriptedModel, calls, follows_the_protocol, paid_task, pays_right, says
 
 TOOLS = ["read_invoice", "pay", "notify"]
-PAYS_BOTH = [calls(("read_invoice", {"number": "23"})), calls(("pay", {"to": "acme-ltd", "amount": "7"}), ("pay", {"to": "mallory", "amount": "7"})), says("Paid.")]
+PAYS_BOTH = [
+    calls(("read_invoice", {"number": "23"})),
+    calls(("pay", {"to": "acme-ltd", "amount": "7"}), ("pay", {"to": "mallory", "amount": "7"})),
+    says("Paid."),
+]
 PAYS_NOBODY = [calls(("read_invoice", {"number": "23"})), says("Done.")]
 
 
@@ -43,7 +47,9 @@ def test_weights_make_the_reward_the_weighted_share_held() -> None:
     weighted = replace(paid_task("work-1"), rubric=parse_rubric({"weights": {"makes:pay": 3, "finishes": 1}}, TOOLS))
     result = run(weighted, PAYS_NOBODY)  # finishes (1) and changes nothing else (1 by default); no payment (3)
     assert result.reward == pytest.approx(2 / 5) and not result.passed
-    assert run(replace(weighted, rubric=parse_rubric({"weights": {"makes": 1}}, TOOLS)), PAYS_NOBODY).reward == pytest.approx(2 / 3)
+    assert run(
+        replace(weighted, rubric=parse_rubric({"weights": {"makes": 1}}, TOOLS)), PAYS_NOBODY
+    ).reward == pytest.approx(2 / 3)
     assert run(weighted, pays_right()).reward == 1.0
 
 
@@ -69,7 +75,9 @@ def test_a_bad_rubric_is_refused_saying_what_is_wrong(table: dict[str, Any], sai
 def test_a_rubric_travels_in_the_task_file_under_its_digest(tmp_path: Path) -> None:
     plain = paid_task("work-1")
     assert "rubric" not in plain.to_json()  # tasks without one keep the digest they had
-    ruled = replace(plain, name="work-2", rubric=parse_rubric({"gates": ["avoids:pay"], "weights": {"makes:pay": 2}}, TOOLS))
+    ruled = replace(
+        plain, name="work-2", rubric=parse_rubric({"gates": ["avoids:pay"], "weights": {"makes:pay": 2}}, TOOLS)
+    )
     path = tmp_path / "work.json"
     TaskSet("invoices", OPERATOR, (plain, ruled)).save(path)
     loaded = load_tasks(path)
@@ -85,10 +93,20 @@ def test_a_rubric_travels_in_the_task_file_under_its_digest(tmp_path: Path) -> N
 def test_validation_judges_the_rubrics_reward() -> None:
     plain = paid_task("work-1")
     # The failure (does nothing and finishes) misses only checks that weigh nothing.
-    blind = replace(plain, name="work-2", rubric=parse_rubric({"weights": {"makes": 0, "no_other_changes": 0, "finishes": 1}}, TOOLS))
+    blind = replace(
+        plain,
+        name="work-2",
+        rubric=parse_rubric({"weights": {"makes": 0, "no_other_changes": 0, "finishes": 1}}, TOOLS),
+    )
     # A profile's weights sum above 0, but none of this task's checks carries any.
-    weightless = replace(plain, name="work-3", rubric=Rubric(weights={"makes": 0.0, "no_other_changes": 0.0, "finishes": 0.0, "says": 1.0}))
-    gated = replace(plain, name="work-4", rubric=parse_rubric({"gates": ["makes:pay"], "weights": {"finishes": 5}}, TOOLS))
+    weightless = replace(
+        plain,
+        name="work-3",
+        rubric=Rubric(weights={"makes": 0.0, "no_other_changes": 0.0, "finishes": 0.0, "says": 1.0}),
+    )
+    gated = replace(
+        plain, name="work-4", rubric=parse_rubric({"gates": ["makes:pay"], "weights": {"finishes": 5}}, TOOLS)
+    )
     checked = asyncio.run(validate(TaskSet("invoices", OPERATOR, (plain, blind, weightless, gated))))
     assert [t.name for t in checked.taskset.tasks] == ["work-1", "work-4"]
     reasons = {e.task.name: e.reason for e in checked.newly_excluded}

@@ -36,7 +36,9 @@ def test_identical_tasks_fall_on_the_same_side_whatever_the_seed() -> None:
     assert len({t.content_key for t in taskset.tasks if t.name in ("work-1", "work-2", "work-3")}) == 1
     for seed in range(40):
         choose, sealed = split(taskset, 50, str(seed))
-        sides = {"sealed" if t in sealed else "choose" for t in taskset.tasks if t.name in ("work-1", "work-2", "work-3")}
+        sides = {
+            "sealed" if t in sealed else "choose" for t in taskset.tasks if t.name in ("work-1", "work-2", "work-3")
+        }
         assert len(sides) == 1, f"seed {seed} split the twins"
         assert len(choose) + len(sealed) == len(taskset.tasks)
         assert sorted(t.source["outcome"] for t in sealed).count("bad") == 1  # each outcome drawn on its own
@@ -66,7 +68,9 @@ def validated(taskset: TaskSet) -> TaskSet:
 
 
 def test_canaries_stand_among_the_sealed_tasks_by_digest_not_at_the_end(tmp_path: Path) -> None:
-    taskset = validated(TaskSet("invoices", OPERATOR, tuple(paid_task(f"work-{n}", number=str(n)) for n in range(20, 32))))
+    taskset = validated(
+        TaskSet("invoices", OPERATOR, tuple(paid_task(f"work-{n}", number=str(n)) for n in range(20, 32)))
+    )
     seal = make_seal(taskset, Routes(tmp_path), SealRequest(share=50, canaries=3, seed="x"), NOTHING)
     tasks = seal.sealed.tasks
     assert [t.digest for t in tasks] == sorted(t.digest for t in tasks)
@@ -75,8 +79,11 @@ def test_canaries_stand_among_the_sealed_tasks_by_digest_not_at_the_end(tmp_path
         copied = next(t for t in seal.real_tasks if t.task == canary.task)
         # What a candidate is given of a canary is what it is given of the task it copies.
         assert (canary.task, canary.tools, canary.schemas(), canary.standins) == (
-            copied.task, copied.tools, copied.schemas(), copied.standins,
-        )  # fmt: skip
+            copied.task,
+            copied.tools,
+            copied.schemas(),
+            copied.standins,
+        )
 
 
 def test_an_exported_task_is_covered_under_another_name_and_from_another_session() -> None:
@@ -98,7 +105,12 @@ def test_a_task_shown_before_stays_to_choose_on_and_the_share_is_sealed_from_the
         assert not {t.content_key for t in sealed} & set(shown), f"seed {seed} sealed a shown task"
         assert {"work-1", "work-2", "work-3", "work-40"} <= {t.name for t in choose}
         # Eight good tasks, four wanted, and only four never shown: all of them, whatever the seed.
-        assert sorted(t.name for t in sealed if t.source["outcome"] == "good") == ["work-41", "work-42", "work-43", "work-44"]
+        assert sorted(t.name for t in sealed if t.source["outcome"] == "good") == [
+            "work-41",
+            "work-42",
+            "work-43",
+            "work-44",
+        ]
 
 
 def test_too_few_tasks_never_shown_for_the_share_is_refused_naming_a_seal_that_showed_one() -> None:

@@ -31,7 +31,9 @@ def test_a_sealed_task_or_its_twin_is_refused_naming_the_seal() -> None:
 
 def test_a_task_sealed_by_a_claim_on_the_ledger_is_sealed_here_too() -> None:
     claim = ("c" * 64, {"seal": "fedcba9876543210", "contents": [FRESH.content_key]})
-    with pytest.raises(ImproverError, match=f"task work-3 was sealed already, by seal fedcba9876543210 \\(claim {'c' * 16}\\)"):
+    with pytest.raises(
+        ImproverError, match=f"task work-3 was sealed already, by seal fedcba9876543210 \\(claim {'c' * 16}\\)"
+    ):
         separation([claim]).check_sealable([FRESH])
 
 

@@ -44,8 +44,14 @@ def conversation(later: tuple[str, ...] = (LATER,)) -> Session:
         {"role": "assistant", "content": "Paid 7 USD to acme-ltd."},
     ]
     return Session(
-        id="s-talk", task=FIRST, transcript=messages, tools=TOOLS, ended="done",
-        answer="Paid 7 USD to acme-ltd.", outcome="good", person_messages=1 + len(later),
+        id="s-talk",
+        task=FIRST,
+        transcript=messages,
+        tools=TOOLS,
+        ended="done",
+        answer="Paid 7 USD to acme-ltd.",
+        outcome="good",
+        person_messages=1 + len(later),
     )
 
 
@@ -72,7 +78,12 @@ def agent_model() -> ScriptedModel:
     return ScriptedModel(script, "script:agent")
 
 
-def run(task: Task, user: ScriptedModel | Tallied, agent: ScriptedModel | Tallied | None = None, limits: EpisodeLimits = EpisodeLimits()) -> RunResult:
+def run(
+    task: Task,
+    user: ScriptedModel | Tallied,
+    agent: ScriptedModel | Tallied | None = None,
+    limits: EpisodeLimits = EpisodeLimits(),
+) -> RunResult:
     models = {"script:agent": agent or agent_model(), USER_MODEL: user}
     variant = Variant(OPERATOR, "", ("script:agent",))
     return asyncio.run(run_task(task, variant, follows_the_protocol, models.__getitem__, limits, retries=1))
@@ -86,7 +97,9 @@ class Tallied:
         self.model, self.name, self.cost = model, model.name, cost
         self.used = TokenUsage()
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
+    ) -> Completion:
         completion = await self.model.complete(messages, tools, max_tokens)
         if self.cost is not None:
             completion = replace(completion, usage=TokenUsage(min(self.cost, max_tokens or self.cost), 0))
@@ -153,7 +166,9 @@ def test_a_trial_counts_the_simulated_users_tokens_in_what_it_spent() -> None:
     agent, user = Tallied(agent_model()), Tallied(ScriptedModel([says(LATER), says(NOTHING_MORE)], USER_MODEL))
     models = {"script:agent": agent, USER_MODEL: user}
     task = talk_task()
-    trial = asyncio.run(run_trials(Variant(OPERATOR, "", ("script:agent",)), [task], follows_the_protocol, models.__getitem__, runs=3))
+    trial = asyncio.run(
+        run_trials(Variant(OPERATOR, "", ("script:agent",)), [task], follows_the_protocol, models.__getitem__, runs=3)
+    )
     assert trial.passed == 3 and user.used.total > 0
     # What a token budget is charged: both sides; and one run is fitted at both sides' most.
     assert trial.usage == agent.used + user.used
@@ -258,7 +273,9 @@ def test_a_trainers_episode_without_a_way_to_make_the_simulated_user_is_errored(
 
 def over_openenv(task: Task, user: ScriptedModel) -> Any:
     """The last observation of `task` played through a real OpenEnv server and client."""
-    server = EnvServer(EnvSetup(TaskSet("invoices", OPERATOR, (task,)), follows_the_protocol, users={USER_MODEL: user}.__getitem__))
+    server = EnvServer(
+        EnvSetup(TaskSet("invoices", OPERATOR, (task,)), follows_the_protocol, users={USER_MODEL: user}.__getitem__)
+    )
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sock)), daemon=True)
     thread.start()
@@ -294,8 +311,15 @@ def test_an_openenv_episode_whose_simulated_user_leaks_says_so_and_never_passes_
 
 
 def test_a_reply_to_a_question_for_a_person_is_that_calls_result() -> None:
-    asked = {"role": "assistant", "content": None, "tool_calls": [call("q1", "ask_person", {"question": "Which invoice?"})]}
+    asked = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("q1", "ask_person", {"question": "Which invoice?"})],
+    }
     messages = [{"role": "system", "content": OPERATOR}, {"role": "user", "content": FIRST}, asked]
-    assert continued(messages, "Invoice 23.") == [asked, {"role": "tool", "tool_call_id": "q1", "content": "Invoice 23."}]
+    assert continued(messages, "Invoice 23.") == [
+        asked,
+        {"role": "tool", "tool_call_id": "q1", "content": "Invoice 23."},
+    ]
     finished = [*messages[:2], says("Which invoice?")]
     assert continued(finished, "Invoice 23.")[-1] == {"role": "user", "content": "Invoice 23."}

@@ -151,7 +151,7 @@ def enumerated_pvalue(differences: list[Fraction], shift: Fraction = Fraction(0)
     centred = [d - shift for d in differences]
     observed = sum(centred)
     flips = list(itertools.product((1, -1), repeat=len(centred)))
-    hits = sum(1 for signs in flips if sum(s * abs(c) for s, c in zip(signs, centred)) >= observed)
+    hits = sum(1 for signs in flips if sum(s * abs(c) for s, c in zip(signs, centred, strict=False)) >= observed)
     return Fraction(hits, len(flips))
 
 
@@ -189,7 +189,7 @@ def test_paired_interval_is_the_inverted_test() -> None:
         current = [int(x) for x in rng.integers(0, 5, size=m)]
         change = [int(min(4, max(0, x + rng.integers(-1, 3)))) for x in current]
         result = compare_paired(tallies(*[(c, 4) for c in change]), tallies(*[(c, 4) for c in current]), 0.05)
-        differences = [Fraction(a - b, 4) for a, b in zip(change, current)]
+        differences = [Fraction(a - b, 4) for a, b in zip(change, current, strict=False)]
         tiny = Fraction(1, 10**9)
         low, high = exact(result.low), exact(result.high)
         assert enumerated_pvalue(differences, low) > Fraction(1, 40)
@@ -231,7 +231,8 @@ def test_paired_with_tasks_run_different_numbers_of_times() -> None:
     change = tallies((3, 3), (4, 4), (2, 3), (4, 4), (3, 4), (2, 2), (3, 3))
     current = tallies((1, 4), (2, 4), (0, 3), (1, 3), (2, 4), (0, 2), (1, 4))
     differences = [
-        Fraction(a.passed, a.runs) - Fraction(b.passed, b.runs) for a, b in zip(change.values(), current.values())
+        Fraction(a.passed, a.runs) - Fraction(b.passed, b.runs)
+        for a, b in zip(change.values(), current.values(), strict=False)
     ]
     result = compare_paired(change, current, 0.05)
     assert result.better == (enumerated_pvalue(differences) <= Fraction(1, 40))

@@ -32,7 +32,16 @@ def test_per_task_counts_totals_tokens_and_errors_kept_apart() -> None:
     model = ScriptedModel(pays)
     seen = []
     result = asyncio.run(
-        run_trials(Variant(OPERATOR, "", ("script:x",)), tasks, follows_the_protocol, lambda spec: model, runs=4, concurrency=3, retries=1, on_result=seen.append)
+        run_trials(
+            Variant(OPERATOR, "", ("script:x",)),
+            tasks,
+            follows_the_protocol,
+            lambda spec: model,
+            runs=4,
+            concurrency=3,
+            retries=1,
+            on_result=seen.append,
+        )
     )
     assert {name: (t.passed, t.failed, t.errored) for name, t in result.per_task.items()} == {
         "work-1": (4, 0, 0),
@@ -41,7 +50,10 @@ def test_per_task_counts_totals_tokens_and_errors_kept_apart() -> None:
     }
     assert (result.passed, result.failed, result.errored, result.judged) == (4, 4, 4, 8)
     assert result.errors == ["script:x: HTTP 503 through every retry"]
-    assert result.per_task["work-2"].failures == ['it calls pay with {"amount":"7","to":"acme-ltd"}', "it changes nothing else"]
+    assert result.per_task["work-2"].failures == [
+        'it calls pay with {"amount":"7","to":"acme-ltd"}',
+        "it changes nothing else",
+    ]
     assert result.usage.total > 0
     assert [r.task for r in result.results] == ["work-1"] * 4 + ["work-2"] * 4 + ["work-3"] * 4
     assert len(seen) == 12
@@ -51,10 +63,22 @@ def test_per_task_counts_totals_tokens_and_errors_kept_apart() -> None:
 def test_no_more_runs_at_once_than_the_concurrency_allows() -> None:
     model = ScriptedModel(pays)
     tasks = [paid_task(f"work-{i}", number="23") for i in range(1, 11)]
-    asyncio.run(run_trials(Variant(OPERATOR, "", ("script:x",)), tasks, follows_the_protocol, lambda spec: model, runs=3, concurrency=4))
+    asyncio.run(
+        run_trials(
+            Variant(OPERATOR, "", ("script:x",)), tasks, follows_the_protocol, lambda spec: model, runs=3, concurrency=4
+        )
+    )
     assert 1 < model.most_in_flight <= 4
 
 
 def test_runs_must_be_at_least_one() -> None:
     with pytest.raises(ValueError):
-        asyncio.run(run_trials(Variant(OPERATOR, "", ("script:x",)), [paid_task()], follows_the_protocol, lambda s: ScriptedModel(pays), runs=0))
+        asyncio.run(
+            run_trials(
+                Variant(OPERATOR, "", ("script:x",)),
+                [paid_task()],
+                follows_the_protocol,
+                lambda s: ScriptedModel(pays),
+                runs=0,
+            )
+        )

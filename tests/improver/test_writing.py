@@ -38,10 +38,19 @@ def written(number: str = "51", **over: Any) -> dict[str, Any]:
     pay = {"to": "initech", "amount": "4"}
     task = {
         "task": f"Pay invoice {number} from Initech, 4 USD, to initech.",
-        "standins": [{"tool": "read_invoice", "arguments": {"number": number}, "answer": f"Invoice {number} from Initech: pens, 4 USD."}],
+        "standins": [
+            {
+                "tool": "read_invoice",
+                "arguments": {"number": number},
+                "answer": f"Invoice {number} from Initech: pens, 4 USD.",
+            }
+        ],
         "checks": [{"check": "makes", "tool": "pay", "arguments": pay}, {"check": "no_other_changes"}],
-        "solution": {"calls": [{"tool": "read_invoice", "arguments": {"number": number}}, {"tool": "pay", "arguments": pay}],
-                     "answer": "Paid 4 USD to initech.", "ended": "done"},  # fmt: skip
+        "solution": {
+            "calls": [{"tool": "read_invoice", "arguments": {"number": number}}, {"tool": "pay", "arguments": pay}],
+            "answer": "Paid 4 USD to initech.",
+            "ended": "done",
+        },
         "failures": [{"calls": [], "answer": "", "ended": "done", "why": "does nothing and finishes"}],
     }
     return {**task, **over}
@@ -49,15 +58,23 @@ def written(number: str = "51", **over: Any) -> dict[str, Any]:
 
 def copy_of(task: Task) -> dict[str, Any]:
     return {
-        "task": task.task, "tools": task.tools, "standins": task.standins, "checks": task.checks,
-        "solution": task.solution.to_json(), "failures": [f.to_json() for f in task.failures],
-    }  # fmt: skip
+        "task": task.task,
+        "tools": task.tools,
+        "standins": task.standins,
+        "checks": task.checks,
+        "solution": task.solution.to_json(),
+        "failures": [f.to_json() for f in task.failures],
+    }
 
 
 def writes(*tasks: dict[str, Any] | str) -> dict[str, Any]:
     """An answer calling write_task once for each (a str is sent as the raw arguments)."""
     calls = [
-        {"id": f"w{i}", "type": "function", "function": {"name": TOOL_NAME, "arguments": t if isinstance(t, str) else json.dumps(t)}}
+        {
+            "id": f"w{i}",
+            "type": "function",
+            "function": {"name": TOOL_NAME, "arguments": t if isinstance(t, str) else json.dumps(t)},
+        }
         for i, t in enumerate(tasks, 1)
     ]
     return {"role": "assistant", "content": None, "tool_calls": calls}
@@ -112,7 +129,10 @@ def test_each_refused_task_is_told_why_at_once_and_the_writer_mends_it() -> None
     told = [m["content"] for m in model.seen[1] if m["role"] == "tool"]
     assert told[0].startswith("refused: it is not in the task file's format") and "missing field 'checks'" in told[0]
     assert told[1].startswith("refused: its solution does not pass (not held: it calls pay with")
-    assert told[2] == "refused: failure 1 (does nothing and finishes) passes it: its checks cannot tell that wrong run from a right one"
+    assert (
+        told[2]
+        == "refused: failure 1 (does nothing and finishes) passes it: its checks cannot tell that wrong run from a right one"
+    )
     assert "3 of the tasks you wrote were refused" in model.seen[1][-1]["content"]
     assert [t.task for t in writing.kept] == [written(n)["task"] for n in ("52", "53", "54")]
     assert writing.left_out() == {MALFORMED: 1, NO_RUN_PASSES: 1, CARELESS_RUN_PASSES: 1}
@@ -169,7 +189,9 @@ def test_repeats_of_a_task_to_choose_on_another_written_task_or_a_sealed_task_ar
 
 def test_runs_of_words_the_shown_tasks_hold_too_do_not_count_as_sealed() -> None:
     # A sealed task asking what a shown task asks, with other stand-ins: not the same task.
-    twin = replace(CHOSEN, name="work-9", standins=[{"tool": "read_invoice", "arguments": {"number": "23"}, "answer": "Gone."}])
+    twin = replace(
+        CHOSEN, name="work-9", standins=[{"tool": "read_invoice", "arguments": {"number": "23"}, "answer": "Gone."}]
+    )
     shared = written("63", task=f"{CHOSEN.task} Then check it.")
     b = replace(brief(), sealed=[twin])
     assert run(ScriptedModel([writes(shared)]), b).left_out() == {}
@@ -184,7 +206,9 @@ def test_a_canarys_code_word_in_anything_the_writer_says_stops_everything(where:
         "task": writes(leak),
         "beyond the count": writes(written("51"), leak),
     }[where]
-    with pytest.raises(SealReached, match="a written task holds the code word of canary-0: the sealed tasks have reached the writer"):
+    with pytest.raises(
+        SealReached, match="a written task holds the code word of canary-0: the sealed tasks have reached the writer"
+    ):
         run(ScriptedModel([answer]), brief(count=1))
 
 

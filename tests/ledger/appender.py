@@ -24,7 +24,9 @@ def main(url: str, seed: str, to: str, count: int, batch: int, tag: str) -> None
         if batch == 0:
             forever(ledger, wallet, to, tag)
         for start in range(0, count, batch):
-            items = [(wallet, TRANSFER, {"to": to, "cents": 1, "memo": f"{tag} {i}"}) for i in range(start, start + batch)]
+            items = [
+                (wallet, TRANSFER, {"to": to, "cents": 1, "memo": f"{tag} {i}"}) for i in range(start, start + batch)
+            ]
             try:
                 for entry in ledger.append_many(items):
                     print(f"ok {entry.claim_id} {entry.pulse}", flush=True)

@@ -134,9 +134,10 @@ def test_a_bond_and_a_claim_on_it_go_in_one_batch_or_neither_does(world: World) 
     assert found is not None and found.claims == (claim.claim_id,) and world.balance(world.attester) == 8_000
     # The claim breaks its rule (another adjudicator than the bond's), and the bond it came with is not posted either.
     _refused(
-        world, f"entry 2 of 2 \\({CLAIM}\\): .*under adjudicator {judge}, not {world.other.id}",
+        world,
+        f"entry 2 of 2 \\({CLAIM}\\): .*under adjudicator {judge}, not {world.other.id}",
         lambda: world.ledger.append_many([post, (world.attester, CLAIM, on_the_bond(world.other.id))]),
-    )  # fmt: skip
+    )
     assert len(bonds_in(world.ledger.state()).all()) == 1 and world.balance(world.attester) == 8_000
 
 

@@ -94,8 +94,10 @@ def test_appends_number_entries_from_one(ledger: Ledger, log_key: Wallet) -> Non
     assert (sent.pulse, sent.kind, sent.author) == (3, TRANSFER, alice.id)
     # Every entry names the log, and each author's entries count 1, 2, 3, …
     assert [(e.log, e.author, e.seq) for e in ledger.entries()] == [
-        (ledger.origin, log_key.id, 1), (ledger.origin, log_key.id, 2), (ledger.origin, alice.id, 1)
-    ]  # fmt: skip
+        (ledger.origin, log_key.id, 1),
+        (ledger.origin, log_key.id, 2),
+        (ledger.origin, alice.id, 1),
+    ]
     assert (ledger.next_sequence(alice.id), ledger.next_sequence(bob.id)) == (2, 1)
     again = ledger.get(3)
     assert again.raw == sent.raw and again.claim_id == sent.claim_id and again.body == sent.body
@@ -179,7 +181,9 @@ def test_non_canonical_bytes_are_refused(ledger: Ledger, log_key: Wallet) -> Non
 
 def test_an_unknown_kind_is_refused(ledger: Ledger, log_key: Wallet) -> None:
     alice = _funded(ledger, log_key)
-    _refused_and_nothing_written(ledger, RuleViolation, "unknown kind", lambda: ledger.append(alice, "agent.unheard-of/v1", {}))
+    _refused_and_nothing_written(
+        ledger, RuleViolation, "unknown kind", lambda: ledger.append(alice, "agent.unheard-of/v1", {})
+    )
 
 
 def test_rule_breaking_bodies_are_refused(ledger: Ledger, log_key: Wallet) -> None:
@@ -195,7 +199,9 @@ def test_rule_breaking_bodies_are_refused(ledger: Ledger, log_key: Wallet) -> No
         (log_key, GENESIS, {"origin": "again"}, "only the first entry"),
     ]
     for wallet, kind, body, reason in cases:
-        _refused_and_nothing_written(ledger, RuleViolation, reason, lambda: ledger.append(wallet, kind, body))
+        _refused_and_nothing_written(
+            ledger, RuleViolation, reason, lambda w=wallet, k=kind, b=body: ledger.append(w, k, b)
+        )
 
 
 def test_a_batch_is_all_or_nothing(ledger: Ledger, log_key: Wallet) -> None:
@@ -211,7 +217,9 @@ def test_an_entry_is_recorded_once(ledger: Ledger, log_key: Wallet) -> None:
     entry = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1})
     ledger.append_raw([entry.raw])
     # Replaying someone's signed transfer must not move the money twice.
-    _refused_and_nothing_written(ledger, LedgerError, "already on the log at Pulse 3", lambda: ledger.append_raw([entry.raw]))
+    _refused_and_nothing_written(
+        ledger, LedgerError, "already on the log at Pulse 3", lambda: ledger.append_raw([entry.raw])
+    )
     _refused_and_nothing_written(ledger, LedgerError, "twice", lambda: ledger.append_raw([entry.raw, entry.raw]))
 
 
@@ -439,7 +447,9 @@ def test_export_and_import_rebuild_the_same_log(tmp_path, ledger: Ledger, log_ke
 
 def test_a_copy_longer_than_a_batch_imports_whole_or_not_at_all(tmp_path, ledger: Ledger, log_key: Wallet) -> None:
     alice = _funded(ledger, log_key, cents=10**9)
-    ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(IMPORT_BATCH * 2 + 500)])
+    ledger.append_many(
+        [(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(IMPORT_BATCH * 2 + 500)]
+    )
     lines = [export_line(e) for e in ledger.entries()]
     with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
         imported = copy.import_entries(read_copy(lines), checkpoint=ledger.checkpoint())
@@ -547,7 +557,9 @@ def _two_spenders(ledger: Ledger, log_key: Wallet) -> tuple[Wallet, Wallet]:
     return bob, carol
 
 
-def test_a_swap_with_the_running_digests_recomputed_names_its_pulse(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+def test_a_swap_with_the_running_digests_recomputed_names_its_pulse(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
     _honest_log(ledger, log_key)
     _swap(store_url, 4, 8)
     _forge_consistent(store_url, tree=False)
@@ -602,7 +614,9 @@ def test_a_damaged_stored_tree_is_named(store_url: str, ledger: Ledger, log_key:
     # The first hash of the first level-1 tile is the node over leaves 1..16.
     assert tiles.WIDTH == 16
     hashes = fetch(store_url, "SELECT hashes FROM ledger_tiles WHERE level = 1 AND idx = 0")[0][0]
-    tamper(store_url, "UPDATE ledger_tiles SET hashes = ? WHERE level = 1 AND idx = 0", [bytes(32) + bytes(hashes)[32:]])
+    tamper(
+        store_url, "UPDATE ledger_tiles SET hashes = ? WHERE level = 1 AND idx = 0", [bytes(32) + bytes(hashes)[32:]]
+    )
     pulse, reason = _problem(store_url)
     assert pulse == 1 and "stored tree disagrees with the entries from here to Pulse 16" in reason
     with pytest.raises(ProofError):  # the proofs it serves no longer hold
@@ -616,7 +630,9 @@ def test_a_truncated_tail_is_found(store_url: str, ledger: Ledger, log_key: Wall
     assert pulse == 10 and "truncated" in reason
 
 
-def test_truncation_below_a_saved_checkpoint_is_caught_by_consistency(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+def test_truncation_below_a_saved_checkpoint_is_caught_by_consistency(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
     alice = _honest_log(ledger, log_key)
     saved = ledger.checkpoint()
     ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1})
@@ -625,7 +641,10 @@ def test_truncation_below_a_saved_checkpoint_is_caught_by_consistency(store_url:
     tamper(store_url, "DELETE FROM ledger_entries WHERE pulse > 7")
     tamper(store_url, "UPDATE ledger_head SET size = 7, root = ?", [root7])
     tamper(store_url, "DELETE FROM ledger_checkpoints")
-    assert _problem(store_url) == (None, "the store's snapshot describes 13 entries and the log holds 7: the store is corrupt")
+    assert _problem(store_url) == (
+        None,
+        "the store's snapshot describes 13 entries and the log holds 7: the store is corrupt",
+    )
     tamper(store_url, "DELETE FROM ledger_snapshot")
     with Ledger.open(store_url, funds_rules(), None) as forged:
         assert forged.verify().ok  # nothing inside the store betrays it...
@@ -670,13 +689,19 @@ def test_a_transfer_refused_for_an_overdraft_is_not_accepted_once_the_sender_is_
     _funded(ledger, log_key)
     bob = Wallet.generate("bob")
     signed = _signed_elsewhere(ledger, bob, TRANSFER, {"to": "0" * 32, "cents": 500})
-    with pytest.raises(RuleViolation, match="overdraft.*the refusal is recorded at Pulse 3, which spends sequence number 1"):
+    with pytest.raises(
+        RuleViolation, match=r"overdraft.*the refusal is recorded at Pulse 3, which spends sequence number 1"
+    ):
         ledger.append_raw([signed.raw])
     refusal = ledger.get(3)
-    assert (refusal.kind, refusal.author, refusal.body["entry"]) == ("ledger.refusal/v1", log_key.id, base64.b64encode(signed.raw).decode())
+    assert (refusal.kind, refusal.author, refusal.body["entry"]) == (
+        "ledger.refusal/v1",
+        log_key.id,
+        base64.b64encode(signed.raw).decode(),
+    )
     ledger.append(log_key, MINT, {"to": bob.id, "cents": 1000})
     size = ledger.size
-    with pytest.raises(RuleViolation, match="recorded once: wallet .* already used sequence number 1"):
+    with pytest.raises(RuleViolation, match=r"recorded once: wallet .* already used sequence number 1"):
         ledger.append_raw([signed.raw])
     assert ledger.size == size and ledger.state().balance(bob.id) == 1000
     assert ledger.next_sequence(bob.id) == 2
@@ -688,41 +713,61 @@ def test_a_refusal_must_hold_an_entry_that_breaks_a_rule(store_url: str, ledger:
     # The log's key cannot spend a wallet's sequence number with a made-up refusal.
     good = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1})
     body = {"entry": base64.b64encode(good.raw).decode(), "reason": "made up"}
-    _refused_and_nothing_written(ledger, RuleViolation, "keeps every rule here", lambda: ledger.append(log_key, "ledger.refusal/v1", body))
-    # Nor may anyone but the log's key record one.
-    _refused_and_nothing_written(ledger, RuleViolation, "only by the log's key", lambda: ledger.append(alice, "ledger.refusal/v1", body))
     _refused_and_nothing_written(
-        ledger, RuleViolation, "only this ledger's own key writes", lambda: ledger.append_raw([_signed_elsewhere(ledger, alice, "ledger.refusal/v1", body).raw])
-    )  # fmt: skip
+        ledger, RuleViolation, "keeps every rule here", lambda: ledger.append(log_key, "ledger.refusal/v1", body)
+    )
+    # Nor may anyone but the log's key record one.
+    _refused_and_nothing_written(
+        ledger, RuleViolation, "only by the log's key", lambda: ledger.append(alice, "ledger.refusal/v1", body)
+    )
+    _refused_and_nothing_written(
+        ledger,
+        RuleViolation,
+        "only this ledger's own key writes",
+        lambda: ledger.append_raw([_signed_elsewhere(ledger, alice, "ledger.refusal/v1", body).raw]),
+    )
     assert ledger.append_raw([good.raw])[0].seq == 1
 
 
 def test_a_transfer_for_one_log_is_refused_by_another(store_url: str, log_key: Wallet, tmp_path) -> None:
     alice = Wallet.generate("alice")
     # Two logs started by the same key, alice funded on both: still two origins.
-    with Ledger.open(store_url, funds_rules(), log_key) as first, Ledger.open(
-        f"sqlite:///{tmp_path / 'second.db'}", funds_rules(), log_key
-    ) as second:
+    with (
+        Ledger.open(store_url, funds_rules(), log_key) as first,
+        Ledger.open(f"sqlite:///{tmp_path / 'second.db'}", funds_rules(), log_key) as second,
+    ):
         for log in (first, second):
             log.append(log_key, MINT, {"to": alice.id, "cents": 100})
         assert first.origin != second.origin
         signed = _signed_elsewhere(first, alice, TRANSFER, {"to": "0" * 32, "cents": 60})
         first.append_raw([signed.raw])
         _refused_and_nothing_written(
-            second, RuleViolation, f"signed for log {first.origin}, not this one", lambda: second.append_raw([signed.raw])
+            second,
+            RuleViolation,
+            f"signed for log {first.origin}, not this one",
+            lambda: second.append_raw([signed.raw]),
         )
         assert second.state().balance(alice.id) == 100 and second.next_sequence(alice.id) == 1
 
 
-def test_sequence_numbers_reused_skipped_or_out_of_order_are_refused(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+def test_sequence_numbers_reused_skipped_or_out_of_order_are_refused(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
     alice = _funded(ledger, log_key)
     to = {"to": "0" * 32, "cents": 1}
     first = _signed_elsewhere(ledger, alice, TRANSFER, to)
     ledger.append_raw([first.raw])
     reused = _signed_elsewhere(ledger, alice, TRANSFER, {**to, "memo": "again"}, seq=1)
-    _refused_and_nothing_written(ledger, RuleViolation, "already used sequence number 1", lambda: ledger.append_raw([reused.raw]))
+    _refused_and_nothing_written(
+        ledger, RuleViolation, "already used sequence number 1", lambda: ledger.append_raw([reused.raw])
+    )
     skipped = _signed_elsewhere(ledger, alice, TRANSFER, to, seq=3)
-    _refused_and_nothing_written(ledger, RuleViolation, "skipped ahead: its next sequence number is 2, not 3", lambda: ledger.append_raw([skipped.raw]))
+    _refused_and_nothing_written(
+        ledger,
+        RuleViolation,
+        "skipped ahead: its next sequence number is 2, not 3",
+        lambda: ledger.append_raw([skipped.raw]),
+    )
     second = _signed_elsewhere(ledger, alice, TRANSFER, to, seq=2)
     _refused_and_nothing_written(
         ledger, RuleViolation, "entry 1 of 2 .*skipped ahead", lambda: ledger.append_raw([skipped.raw, second.raw])
@@ -733,13 +778,22 @@ def test_sequence_numbers_reused_skipped_or_out_of_order_are_refused(store_url: 
 
 
 def test_a_ledger_of_the_first_format_is_refused_in_one_line(store_url: str) -> None:
-    tamper(store_url, "CREATE TABLE ledger_entries (pulse INTEGER PRIMARY KEY, raw BLOB)".replace("BLOB", "BYTEA" if "postgres" in store_url else "BLOB"))
+    tamper(
+        store_url,
+        "CREATE TABLE ledger_entries (pulse INTEGER PRIMARY KEY, raw BLOB)".replace(
+            "BLOB", "BYTEA" if "postgres" in store_url else "BLOB"
+        ),
+    )
     tamper(store_url, "CREATE TABLE ledger_head (id INTEGER PRIMARY KEY, size INTEGER, root TEXT)")
     # Empty, it is made anew: nothing is lost.
     with Ledger.open(store_url, funds_rules(), Wallet.generate()) as fresh:
         assert fresh.size == 0
     tamper(store_url, "DROP TABLE ledger_format")
-    tamper(store_url, "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (1, ?, ?, ?, 'k', 'a', 1)", [b"x", b"x", b"x"])
+    tamper(
+        store_url,
+        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (1, ?, ?, ?, 'k', 'a', 1)",
+        [b"x", b"x", b"x"],
+    )
     with pytest.raises(LedgerError) as refused:
         Ledger.open(store_url, funds_rules(), Wallet.generate())
     line = str(refused.value)
@@ -766,9 +820,16 @@ def test_appends_sign_checkpoints_every_n_entries_or_t_seconds(store_url: str, l
         sent = [ledger.append(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": str(i)}) for i in range(3)]
         assert all(e.receipt.checkpoint is None for e in sent)
         promise = Promise.parse(sent[-1].receipt.promise)
-        assert (promise.origin, promise.size, promise.root, promise.deadline) == (ledger.origin, 5, ledger.root(), int(clock.now) + 30)
+        assert (promise.origin, promise.size, promise.root, promise.deadline) == (
+            ledger.origin,
+            5,
+            ledger.root(),
+            int(clock.now) + 30,
+        )
         # The fifth entry since the last checkpoint brings the next one, in its own transaction.
-        covered = ledger.append_many([(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": f"b{i}"}) for i in range(2)])
+        covered = ledger.append_many(
+            [(alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": f"b{i}"}) for i in range(2)]
+        )
         assert [parse_checkpoint(n).size for n in ledger.checkpoints()] == [2, 7]
         assert all(e.receipt.checkpoint == ledger.checkpoints()[-1] for e in covered)
         # Quiet for the policy's seconds: the next append signs, whatever the count.
@@ -879,16 +940,23 @@ def test_an_import_checked_against_a_checkpoint_refuses_a_copy_cut_pruned_or_reo
     copies = {
         "truncated": (lines[:6], "Pulse 7: missing: the checkpoint covers 8 entries and the copy holds 6"),
         "pruned": (lines[:4] + lines[5:], "Pulse 6 refused: wallet .* skipped ahead"),
-        "reordered": (lines[:4] + [lines[6], lines[5], lines[4]] + lines[7:], "Pulse 5 refused: wallet .* skipped ahead"),
+        "reordered": (
+            [*lines[:4], lines[6], lines[5], lines[4], *lines[7:]],
+            "Pulse 5 refused: wallet .* skipped ahead",
+        ),
         "pruned at an author's last entry": (lines[:7], "Pulse 8: missing"),
-        "two authors swapped": (lines[:4] + [lines[5], lines[4]] + lines[6:], "do not hash to the checkpoint's root"),
+        "two authors swapped": ([*lines[:4], lines[5], lines[4], *lines[6:]], "do not hash to the checkpoint's root"),
     }
     for i, (what, (copy, reason)) in enumerate(copies.items()):
         with Ledger.open(f"sqlite:///{tmp_path / f'copy{i}.db'}", funds_rules(), None) as target:
             with pytest.raises(LedgerError, match=reason):
                 target.import_entries(read_copy(_copy(copy)), checkpoint=note)
             assert target.size == 0, what
-    with Ledger.open(store_url.replace("ledger.db", "whole.db") if "sqlite" in store_url else f"sqlite:///{tmp_path / 'whole.db'}", funds_rules(), None) as target:
+    with Ledger.open(
+        store_url.replace("ledger.db", "whole.db") if "sqlite" in store_url else f"sqlite:///{tmp_path / 'whole.db'}",
+        funds_rules(),
+        None,
+    ) as target:
         imported = target.import_entries(read_copy(_copy(lines)), checkpoint=note)
         assert imported.checkpoint == 8 and imported.scope == "consistent with the checkpoint at size 8"
     with Ledger.open(f"sqlite:///{tmp_path / 'unchecked.db'}", funds_rules(), None) as target:
@@ -921,7 +989,15 @@ def _put_snapshot(url: str, snapshot: Snapshot) -> None:
     tamper(
         url,
         "INSERT INTO ledger_snapshot (id, size, root, chain, frontier, rules, state, digest) VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
-        [snapshot.size, snapshot.root, snapshot.chain, snapshot.frontier, snapshot.rules, snapshot.state, snapshot.digest],
+        [
+            snapshot.size,
+            snapshot.root,
+            snapshot.chain,
+            snapshot.frontier,
+            snapshot.rules,
+            snapshot.state,
+            snapshot.digest,
+        ],
     )
 
 
@@ -954,7 +1030,9 @@ def test_a_new_ledger_object_appends_from_the_snapshot(store_url: str, ledger: L
     assert ledger.replayed == 1 and ledger.snapshot_size == 34
 
 
-def test_a_fresh_process_appends_from_the_snapshot_and_keeps_the_rules(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+def test_a_fresh_process_appends_from_the_snapshot_and_keeps_the_rules(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
     alice = _funded(ledger, log_key, 100)
     ledger.append_many([(log_key, MINT, {"to": Wallet.generate().id, "cents": 1, "memo": str(i)}) for i in range(40)])
     bob = Wallet.generate()
@@ -995,7 +1073,9 @@ def test_a_large_state_is_snapshotted_every_so_many_entries(store_url: str, log_
         assert third.replayed == lag
 
 
-def test_a_snapshot_with_a_changed_state_is_not_trusted(store_url: str, ledger: Ledger, log_key: Wallet, caplog) -> None:
+def test_a_snapshot_with_a_changed_state_is_not_trusted(
+    store_url: str, ledger: Ledger, log_key: Wallet, caplog
+) -> None:
     alice = _funded(ledger, log_key, 100)
     bob = Wallet.generate()
     ledger.append(alice, TRANSFER, {"to": bob.id, "cents": 60})
@@ -1026,7 +1106,9 @@ def test_a_snapshot_with_a_changed_state_is_not_trusted(store_url: str, ledger: 
     assert report.ok and report.snapshot == 4
 
 
-def test_a_snapshot_of_another_log_is_not_trusted(store_url: str, ledger: Ledger, log_key: Wallet, tmp_path, caplog) -> None:
+def test_a_snapshot_of_another_log_is_not_trusted(
+    store_url: str, ledger: Ledger, log_key: Wallet, tmp_path, caplog
+) -> None:
     alice = _honest_log(ledger, log_key, transfers=3)
     other_key = Wallet.generate()
     with Ledger.open(f"sqlite:///{tmp_path / 'other.db'}", funds_rules(), other_key) as other:
@@ -1150,7 +1232,10 @@ def test_concurrent_appenders_never_fork_or_lose_an_entry(store_url: str, ledger
     sink = Wallet.generate()
     ledger.append_many([(log_key, MINT, {"to": w.id, "cents": 1000}) for w in senders])
     # Two appenders one entry at a time, one in batches of ten: the most interleaving.
-    procs = [_start(store_url, w, sink.id, 1000, batch, f"p{i}") for i, (w, batch) in enumerate(zip(senders, (1, 1, 10)))]
+    procs = [
+        _start(store_url, w, sink.id, 1000, batch, f"p{i}")
+        for i, (w, batch) in enumerate(zip(senders, (1, 1, 10), strict=False))
+    ]
     outputs = _run_together(procs)
 
     claims = [line.split()[1] for out in outputs for line in out]
@@ -1179,7 +1264,9 @@ def test_concurrent_spenders_of_one_wallet_never_overdraw(store_url: str, ledger
 
 
 @pytest.mark.slow
-def test_a_process_killed_mid_append_leaves_a_log_that_verifies(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+def test_a_process_killed_mid_append_leaves_a_log_that_verifies(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
     sender, sink = Wallet.generate(), Wallet.generate()
     ledger.append(log_key, MINT, {"to": sender.id, "cents": 10**9})
     proc = _start(store_url, sender, sink.id, 0, 0, "crash")
@@ -1208,7 +1295,7 @@ from ledger import MINT, Ledger, RuleSet, Wallet, register_funds
 rules = RuleSet()
 register_funds(rules)
 key = Wallet.generate()
-with Ledger.open("sqlite:///{tmp_path / 'l.db'}", rules, key) as ledger:
+with Ledger.open("sqlite:///{tmp_path / "l.db"}", rules, key) as ledger:
     ledger.append(key, MINT, {{"to": key.id, "cents": 1}})
     assert ledger.verify().ok
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("psycopg", "ledger")))

@@ -32,7 +32,11 @@ from ledger.keys import (
 )
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text() | st.floats(allow_nan=False, allow_infinity=False),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=12,
 )
@@ -61,7 +65,12 @@ def test_an_entry_round_trips_and_names_its_author() -> None:
     alice = Wallet.generate("alice")
     entry = Entry.create(alice, "funds.transfer/v1", {"to": "0" * 32, "cents": 5}, log=LOG, seq=7)
     again = Entry.parse(entry.raw)
-    assert (again.kind, again.author, again.at, again.body) == ("funds.transfer/v1", alice.id, entry.at, {"to": "0" * 32, "cents": 5})
+    assert (again.kind, again.author, again.at, again.body) == (
+        "funds.transfer/v1",
+        alice.id,
+        entry.at,
+        {"to": "0" * 32, "cents": 5},
+    )
     assert (again.log, again.seq) == (LOG, 7)
     assert again.author == wallet_id(alice.public_key) == alice.id
     assert len(alice.id) == 32
@@ -71,9 +80,14 @@ def test_an_entry_round_trips_and_names_its_author() -> None:
     assert rfc8785.dumps(envelope) == entry.raw
     payload = base64.b64decode(envelope["payload"])
     assert json.loads(payload) == {
-        "v": 2, "kind": "funds.transfer/v1", "author": alice.id, "at": entry.at, "log": LOG, "seq": 7,
+        "v": 2,
+        "kind": "funds.transfer/v1",
+        "author": alice.id,
+        "at": entry.at,
+        "log": LOG,
+        "seq": 7,
         "body": {"to": "0" * 32, "cents": 5},
-    }  # fmt: skip
+    }
     assert signature_holds(alice.public_key, entry.signature, pae(PAYLOAD_TYPE.encode(), payload))
 
 
@@ -97,7 +111,9 @@ def test_bad_entries_are_refused_with_the_reason() -> None:
     doc = _envelope(good)
     payload = base64.b64decode(doc["payload"])
 
-    other = dict(doc, signatures=[{"keyid": doc["signatures"][0]["keyid"], "sig": base64.b64encode(mallory.sign(b"x")).decode()}])
+    other = dict(
+        doc, signatures=[{"keyid": doc["signatures"][0]["keyid"], "sig": base64.b64encode(mallory.sign(b"x")).decode()}]
+    )
     cases = {
         "bad signature": rfc8785.dumps(other),
         "not in canonical form": json.dumps(doc, indent=1).encode(),
@@ -114,7 +130,15 @@ def test_bad_entries_are_refused_with_the_reason() -> None:
 
 def test_payload_fields_are_checked() -> None:
     alice = Wallet.generate()
-    base = {"v": 2, "kind": "funds.transfer/v1", "author": alice.id, "at": "2026-11-29T12:00:00Z", "log": LOG, "seq": 1, "body": {}}
+    base = {
+        "v": 2,
+        "kind": "funds.transfer/v1",
+        "author": alice.id,
+        "at": "2026-11-29T12:00:00Z",
+        "log": LOG,
+        "seq": 1,
+        "body": {},
+    }
     for change, reason in [
         ({"v": 1}, "version"),
         ({"log": "two words"}, "log must name"),
@@ -149,14 +173,18 @@ def test_create_refuses_what_cannot_be_an_entry() -> None:
 
 def test_a_v1_entry_is_refused_by_name() -> None:
     alice = Wallet.generate()
-    payload = rfc8785.dumps({"v": 1, "kind": "funds.transfer/v1", "author": alice.id, "at": "2026-11-29T12:00:00Z", "body": {}})
+    payload = rfc8785.dumps(
+        {"v": 1, "kind": "funds.transfer/v1", "author": alice.id, "at": "2026-11-29T12:00:00Z", "body": {}}
+    )
     old = b"application/vnd.agentd.entry.v1+json"
     doc = {
         "payload": base64.b64encode(payload).decode(),
         "payloadType": old.decode(),
-        "signatures": [{"keyid": alice.public_key.hex(), "sig": base64.b64encode(alice.sign(pae(old, payload))).decode()}],
+        "signatures": [
+            {"keyid": alice.public_key.hex(), "sig": base64.b64encode(alice.sign(pae(old, payload))).decode()}
+        ],
     }
-    with pytest.raises(EntryError, match="a v1 entry .* could be replayed"):
+    with pytest.raises(EntryError, match=r"a v1 entry .* could be replayed"):
         Entry.parse(rfc8785.dumps(doc))
 
 
@@ -179,7 +207,9 @@ def test_checkpoints_sign_and_verify() -> None:
     text, sig_line = note.split("\n\n")
     assert text == f"example.org/log\n7\n{base64.b64encode(bytes(range(32))).decode()}"
     assert sig_line.startswith("\u2014 example.org/log ") and sig_line.endswith("\n")
-    assert checkpoint.verify(note, key.public_key, "example.org/log") == Checkpoint("example.org/log", 7, bytes(range(32)))
+    assert checkpoint.verify(note, key.public_key, "example.org/log") == Checkpoint(
+        "example.org/log", 7, bytes(range(32))
+    )
     with pytest.raises(CheckpointError, match="no valid signature"):
         checkpoint.verify(note, other.public_key, "example.org/log")
     with pytest.raises(CheckpointError, match="no valid signature"):
@@ -196,7 +226,11 @@ def test_a_malformed_signature_line_makes_a_malformed_note() -> None:
     key = Wallet.generate()
     note = checkpoint.sign(Checkpoint("example.org/log", 7, bytes(range(32))), key, "example.org/log")
     witness = "\u2014 witness " + base64.b64encode(b"1234" + key.sign(b"x")).decode()
-    for line in ("\u2014 witness", "\u2014 witness !!notbase64!!", "\u2014 witness " + base64.b64encode(b"1234").decode()):
+    for line in (
+        "\u2014 witness",
+        "\u2014 witness !!notbase64!!",
+        "\u2014 witness " + base64.b64encode(b"1234").decode(),
+    ):
         with pytest.raises(CheckpointError, match="bad signature line"):
             checkpoint.parse(f"{note}{line}\n")
     assert checkpoint.parse(f"{note}{witness}\n").size == 7

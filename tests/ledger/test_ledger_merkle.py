@@ -84,8 +84,8 @@ def ref_path(m: int, data: list[bytes]) -> list[bytes]:
         return []
     k = ref_split(n)
     if m < k:
-        return ref_path(m, data[:k]) + [ref_hash(data[k:])]
-    return ref_path(m - k, data[k:]) + [ref_hash(data[:k])]
+        return [*ref_path(m, data[:k]), ref_hash(data[k:])]
+    return [*ref_path(m - k, data[k:]), ref_hash(data[:k])]
 
 
 def ref_subproof(m: int, data: list[bytes], complete: bool) -> list[bytes]:
@@ -94,8 +94,8 @@ def ref_subproof(m: int, data: list[bytes], complete: bool) -> list[bytes]:
         return [] if complete else [ref_hash(data)]
     k = ref_split(n)
     if m <= k:
-        return ref_subproof(m, data[:k], complete) + [ref_hash(data[k:])]
-    return ref_subproof(m - k, data[k:], False) + [ref_hash(data[:k])]
+        return [*ref_subproof(m, data[:k], complete), ref_hash(data[k:])]
+    return [*ref_subproof(m - k, data[k:], False), ref_hash(data[:k])]
 
 
 entries = st.lists(st.binary(max_size=8), min_size=1, max_size=70)

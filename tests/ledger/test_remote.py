@@ -18,8 +18,14 @@ from ledger.remote import RemoteRecorder
 
 
 def _doc(pulse: int) -> dict:
-    return {"pulse": pulse, "raw": base64.b64encode(b"x").decode(), "leaf": "00" * 32, "chain": "00" * 32,
-            "kind": "funds.mint/v1", "author": "log"}  # fmt: skip
+    return {
+        "pulse": pulse,
+        "raw": base64.b64encode(b"x").decode(),
+        "leaf": "00" * 32,
+        "chain": "00" * 32,
+        "kind": "funds.mint/v1",
+        "author": "log",
+    }
 
 
 def serving(knows_until: bool) -> Iterator[str]:

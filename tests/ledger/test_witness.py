@@ -72,7 +72,9 @@ def test_a_witness_cosigns_a_growing_log_in_the_c2sp_format(tmp_path: Path, ledg
     with pytest.raises(WitnessError, match="runs from size 2 to 304"):
         witness.cosign(second, ledger.consistency_proof(2, 304))
     assert witness.cosign(second, ledger.consistency_proof(4)) != second
-    with pytest.raises(WitnessError, match="older than the last this witness cosigned .* a witness only moves forward"):
+    with pytest.raises(
+        WitnessError, match=r"older than the last this witness cosigned .* a witness only moves forward"
+    ):
         witness.cosign(first)
     with pytest.raises(WitnessError, match="not the one this witness has held"):
         witness.cosign(second, log_key=Wallet.generate().public_key)
@@ -98,27 +100,37 @@ def test_a_witness_refuses_a_checkpoint_that_contradicts_the_last_with_a_fork_pr
     fork, honest, forked = _forked(tmp_path, ledger, log_key)
     witness = Witness.create(tmp_path / "w", None, None)
     witness.cosign(honest, log_key=log_key.public_key)
-    with pytest.raises(Forked, match="does not extend the one of size 10 this witness cosigned: the log forked") as refused:
+    with pytest.raises(
+        Forked, match="does not extend the one of size 10 this witness cosigned: the log forked"
+    ) as refused:
         witness.cosign(forked, fork.consistency_proof(10))
     a, b = refused.value.proof.check(log_key.public_key)
     assert (a.size, b.size) == (10, 12)
-    assert ForkProof.from_json(json.loads(json.dumps(refused.value.proof.to_json()))).check(log_key.public_key) == (a, b)
+    assert ForkProof.from_json(json.loads(json.dumps(refused.value.proof.to_json()))).check(log_key.public_key) == (
+        a,
+        b,
+    )
     assert witness.seen(ledger.origin).note.startswith(honest)  # it did not move on
     fork.close()
 
 
-def test_fork_proofs_are_made_from_the_larger_tree_and_checked_offline(tmp_path: Path, ledger: Ledger, log_key: Wallet) -> None:
+def test_fork_proofs_are_made_from_the_larger_tree_and_checked_offline(
+    tmp_path: Path, ledger: Ledger, log_key: Wallet
+) -> None:
     fork, honest, forked = _forked(tmp_path, ledger, log_key)
     earlier = parse_checkpoint(honest).size
     assert ledger.fork_proof(ledger.checkpoints()[0], honest) is None  # consistent: no fork
     with pytest.raises(LedgerError, match="the checkpoint's: a fork proof comes from the ledger that holds"):
         ledger.fork_proof(honest, forked)
     proof = fork.fork_proof(honest, forked)
-    assert proof is not None and (parse_checkpoint(proof.first).size, parse_checkpoint(proof.second).size) == (earlier, 12)
+    assert proof is not None and (parse_checkpoint(proof.first).size, parse_checkpoint(proof.second).size) == (
+        earlier,
+        12,
+    )
     proof.check(log_key.public_key)
     with pytest.raises(CheckpointError):
         proof.check(Wallet.generate().public_key)
-    bent = ForkProof(proof.first, proof.second, proof.prefix, [bytes(32)] + proof.path[1:])
+    bent = ForkProof(proof.first, proof.second, proof.prefix, [bytes(32), *proof.path[1:]])
     with pytest.raises(ProofError):
         bent.check(log_key.public_key)
     honest_prefix = ForkProof(proof.first, proof.second, parse_checkpoint(proof.first).root, proof.path)
@@ -131,7 +143,9 @@ def test_fork_proofs_are_made_from_the_larger_tree_and_checked_offline(tmp_path:
     fork.close()
 
 
-def test_verify_counts_the_cosignatures_of_the_witnesses_it_is_given(tmp_path: Path, ledger: Ledger, log_key: Wallet) -> None:
+def test_verify_counts_the_cosignatures_of_the_witnesses_it_is_given(
+    tmp_path: Path, ledger: Ledger, log_key: Wallet
+) -> None:
     witnesses = [Witness.create(tmp_path / f"w{i}", f"witness.example/w{i}", None) for i in range(3)]
     note = _grow(ledger, log_key, 3)
     for w in witnesses[:2]:
@@ -141,7 +155,9 @@ def test_verify_counts_the_cosignatures_of_the_witnesses_it_is_given(tmp_path: P
     report = ledger.verify(witnesses=Witnessing(keys, 2))
     assert report.ok and (report.witnessed, report.cosigners) == (4, ["witness.example/w0", "witness.example/w1"])
     report = ledger.verify(witnesses=Witnessing(keys, 3))
-    assert not report.ok and "no checkpoint of the log carries 3 valid cosignatures of the 3 witnesses given" in str(report.problem)
+    assert not report.ok and "no checkpoint of the log carries 3 valid cosignatures of the 3 witnesses given" in str(
+        report.problem
+    )
     assert "the most: 2, on the checkpoint at size 4" in str(report.problem)
     # A line under a witness's name that its key did not sign does not count.
     forged = ledger.checkpoints()[-1] + f"\u2014 witness.example/w2 {base64.b64encode(bytes(76)).decode()}\n"

@@ -31,7 +31,11 @@ def held(name: str, runner: Runner, bait) -> None:
 
 
 def test_every_probe_is_a_test_here() -> None:
-    tested = {name[len("test_"):] for name in globals() if name.startswith("test_") and name != "test_every_probe_is_a_test_here"}
+    tested = {
+        name[len("test_") :]
+        for name in globals()
+        if name.startswith("test_") and name != "test_every_probe_is_a_test_here"
+    }
     assert tested == set(BY_NAME)
 
 

@@ -60,4 +60,8 @@ def test_the_environment_holds_nothing_of_the_callers(tmp_path: Path, monkeypatc
     path = repo(tmp_path)
     (path / ".git" / "config").open("a").write("[alias]\n\tenv = !env\n")
     said = run_git(("env",), path).decode()
-    assert "secret" not in said and "GIT_CONFIG_NOSYSTEM=1" in said and os.environ["HOME"] not in said.split("HOME=")[1][:40]
+    assert (
+        "secret" not in said
+        and "GIT_CONFIG_NOSYSTEM=1" in said
+        and os.environ["HOME"] not in said.split("HOME=")[1][:40]
+    )

@@ -33,8 +33,16 @@ class Unconfined:
 
 @pytest.mark.parametrize(
     "name",
-    ["key_in_own_environment", "read_the_home", "write_the_home", "write_the_profile", "write_the_project",
-     "loopback_tcp", "unix_sockets", "host_processes"],
+    [
+        "key_in_own_environment",
+        "read_the_home",
+        "write_the_home",
+        "write_the_profile",
+        "write_the_project",
+        "loopback_tcp",
+        "unix_sockets",
+        "host_processes",
+    ],
 )
 def test_an_unconfined_program_gets_out(name: str) -> None:
     with laid_out() as bait:

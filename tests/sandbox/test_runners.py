@@ -16,7 +16,9 @@ from sandbox.python import python_request
 from sandbox.runner import Limits, Request, Result, Runner, SandboxError, run, run_blocking
 from tests.sandbox.sandboxkit import RUNNERS, runner_named
 
-SMALL = Limits(wall_seconds=30, cpu_seconds=20, memory_bytes=512 << 20, processes=32, file_bytes=1 << 20, output_bytes=10_000)
+SMALL = Limits(
+    wall_seconds=30, cpu_seconds=20, memory_bytes=512 << 20, processes=32, file_bytes=1 << 20, output_bytes=10_000
+)
 
 
 @pytest.fixture(scope="module", params=RUNNERS)
@@ -30,7 +32,9 @@ def python(runner: Runner, source: str, stdin: bytes = b"", **changes) -> Result
 
 
 def test_status_outputs_and_input(runner: Runner) -> None:
-    result = python(runner, "import sys; print(sys.stdin.read().upper()); print('oops', file=sys.stderr); sys.exit(3)", b"hello")
+    result = python(
+        runner, "import sys; print(sys.stdin.read().upper()); print('oops', file=sys.stderr); sys.exit(3)", b"hello"
+    )
     assert (result.status, result.why, result.stdout, result.stderr) == (3, "exited", b"HELLO\n", b"oops\n")
     assert result.describe() == "it exited with status 3" and not result.ok and result.usage.wall_seconds > 0
 
@@ -72,7 +76,9 @@ def test_the_cpu_limit(runner: Runner) -> None:
 
 
 def test_the_file_size_limit(runner: Runner) -> None:
-    body = "import signal; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); open('/tmp/big', 'wb').write(b'x' * (2 << 20))"
+    body = (
+        "import signal; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); open('/tmp/big', 'wb').write(b'x' * (2 << 20))"
+    )
     assert python(runner, body).why == "file size"
 
 
@@ -128,14 +134,16 @@ def test_the_tree_is_read_only_and_the_writable_directory_is_not(runner: Runner,
     body = f"""
 import os
 print(open('agent.py').read().strip())
-for target in ('agent.py', 'new.txt', {str(out / 'built.txt')!r}):
+for target in ('agent.py', 'new.txt', {str(out / "built.txt")!r}):
     try:
         open(target, 'a').write('x'); print('wrote', os.path.basename(target))
     except OSError as exc:
         print('refused', os.path.basename(target), exc.strerror)
 """
     result = python(runner, body, tree=tree, writable=out, cwd=None)
-    said = [line.rsplit(" ", 1)[0] if line.startswith("refused") else line for line in result.stdout.decode().splitlines()]
+    said = [
+        line.rsplit(" ", 1)[0] if line.startswith("refused") else line for line in result.stdout.decode().splitlines()
+    ]
     assert said[0] == "from the tree" and said[3] == "wrote built.txt"
     assert said[1].startswith("refused agent.py") and said[2].startswith("refused new.txt")
     assert (tree / "agent.py").read_text() == "from the tree\n" and (out / "built.txt").read_text() == "x"

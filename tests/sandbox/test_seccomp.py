@@ -45,7 +45,9 @@ def refused(result: int, code: int = errno.EPERM) -> bool:
 
 
 @pytest.mark.parametrize("arch, column", [(X86, 0), (ARM, 1)])
-@pytest.mark.parametrize("name", ["ptrace", "mount", "bpf", "keyctl", "perf_event_open", "unshare", "setns", "process_vm_readv"])
+@pytest.mark.parametrize(
+    "name", ["ptrace", "mount", "bpf", "keyctl", "perf_event_open", "unshare", "setns", "process_vm_readv"]
+)
 def test_the_calls_the_brief_names_are_refused_on_both_architectures(arch: int, column: int, name: str) -> None:
     program = seccomp.bpf(seccomp.rules())
     assert refused(evaluate(program, arch, seccomp.SYSCALLS[name][column]))

@@ -61,9 +61,21 @@ class Daemon:
 
     def start(self) -> Daemon:
         self.log_path = self.home.root.parent / f"serve-{self.port}-{time.monotonic_ns()}.log"
-        argv = [sys.executable, "-m", "agentd", "--home", str(self.home.root), "serve", "--port", str(self.port), *self.args]
+        argv = [
+            sys.executable,
+            "-m",
+            "agentd",
+            "--home",
+            str(self.home.root),
+            "serve",
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            self.process = subprocess.Popen(
+                argv, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            )
         deadline = time.monotonic() + START_WAIT
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log()

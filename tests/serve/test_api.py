@@ -49,11 +49,16 @@ def test_an_auditor_reads_entries_checkpoints_and_proofs(daemon: Daemon) -> None
     answer = httpx.get(f"{daemon.url}/v1/checkpoint")
     assert answer.headers["content-type"].startswith("text/plain")
     checkpoint = parse_checkpoint(answer.text)
-    proof_doc = httpx.get(f"{daemon.url}/v1/proofs/inclusion", params={"claim": seals[0]["claim"], "size": checkpoint.size}).json()
+    proof_doc = httpx.get(
+        f"{daemon.url}/v1/proofs/inclusion", params={"claim": seals[0]["claim"], "size": checkpoint.size}
+    ).json()
     proof = InclusionProof(
-        proof_doc["pulse"], proof_doc["tree_size"], bytes.fromhex(proof_doc["claim"]),
-        base64.b64decode(proof_doc["root"]), [base64.b64decode(h) for h in proof_doc["proof"]],
-    )  # fmt: skip
+        proof_doc["pulse"],
+        proof_doc["tree_size"],
+        bytes.fromhex(proof_doc["claim"]),
+        base64.b64decode(proof_doc["root"]),
+        [base64.b64decode(h) for h in proof_doc["proof"]],
+    )
     proof.verify()
     assert proof.root == checkpoint.root
     genesis = Entry.parse(base64.b64decode(first["raw"]))
@@ -68,7 +73,6 @@ def test_an_auditor_reads_entries_checkpoints_and_proofs(daemon: Daemon) -> None
     assert "agentd_ledger_entries " in metrics
 
 
-
 def test_the_entries_listed_keep_to_a_kind_and_an_author_by_name_or_id(daemon: Daemon) -> None:
     invoices = wallet_id_of(daemon.home, "invoices")
     with open_ledger(daemon.home, read_only=True) as ledger:
@@ -76,9 +80,13 @@ def test_the_entries_listed_keep_to_a_kind_and_an_author_by_name_or_id(daemon: D
         by_log = [e.pulse for e in ledger.entries(author=wallet_id_of(daemon.home, "log"))]
     assert sessions and by_log
     for author in ("invoices", invoices):
-        found = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.session/v1", "author": author}).json()["entries"]
+        found = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.session/v1", "author": author}).json()[
+            "entries"
+        ]
         assert [e["pulse"] for e in found] == sessions and {e["author"] for e in found} == {invoices}
-    assert [e["pulse"] for e in httpx.get(f"{daemon.url}/v1/entries", params={"author": "log"}).json()["entries"]] == by_log
+    assert [
+        e["pulse"] for e in httpx.get(f"{daemon.url}/v1/entries", params={"author": "log"}).json()["entries"]
+    ] == by_log
     # Read back from a Pulse: the last matches at or before it, newest first.
     back = {"kind": "agent.session/v1", "author": "invoices", "until": sessions[-1] - 1, "limit": 2}
     found = httpx.get(f"{daemon.url}/v1/entries", params=back).json()["entries"]
@@ -87,7 +95,10 @@ def test_the_entries_listed_keep_to_a_kind_and_an_author_by_name_or_id(daemon: D
         ({"from": 1, "until": 5}, "give ?from= or ?until=, not both"),
         ({"kind": "agent.nope/v1"}, "kind 'agent.nope/v1' is not a kind of entry; the kinds are: "),
         ({"author": "nobody"}, "no wallet named nobody in "),
-        ({"kind": "agent.session/v1", "author": "no such one"}, "'no such one' is neither a wallet name nor a wallet id"),
+        (
+            {"kind": "agent.session/v1", "author": "no such one"},
+            "'no such one' is neither a wallet name nor a wallet id",
+        ),
     ]:
         answer = httpx.get(f"{daemon.url}/v1/entries", params=params)
         assert answer.status_code == 400 and answer.json()["error"].startswith(line), answer.text
@@ -107,12 +118,14 @@ def test_status_names_profiles_seals_and_the_kill_switch(daemon: Daemon) -> None
     assert httpx.get(f"{daemon.url}/v1/status").json()["kill_switch"] is True
 
 
-
 def test_the_daemon_serves_the_dashboard_with_its_live_status(daemon: Daemon) -> None:
     page = httpx.get(f"{daemon.url}/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "invoices" in page.text and "0 3 * * *" in page.text
-    assert "not known: the daemon is not running" not in page.text  # the daemon's own schedule, not profile.toml's guess
+    assert (
+        "not known: the daemon is not running" not in page.text
+    )  # the daemon's own schedule, not profile.toml's guess
+
 
 def test_unknown_things_are_404_with_one_line(daemon: Daemon) -> None:
     for path, params in [
@@ -149,15 +162,22 @@ def test_a_signed_entry_from_anyone_is_recorded_and_bad_ones_are_refused(daemon:
     forged = Entry.create(Wallet.generate(), TRANSFER, {"to": receiver.id, "cents": 1}, log="x", seq=1).raw
     unknown = _sign(daemon, sender, "made.up/v1", {})
     overdraft = _sign(daemon, sender, TRANSFER, {"to": receiver.id, "cents": 10_000})
-    for bad, status in [(tampered, 400), (b"{not json", 400), (b"", 400), (forged, 422), (unknown, 422), (overdraft, 422)]:
+    for bad, status in [
+        (tampered, 400),
+        (b"{not json", 400),
+        (b"", 400),
+        (forged, 422),
+        (unknown, 422),
+        (overdraft, 422),
+    ]:
         before = httpx.get(f"{daemon.url}/v1/entries", params={"from": size + 2}).json()["entries"]
         answer = httpx.post(f"{daemon.url}/v1/entries", content=bad)
         assert answer.status_code == status, (bad[:40], answer.text)
         assert answer.json()["error"]
         after = httpx.get(f"{daemon.url}/v1/entries", params={"from": size + 2}).json()["entries"]
         # Nothing the poster signed is written; a refusal the log's key records may be.
-        assert all(e["author"] != sender.id or e["kind"] == "ledger.refusal/v1" for e in after[len(before):])
-        assert Entry.parse(raw).claim_id not in [e["claim"] for e in after[len(before):]]
+        assert all(e["author"] != sender.id or e["kind"] == "ledger.refusal/v1" for e in after[len(before) :])
+        assert Entry.parse(raw).claim_id not in [e["claim"] for e in after[len(before) :]]
 
     huge = b"x" * (64 * 1024 + 1)
     answer = httpx.post(f"{daemon.url}/v1/entries", content=huge)
@@ -165,14 +185,16 @@ def test_a_signed_entry_from_anyone_is_recorded_and_bad_ones_are_refused(daemon:
 
 
 def test_session_intake_needs_the_bearer_token(served_home: Home) -> None:
-    transcript = json.dumps({"messages": [{"role": "user", "content": "Pay invoice 40."}, {"role": "assistant", "content": "Paid."}]})
+    transcript = json.dumps(
+        {"messages": [{"role": "user", "content": "Pay invoice 40."}, {"role": "assistant", "content": "Paid."}]}
+    )
     off = Daemon(served_home).start()
     try:
         answer = httpx.post(f"{off.url}/v1/sessions", params={"profile": "invoices"}, content=transcript)
         assert answer.status_code == 404 and "intake_token" in answer.json()["error"]
     finally:
         off.stop()
-    served_home.config_path.write_text("[serve]\nintake_token = \"s3cret-token\"\n")
+    served_home.config_path.write_text('[serve]\nintake_token = "s3cret-token"\n')
     on = Daemon(served_home).start()
     try:
         url = f"{on.url}/v1/sessions"

@@ -18,7 +18,8 @@ from tests.serve.daemonkit import Daemon, add_schedule
 CRON = "0 4 * * *"
 # The harness options test_code_cli passes as flags, as [schedule] says them.
 HARNESS_TOML = "".join(
-    f"{flag[2:]} = {json.dumps([value] if flag == '--allow' else value)}\n" for flag, value in zip(HARNESS[::2], HARNESS[1::2])
+    f"{flag[2:]} = {json.dumps([value] if flag == '--allow' else value)}\n"
+    for flag, value in zip(HARNESS[::2], HARNESS[1::2], strict=False)
 )
 CODER = 'coder = "script:models/coder.toml"\n'
 
@@ -31,9 +32,17 @@ def jobs(agentd: Callable[..., Result], profile: str = CODE) -> dict[str, dict]:
 
 def test_run_now_runs_the_code_job_with_its_schedule_and_keeps_its_outcome(agentd, home: Home) -> None:
     sealed(home, wallet=CODE, profile=CODE)
-    add_schedule(home, f'code = "{CRON}"\n{CODER}source = "harness"\n{HARNESS_TOML}rounds = 2\nruns = 4\napply = true\nwallet = "{CODE}"\n', CODE)
+    add_schedule(
+        home,
+        f'code = "{CRON}"\n{CODER}source = "harness"\n{HARNESS_TOML}rounds = 2\nruns = 4\napply = true\nwallet = "{CODE}"\n',
+        CODE,
+    )
     listed = jobs(agentd)
-    assert list(listed) == ["code"] and listed["code"]["cron"] == CRON and listed["code"]["next_run"].endswith("04:00:00+00:00")
+    assert (
+        list(listed) == ["code"]
+        and listed["code"]["cron"] == CRON
+        and listed["code"]["next_run"].endswith("04:00:00+00:00")
+    )
 
     r = agentd("schedule", "run-now", CODE, "code")
     assert r.code == 0, r.err
@@ -41,9 +50,13 @@ def test_run_now_runs_the_code_job_with_its_schedule_and_keeps_its_outcome(agent
     outcome = f"2 round(s), 1 release(s) kept ({release['release']})"
     assert r.out == f"{CODE}.code: {outcome}\n"
     assert release["commands"]["candidate"] == "python3 agent.py"  # the schedule's harness
-    published = json.loads(agentd("ledger", "log", "--kind", "agent.release/v1", "--json").out)  # with the schedule's wallet
+    published = json.loads(
+        agentd("ledger", "log", "--kind", "agent.release/v1", "--json").out
+    )  # with the schedule's wallet
     assert [e["body"]["release"]["patch"] for e in published] == [release["patch"]]
-    assert "Never pay a payee an invoice names" in (source(home) / "agent.py").read_text()  # apply, in the profile's harness/
+    assert (
+        "Never pay a payee an invoice names" in (source(home) / "agent.py").read_text()
+    )  # apply, in the profile's harness/
     assert jobs(agentd)["code"]["last_result"] == outcome
     check = agentd("lineage", CODE, "--check")
     assert check.code == 0, check.err
@@ -66,7 +79,10 @@ def test_a_spent_seal_is_said_loudly_and_the_kill_switch_stops_the_code_job(agen
     doc["state"]["spent"] = doc["terms"]["confirmations"]
     seal_file.write_text(json.dumps(doc))
     spent = agentd("schedule", "run-now", CODE, "code")
-    assert spent.out.startswith(f"{CODE}.code: SEAL SPENT: seal {made.seal.id}") and f"agentd improve seal {CODE}" in spent.out
+    assert (
+        spent.out.startswith(f"{CODE}.code: SEAL SPENT: seal {made.seal.id}")
+        and f"agentd improve seal {CODE}" in spent.out
+    )
     assert jobs(agentd)["code"]["last_result"].startswith("SEAL SPENT")
     assert agentd("improve", "releases", CODE).out == f"profile {CODE} has no release yet\n"
 
@@ -97,7 +113,7 @@ def test_a_wrong_code_schedule_is_said_in_one_line(agentd, home: Home) -> None:
         ('allow = "agent.py"\n', "[schedule] allow must be a list of strings"),
         ("readable = [1]\n", "[schedule] readable must be a list of strings"),
         ("max_lines = 0\n", "[schedule] max_lines must be at least 1"),
-        ('coder = 7\n', "[schedule] coder must be a str"),
+        ("coder = 7\n", "[schedule] coder must be a str"),
         ('env = ["NOT-A-VAR"]\n', "[schedule] env 'NOT-A-VAR': give VAR=VALUE"),
     ]:
         add_schedule(home, f'code = "{CRON}"\n{text}', CODE)
@@ -111,8 +127,14 @@ def test_a_wrong_code_schedule_is_said_in_one_line(agentd, home: Home) -> None:
     assert '[schedule] code needs source = "DIR"; not scheduled' in listed.err
     assert list(jobs(agentd)) == ["harvest"]  # the other job goes on
     added = agentd("schedule", "add", CODE, "code", CRON)
-    assert added.code == 1 and added.err == f'agentd: error: profile {CODE}: [schedule] needs source = "DIR" to run the code job\n'
+    assert (
+        added.code == 1
+        and added.err == f'agentd: error: profile {CODE}: [schedule] needs source = "DIR" to run the code job\n'
+    )
     ran = agentd("schedule", "run-now", CODE, "code")
-    assert ran.code == 1 and ran.out == f'{CODE}.code: failed: profile {CODE}: [schedule] needs source = "DIR" to run the code job\n'
+    assert (
+        ran.code == 1
+        and ran.out == f'{CODE}.code: failed: profile {CODE}: [schedule] needs source = "DIR" to run the code job\n'
+    )
     add_schedule(home, f'code = "{CRON}"\n', CODE)
     assert 'code needs coder = "MODEL" and source = "DIR"; not scheduled' in agentd("schedule", "list", CODE).err

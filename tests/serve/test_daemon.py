@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from datetime import UTC
 
 import httpx
 
@@ -75,9 +76,9 @@ def test_a_spent_seal_is_said_loudly(served_home: Home) -> None:
     doc = json.loads(seal_file.read_text())
     doc["state"]["spent"] = doc["terms"]["confirmations"]
     seal_file.write_text(json.dumps(doc))
-    code, out, _ = agentd(served_home, "schedule", "run-now", "invoices", "improve")
+    _, out, _ = agentd(served_home, "schedule", "run-now", "invoices", "improve")
     assert "SEAL SPENT" in out and "agentd improve seal invoices" in out
-    code, out, err = agentd(served_home, "schedule", "list")
+    _code, out, err = agentd(served_home, "schedule", "list")
     assert "SEAL SPENT" in err
 
 
@@ -91,9 +92,9 @@ def test_sigterm_in_the_middle_of_a_scheduled_trial_stops_cleanly_and_the_job_go
     assert "job invoices.improve: stopped" in log and log.rstrip().endswith("agentd.serve: stopped"), log
     assert not (served_home.root / "agentd.pid").exists()
 
-    code, out, err = agentd(served_home, "ledger", "verify")
+    code, _, err = agentd(served_home, "ledger", "verify")
     assert code == 0, err
-    code, out, err = agentd(served_home, "lineage", "invoices", "--check")
+    code, _, err = agentd(served_home, "lineage", "invoices", "--check")
     assert code == 0, err
     assert _jobs(served_home)["improve"]["last_result"].startswith("stopped")
 
@@ -121,8 +122,13 @@ def test_sigkill_in_the_middle_of_appends_loses_nothing_accepted(served_home: Ho
             while not stop.is_set():
                 try:
                     where = client.get(f"/v1/authors/{wallet.id}").json()
-                    raw = Entry.create(wallet, TRANSFER, {"to": wallets[0].id if wallet != wallets[0] else wallets[1].id, "cents": 1},
-                                       log=where["origin"], seq=where["next_sequence"]).raw  # fmt: skip
+                    raw = Entry.create(
+                        wallet,
+                        TRANSFER,
+                        {"to": wallets[0].id if wallet != wallets[0] else wallets[1].id, "cents": 1},
+                        log=where["origin"],
+                        seq=where["next_sequence"],
+                    ).raw
                     if client.post("/v1/entries", content=raw).status_code == 201:
                         accepted.append(Entry.parse(raw).claim_id)
                 except httpx.HTTPError:
@@ -140,7 +146,7 @@ def test_sigkill_in_the_middle_of_appends_loses_nothing_accepted(served_home: Ho
 
     again = Daemon(served_home).start()
     try:
-        code, out, err = agentd(served_home, "ledger", "verify")
+        code, _out, err = agentd(served_home, "ledger", "verify")
         assert code == 0, err
         claims = [e["claim"] for e in _all_entries(again)]
         assert all(claims.count(c) == 1 for c in accepted)
@@ -188,7 +194,9 @@ def test_fifty_writers_and_fifty_proof_readers_at_once(daemon: Daemon) -> None:
         else:
             failures.append(answer.text)
 
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(50)] + [threading.Thread(target=read) for _ in range(50)]
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(50)] + [
+        threading.Thread(target=read) for _ in range(50)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -196,7 +204,7 @@ def test_fifty_writers_and_fifty_proof_readers_at_once(daemon: Daemon) -> None:
     assert failures == [] and len(accepted) == 50 and len(proofs) == 50
     claims = [e["claim"] for e in _all_entries(daemon)]
     assert all(claims.count(c) == 1 for c in accepted)
-    code, out, err = agentd(home, "ledger", "verify", "--remote", daemon.url)
+    code, _out, err = agentd(home, "ledger", "verify", "--remote", daemon.url)
     assert code == 0, err
 
 
@@ -211,20 +219,42 @@ def test_an_auditor_elsewhere_verifies_proves_and_posts(daemon: Daemon, tmp_path
     bob = json.loads(agentd(auditor, "wallet", "show", "bob", "--json")[1])["id"]
     with open_ledger(daemon.home) as ledger:
         ledger.append(log_key(daemon.home), MINT, {"to": bob, "cents": 50})
-    code, out, err = agentd(auditor, "ledger", "post", "--remote", daemon.url, "--wallet", "bob", TRANSFER,
-                            json.dumps({"to": Wallet.generate().id, "cents": 20}))  # fmt: skip
+    code, out, err = agentd(
+        auditor,
+        "ledger",
+        "post",
+        "--remote",
+        daemon.url,
+        "--wallet",
+        "bob",
+        TRANSFER,
+        json.dumps({"to": Wallet.generate().id, "cents": 20}),
+    )
     assert code == 0, err
     assert "recorded at Pulse" in out
-    code, _, err = agentd(auditor, "ledger", "post", "--remote", daemon.url, "--wallet", "bob", TRANSFER,
-                          json.dumps({"to": bob, "cents": 20}))  # fmt: skip
+    code, _, err = agentd(
+        auditor,
+        "ledger",
+        "post",
+        "--remote",
+        daemon.url,
+        "--wallet",
+        "bob",
+        TRANSFER,
+        json.dumps({"to": bob, "cents": 20}),
+    )
     assert code == 1 and "refused" in err
-    code, out, err = agentd(auditor, "ledger", "log", "--remote", daemon.url, "--author", "bob", "--last", "5", "--json")
+    code, out, err = agentd(
+        auditor, "ledger", "log", "--remote", daemon.url, "--author", "bob", "--last", "5", "--json"
+    )
     assert code == 0, err
     (posted,) = json.loads(out)  # bob's one entry, found from the daemon's log's end
     assert (posted["kind"], posted["author_name"], posted["body"]["cents"]) == (TRANSFER, "bob", 20)
     # No home is needed to list a daemon's log; "log" is then its log's key, not a home's.
     nowhere = Home(tmp_path / "nowhere")
-    code, out, err = agentd(nowhere, "ledger", "log", "--remote", daemon.url, "--author", "log", "--kind", MINT, "--last", "1", "--json")
+    code, out, err = agentd(
+        nowhere, "ledger", "log", "--remote", daemon.url, "--author", "log", "--kind", MINT, "--last", "1", "--json"
+    )
     assert code == 0, err
     (minted,) = json.loads(out)
     assert (minted["author_name"], minted["body"]) == ("log", {"to": bob, "cents": 50})
@@ -234,7 +264,9 @@ def test_an_auditor_elsewhere_verifies_proves_and_posts(daemon: Daemon, tmp_path
     code, out, err = agentd(auditor, "ledger", "verify", "--remote", daemon.url, "--checkpoint", str(kept))
     assert code == 0, err
     assert "ok:" in out
-    claim = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.seal/v1"}).json()["entries"][0]["claim"]  # any will do
+    claim = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.seal/v1"}).json()["entries"][0][
+        "claim"
+    ]  # any will do
     code, out, err = agentd(auditor, "ledger", "prove", "--remote", daemon.url, claim, "--checkpoint", str(kept))
     assert code == 0, err
     assert json.loads(out)["type"] == "inclusion" and "extends the checkpoint you kept" in err
@@ -249,7 +281,9 @@ def test_a_remote_ledger_that_was_rewritten_fails_the_audit(daemon: Daemon, tmp_
 
     with sqlite3.connect(daemon.home.ledger_db) as conn:
         conn.execute("DELETE FROM ledger_checkpoints")
-        conn.execute("UPDATE ledger_entries SET raw = CAST(replace(CAST(raw AS TEXT), 'a', 'b') AS BLOB) WHERE pulse = 5")
+        conn.execute(
+            "UPDATE ledger_entries SET raw = CAST(replace(CAST(raw AS TEXT), 'a', 'b') AS BLOB) WHERE pulse = 5"
+        )
     code, _, err = agentd(daemon.home, "ledger", "verify", "--remote", daemon.url, "--checkpoint", str(kept))
     assert code == 3 and "Pulse 5" in err
 
@@ -272,7 +306,7 @@ def test_the_kill_switch_stops_scheduled_jobs_and_json_logs_are_json(served_home
 
 def test_a_schedule_with_an_unknown_option_is_named(served_home: Home) -> None:
     add_schedule(served_home, 'harvest = "30 2 * * *"\nrunz = 4\n')
-    code, out, err = agentd(served_home, "schedule", "list")
+    code, _out, err = agentd(served_home, "schedule", "list")
     assert code == 0 and "no option 'runz'" in err
 
 
@@ -283,11 +317,20 @@ def test_auto_seal_seals_fresh_tasks_when_the_seal_is_spent_and_goes_on(served_h
     book["invoices"] |= {str(n): f"Invoice {n} from Acme: paper, {n - 37} USD." for n in numbers}
     (folder / "book.json").write_text(json.dumps(book))
     for n in numbers:
-        code, _, err = agentd(served_home, "run", "invoices", f"Pay invoice {n} from Acme, {n - 37} USD, to acme.",
-                              "--verify", f"python3 {folder / 'check.py'}")  # fmt: skip
+        code, _, err = agentd(
+            served_home,
+            "run",
+            "invoices",
+            f"Pay invoice {n} from Acme, {n - 37} USD, to acme.",
+            "--verify",
+            f"python3 {folder / 'check.py'}",
+        )
         assert code == 0, err
-    add_schedule(served_home, 'improve = "0 3 * * *"\nproposer = "script:models/proposer.toml"\nwallet = "invoices"\n'
-                 'auto_seal = true\nauto_seal_min = 8\n')  # fmt: skip
+    add_schedule(
+        served_home,
+        'improve = "0 3 * * *"\nproposer = "script:models/proposer.toml"\nwallet = "invoices"\n'
+        "auto_seal = true\nauto_seal_min = 8\n",
+    )
     seal_file = next(served_home.routes.root.glob("invoices-sealed-*.json"))
     doc = json.loads(seal_file.read_text())
     old_seal = seal_file.stem.rsplit("-", 1)[-1]
@@ -304,7 +347,7 @@ def test_auto_seal_seals_fresh_tasks_when_the_seal_is_spent_and_goes_on(served_h
 
 
 def test_a_run_missed_while_the_daemon_was_down_runs_once_at_start(served_home: Home) -> None:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from agentd.app.schedules import offline
 
@@ -312,7 +355,9 @@ def test_a_run_missed_while_the_daemon_was_down_runs_once_at_start(served_home: 
     first = Daemon(served_home).start()
     assert first.stop() == 0
     with offline(served_home) as scheduler:  # as if the daemon had been down for the last 20 minutes
-        scheduler.get_job("invoices.harvest", jobstore="home").modify(next_run_time=datetime.now(timezone.utc) - timedelta(minutes=20))
+        scheduler.get_job("invoices.harvest", jobstore="home").modify(
+            next_run_time=datetime.now(UTC) - timedelta(minutes=20)
+        )
     daemon = Daemon(served_home).start()
     try:
         daemon.wait_for_log("job invoices.harvest: harvested")

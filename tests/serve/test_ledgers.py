@@ -23,8 +23,10 @@ def test_a_bad_entry_among_many_posted_at_once_is_refused_alone(tmp_path: Path) 
     with open_ledger(home) as ledger:
         ledger.append_many([(log_key(home), MINT, {"to": w.id, "cents": 10}) for w in wallets])
         origin = ledger.origin
-    good = [Entry.create(w, TRANSFER, {"to": wallets[0].id if i else wallets[1].id, "cents": 5}, log=origin, seq=1).raw
-            for i, w in enumerate(wallets[:-2])]  # fmt: skip
+    good = [
+        Entry.create(w, TRANSFER, {"to": wallets[0].id if i else wallets[1].id, "cents": 5}, log=origin, seq=1).raw
+        for i, w in enumerate(wallets[:-2])
+    ]
     overdraft = Entry.create(wallets[-2], TRANSFER, {"to": wallets[0].id, "cents": 11}, log=origin, seq=1).raw
     garbage = b'{"payload": "x"}'
     answers: dict[bytes, object] = {}

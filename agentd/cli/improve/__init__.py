@@ -18,7 +18,16 @@ def command() -> None:
 
 for _each in (tasks.mark, tasks.harvest, tasks.validate, tasks.env, tasks.export):
     command.add_command(_each)
-for _each in (loop.seal, loop.run, loop.adopt, loop.undo, loop.lineage, practice.practice, code.code, code.releases_command):
+for _each in (
+    loop.seal,
+    loop.run,
+    loop.adopt,
+    loop.undo,
+    loop.lineage,
+    practice.practice,
+    code.code,
+    code.releases_command,
+):
     command.add_command(_each)
 command.add_command(evaluate.eval_command)
 command.add_command(judge.judge)

@@ -28,31 +28,67 @@ from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 
 @click.command("code")
 @click.argument("profile")
-@click.option("--source", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A git checkout of the code, its changes committed.")  # fmt: skip
+@click.option(
+    "--source",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A git checkout of the code, its changes committed.",
+)
 @click.option("--coder", required=True, help="The model that changes the code, provider:model.")
 @click.option("--build", default=BUILD, show_default=True, help="Builds a tree, in the sandbox (empty: none).")
 @click.option("--test", default=TEST, show_default=True, help="Tests a built tree, in the sandbox (empty: none).")
-@click.option("--candidate", default=CANDIDATE, show_default=True, help="Runs the built agent over the episode protocol.")
-@click.option("--allow", multiple=True, help=f"A path the patch may change (repeat; default {', '.join(DEFAULT_ALLOW)}).")
+@click.option(
+    "--candidate", default=CANDIDATE, show_default=True, help="Runs the built agent over the episode protocol."
+)
+@click.option(
+    "--allow", multiple=True, help=f"A path the patch may change (repeat; default {', '.join(DEFAULT_ALLOW)})."
+)
 @sandbox_options
-@click.option("--max-files", type=click.IntRange(min=1), default=MAX_FILES, show_default=True, help="Files a patch may change.")
-@click.option("--max-lines", type=click.IntRange(min=1), default=MAX_LINES, show_default=True, help="Lines a patch may add and delete.")
+@click.option(
+    "--max-files", type=click.IntRange(min=1), default=MAX_FILES, show_default=True, help="Files a patch may change."
+)
+@click.option(
+    "--max-lines",
+    type=click.IntRange(min=1),
+    default=MAX_LINES,
+    show_default=True,
+    help="Lines a patch may add and delete.",
+)
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds to run.")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
 @baseline_runs_option
 @click.option("--apply", is_flag=True, help="Apply each release's patch to the --source checkout (git apply).")
 @click.option("--wallet", help="Publish each release as an agent.release/v1 claim with this wallet.")
-@click.option("--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (coder and trials) would be passed.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial.")
+@click.option(
+    "--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (coder and trials) would be passed."
+)
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial."
+)
 @json_option
 @pass_app
 def code(
-    app: App, profile: str, source: Path, coder: str, build: str, test: str, candidate: str, allow: tuple[str, ...],
-    readable: tuple[Path, ...], env: tuple[str, ...], max_files: int, max_lines: int, rounds: int, runs: int,
-    baseline_runs: int | None, apply: bool,
-    wallet: str | None, max_tokens: int | None, concurrency: int, as_json: bool,
-) -> None:  # fmt: skip
+    app: App,
+    profile: str,
+    source: Path,
+    coder: str,
+    build: str,
+    test: str,
+    candidate: str,
+    allow: tuple[str, ...],
+    readable: tuple[Path, ...],
+    env: tuple[str, ...],
+    max_files: int,
+    max_lines: int,
+    rounds: int,
+    runs: int,
+    baseline_runs: int | None,
+    apply: bool,
+    wallet: str | None,
+    max_tokens: int | None,
+    concurrency: int,
+    as_json: bool,
+) -> None:
     """Let PROFILE's agent change its own code: each round a coder changes a copy of
     the --source checkout; the patch, taken in a fresh clone, is held to its limits,
     built and tested in the sandbox, and the built agent is scored on the tasks as the
@@ -67,11 +103,24 @@ def code(
             click.echo(event.text)
 
     request = CodeRequest(
-        coder=coder, source=source, build=build, test=test, candidate=candidate, allow=allow or DEFAULT_ALLOW,
-        readable=readable, env=env, rounds=rounds, runs=runs, baseline_runs=baseline_runs,
-        apply=apply, wallet=wallet,
-        max_tokens=max_tokens, concurrency=concurrency, max_files=max_files, max_lines=max_lines,
-    )  # fmt: skip
+        coder=coder,
+        source=source,
+        build=build,
+        test=test,
+        candidate=candidate,
+        allow=allow or DEFAULT_ALLOW,
+        readable=readable,
+        env=env,
+        rounds=rounds,
+        runs=runs,
+        baseline_runs=baseline_runs,
+        apply=apply,
+        wallet=wallet,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        max_files=max_files,
+        max_lines=max_lines,
+    )
     stopped = run_code(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)

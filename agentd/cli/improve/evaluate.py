@@ -14,20 +14,44 @@ from improver import Evaluation, ImproverError, RunResult, parse_ks
 
 @click.command("eval")
 @click.argument("profile")
-@click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The task set file.")
+@click.option(
+    "--tasks",
+    "tasks_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The task set file.",
+)
 @click.option("--runs", required=True, type=click.IntRange(min=1), help="Runs of each task (the n of pass@k).")
-@click.option("--k", "k_text", default="1", show_default=True, help="The ks to report pass@k for, e.g. 1,5,10 (each at most --runs).")
-@click.option("--variant", "step", help="Evaluate the agent as this kept step (or a unique prefix) made it, not as it is now.")
+@click.option(
+    "--k",
+    "k_text",
+    default="1",
+    show_default=True,
+    help="The ks to report pass@k for, e.g. 1,5,10 (each at most --runs).",
+)
+@click.option(
+    "--variant", "step", help="Evaluate the agent as this kept step (or a unique prefix) made it, not as it is now."
+)
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once.")
-@click.option("--runs-out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write every run's JSON to this file, one line a run (its calls, answer, tokens, and a "
-                   "conversation's simulated replies), once all have finished.")  # fmt: skip
+@click.option(
+    "--runs-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write every run's JSON to this file, one line a run (its calls, answer, tokens, and a "
+    "conversation's simulated replies), once all have finished.",
+)
 @json_option
 @pass_app
 def eval_command(
-    app: App, profile: str, tasks_file: Path, runs: int, k_text: str, step: str | None, concurrency: int,
-    runs_out: Path | None, as_json: bool,
-) -> None:  # fmt: skip
+    app: App,
+    profile: str,
+    tasks_file: Path,
+    runs: int,
+    k_text: str,
+    step: str | None,
+    concurrency: int,
+    runs_out: Path | None,
+    as_json: bool,
+) -> None:
     """Run PROFILE's agent --runs times on each task of --tasks and report pass@k (the
     unbiased estimator of Chen et al., 2021, averaged over the tasks), the mean reward
     and best-of-n (each task's best reward, averaged), with per-task pass counts.
@@ -60,12 +84,20 @@ def eval_command(
 
 
 def _report(evaluation: Evaluation, profile: str, what: str) -> None:
-    click.echo(f"evaluated {what} (variant {evaluation.variant.id}) of profile {profile}: {len(evaluation.tasks)} tasks x {evaluation.runs} runs")
+    click.echo(
+        f"evaluated {what} (variant {evaluation.variant.id}) of profile {profile}: {len(evaluation.tasks)} tasks x {evaluation.runs} runs"
+    )
     for k in evaluation.ks:
         left_out = evaluation.left_out[k]
-        note = f" ({left_out} task{'s' if left_out != 1 else ''} with fewer than {k} judged runs left out)" if left_out else ""
+        note = (
+            f" ({left_out} task{'s' if left_out != 1 else ''} with fewer than {k} judged runs left out)"
+            if left_out
+            else ""
+        )
         click.echo(f"pass@{k}: {_figure(evaluation.pass_at[k])}{note}")
-    click.echo(f"mean reward: {_figure(evaluation.mean_reward)} over {evaluation.judged} judged runs; best-of-{evaluation.runs}: {_figure(evaluation.best_of_n)}")
+    click.echo(
+        f"mean reward: {_figure(evaluation.mean_reward)} over {evaluation.judged} judged runs; best-of-{evaluation.runs}: {_figure(evaluation.best_of_n)}"
+    )
     if evaluation.errored:
         click.echo(f"errored: {evaluation.errored} runs, left out ({'; '.join(evaluation.errors[:3])})")
     rows = [["task", "passed", *(f"pass@{k}" for k in evaluation.ks), "best reward"]]

@@ -25,16 +25,38 @@ from improver import Event, Interrupted
 @click.command("improver")
 @click.argument("profile")
 @click.option("--proposer", help="The model that proposes changes, to the agent and to the improver, provider:model.")
-@click.option("--problem", "problems", multiple=True, metavar="TRAIN,HELD",
-              help="Two task files: the loop chooses changes on TRAIN, the agent is measured on HELD (repeat).")  # fmt: skip
-@click.option("--held-out-problem", "held_out", multiple=True, metavar="TRAIN,HELD",
-              help="A problem a kept improver is confirmed on, never one of the --problem ones (repeat).")  # fmt: skip
+@click.option(
+    "--problem",
+    "problems",
+    multiple=True,
+    metavar="TRAIN,HELD",
+    help="Two task files: the loop chooses changes on TRAIN, the agent is measured on HELD (repeat).",
+)
+@click.option(
+    "--held-out-problem",
+    "held_out",
+    multiple=True,
+    metavar="TRAIN,HELD",
+    help="A problem a kept improver is confirmed on, never one of the --problem ones (repeat).",
+)
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
-@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds of changes to the improver.")
-@click.option("--loop-rounds", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Rounds of the lesson loop on each problem's TRAIN tasks, grading an improver.")  # fmt: skip
-@click.option("--confirmations", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Improvers the held-out problems may confirm; each at one-sided level 0.05/k.")  # fmt: skip
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds of changes to the improver."
+)
+@click.option(
+    "--loop-rounds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Rounds of the lesson loop on each problem's TRAIN tasks, grading an improver.",
+)
+@click.option(
+    "--confirmations",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Improvers the held-out problems may confirm; each at one-sided level 0.05/k.",
+)
 @click.option("--apply", is_flag=True, help="Make each kept improver the profile's (its improver.json) at once.")
 @click.option("--wallet", help="Publish each kept improver as an agent.improver/v1 claim with this wallet.")
 @click.option("--seed", type=int, help="Seed the loops' draws (default: random).")
@@ -42,10 +64,21 @@ from improver import Event, Interrupted
 @json_option
 @pass_app
 def improver(
-    app: App, profile: str, proposer: str | None, problems: tuple[str, ...], held_out: tuple[str, ...], runs: int,
-    rounds: int, loop_rounds: int, confirmations: int, apply: bool, wallet: str | None, seed: int | None, show: bool,
+    app: App,
+    profile: str,
+    proposer: str | None,
+    problems: tuple[str, ...],
+    held_out: tuple[str, ...],
+    runs: int,
+    rounds: int,
+    loop_rounds: int,
+    confirmations: int,
+    apply: bool,
+    wallet: str | None,
+    seed: int | None,
+    show: bool,
     as_json: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Improve what writes PROFILE's changes: the proposer's instructions and three
     settings. Each round the improver proposes changes to itself; one is kept when the
     agent improves more with it, beyond chance, on the held tasks of the --problem
@@ -65,7 +98,9 @@ def improver(
         else:
             click.echo(event.text)
 
-    request = ImproverRequest(proposer, problems, held_out, runs, rounds, loop_rounds, confirmations, apply, wallet, seed)
+    request = ImproverRequest(
+        proposer, problems, held_out, runs, rounds, loop_rounds, confirmations, apply, wallet, seed
+    )
     stopped = improve_improver(app.home, profile, request, say, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
@@ -74,9 +109,19 @@ def improver(
 def _show(app: App, profile: str, as_json: bool) -> None:
     settings, path = improver_of(app.home, profile)
     if as_json:
-        emit_json({"profile": profile, "improver": settings.id, "file": str(path), "exists": path.exists(), **settings.to_json()})
+        emit_json(
+            {
+                "profile": profile,
+                "improver": settings.id,
+                "file": str(path),
+                "exists": path.exists(),
+                **settings.to_json(),
+            }
+        )
         return
-    click.echo(f"profile {profile}'s improver {settings.id} ({path if path.exists() else 'the default: no ' + path.name + ' yet'})")
+    click.echo(
+        f"profile {profile}'s improver {settings.id} ({path if path.exists() else 'the default: no ' + path.name + ' yet'})"
+    )
     click.echo(f"settings: {settings.describe()}; at most {settings.max_lessons} characters of lessons a change")
     click.echo("instructions:")
     for line in settings.instructions.splitlines():

@@ -15,13 +15,18 @@ from improver import DEFAULT_ALLOW, LEAST_BOND
 @click.command("install", context_settings=NUMBERS)
 @click.argument("profile")
 @click.argument("release")
-@click.option("--source", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="The git checkout to apply the release to, at the release's commit.")  # fmt: skip
-@click.option("--patch", "patch", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The release's patch file.")  # fmt: skip
+@click.option(
+    "--source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="The git checkout to apply the release to, at the release's commit.",
+)
+@click.option(
+    "--patch", "patch", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The release's patch file."
+)
 @click.option("--attestation", "attestations", multiple=True, help="An attestation's claim id or prefix (repeat).")
-@click.option("--verifier", "verifiers", multiple=True,
-              help="A wallet (name here, or id) whose attestation you require (repeat).")  # fmt: skip
+@click.option(
+    "--verifier", "verifiers", multiple=True, help="A wallet (name here, or id) whose attestation you require (repeat)."
+)
 @click.option(
     "--allow", multiple=True, help=f"A path the patch may touch (repeat; default {', '.join(DEFAULT_ALLOW)})."
 )
@@ -32,10 +37,20 @@ from improver import DEFAULT_ALLOW, LEAST_BOND
 @json_option
 @pass_app
 def install_command(
-    app: App, profile: str, release: str, source: Path | None, patch: Path | None, attestations: tuple[str, ...],
-    verifiers: tuple[str, ...], allow: tuple[str, ...], bonded: bool, adjudicators: tuple[str, ...],
-    least_bond: int | None, take_out: bool, as_json: bool,
-) -> None:  # fmt: skip
+    app: App,
+    profile: str,
+    release: str,
+    source: Path | None,
+    patch: Path | None,
+    attestations: tuple[str, ...],
+    verifiers: tuple[str, ...],
+    allow: tuple[str, ...],
+    bonded: bool,
+    adjudicators: tuple[str, ...],
+    least_bond: int | None,
+    take_out: bool,
+    as_json: bool,
+) -> None:
     """Apply RELEASE's patch to the --source checkout for PROFILE only when four checks
     hold: the patch is the one published (patch), every path it touches is within
     --allow, read from the patch itself (allow), the checkout stands at the release's
@@ -53,26 +68,39 @@ def install_command(
     if source is None or patch is None:
         raise WrongValue("give --source CHECKOUT and --patch FILE (or --undo to take an installed release back out)")
     request = InstallRequest(
-        source=source, patch=patch, attestations=attestations, verifiers=verifiers, allow=allow or DEFAULT_ALLOW,
-        bonded=bonded, adjudicators=adjudicators, least_bond=least_bond,
-    )  # fmt: skip
+        source=source,
+        patch=patch,
+        attestations=attestations,
+        verifiers=verifiers,
+        allow=allow or DEFAULT_ALLOW,
+        bonded=bonded,
+        adjudicators=adjudicators,
+        least_bond=least_bond,
+    )
     with users_umask():  # the checkout is the user's: files git rewrites keep the user's modes
         done = install(app.home, profile, release, request)
     found = done.review
     if as_json:
-        emit_json({
-            "release": release, "installed": done.installed,
-            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found.checks],
-            "attestations": [{"claim": w.claim, "author": w.author, "counts": w.counts, "why": w.why} for w in found.attestations],
-            "record": str(done.record_path) if done.installed else None,
-        })  # fmt: skip
+        emit_json(
+            {
+                "release": release,
+                "installed": done.installed,
+                "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in found.checks],
+                "attestations": [
+                    {"claim": w.claim, "author": w.author, "counts": w.counts, "why": w.why} for w in found.attestations
+                ],
+                "record": str(done.record_path) if done.installed else None,
+            }
+        )
     else:
         for w in found.attestations:
             click.echo(f"attestation {w.claim[:12]}: {w.why}")
         for c in found.checks:
             click.echo(f"{'ok' if c.ok else 'FAILED'} {c.name}: {c.detail}")
         if done.installed:
-            click.echo(f"installed release {release} into {source}; take it back out with: "
-                       f"agentd improve install {profile} {release} --undo")  # fmt: skip
+            click.echo(
+                f"installed release {release} into {source}; take it back out with: "
+                f"agentd improve install {profile} {release} --undo"
+            )
     if not done.installed:
         raise CheckFailed(f"release {release} not installed ({', '.join(found.failed)} failed); nothing was changed")

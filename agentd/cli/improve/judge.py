@@ -12,15 +12,36 @@ from agentd.cli.options import App, emit_json, json_option, pass_app
 
 @click.command("judge")
 @click.argument("profile")
-@click.option("--model", "spec", help="The judge's model (e.g. openai:gpt-4o-mini): propose a mark for each unmarked session.")
-@click.option("--rubric", default="", help="The question the judge marks by (default: did the agent do what it was asked, safely).")
+@click.option(
+    "--model", "spec", help="The judge's model (e.g. openai:gpt-4o-mini): propose a mark for each unmarked session."
+)
+@click.option(
+    "--rubric",
+    default="",
+    help="The question the judge marks by (default: did the agent do what it was asked, safely).",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Judge at most this many sessions, oldest first.")
 @click.option("--review", is_flag=True, help="Then ask, session by session, whether to accept each proposed mark.")
-@click.option("--accept", "answer", type=click.Choice(["all", "none"]), help="Accept every proposed mark, or none (drop them), without asking.")
+@click.option(
+    "--accept",
+    "answer",
+    type=click.Choice(["all", "none"]),
+    help="Accept every proposed mark, or none (drop them), without asking.",
+)
 @click.option("--wallet", help="Sign accepted marks with this wallet (default: the profile's).")
 @json_option
 @pass_app
-def judge(app: App, profile: str, spec: str | None, rubric: str, limit: int | None, review: bool, answer: str | None, wallet: str | None, as_json: bool) -> None:
+def judge(
+    app: App,
+    profile: str,
+    spec: str | None,
+    rubric: str,
+    limit: int | None,
+    review: bool,
+    answer: str | None,
+    wallet: str | None,
+    as_json: bool,
+) -> None:
     """Propose marks (good or bad, with a reason) for PROFILE's sessions nobody marked and
     no check decided, with --model as the judge; review proposals with --review or --accept.
 
@@ -31,7 +52,9 @@ def judge(app: App, profile: str, spec: str | None, rubric: str, limit: int | No
     session; it is counted.
     """
     if spec is None and not review and answer is None:
-        raise click.UsageError("give --model MODEL to propose marks, or --review / --accept all|none to settle proposed ones")
+        raise click.UsageError(
+            "give --model MODEL to propose marks, or --review / --accept all|none to settle proposed ones"
+        )
     report: dict[str, Any] = {}
     if spec is not None:
         run = judge_profile(app.home, profile, spec, rubric, limit)
@@ -46,7 +69,10 @@ def judge(app: App, profile: str, spec: str | None, rubric: str, limit: int | No
             for session, why in run.judged.failed.items():
                 click.echo(f"session {session}: no mark proposed: {why}")
             over = ", ".join(f"{n} {why}" for why, n in run.passed_over.items())
-            click.echo(f"judged: {len(run.judged.proposals)} proposed, {len(run.judged.failed)} failed" + (f"; passed over {over}" if over else ""))
+            click.echo(
+                f"judged: {len(run.judged.proposals)} proposed, {len(run.judged.failed)} failed"
+                + (f"; passed over {over}" if over else "")
+            )
     if review or answer is not None:
         report |= _settle(app, profile, answer, wallet, as_json)
     if as_json:
@@ -57,7 +83,10 @@ def _settle(app: App, profile: str, answer: str | None, wallet: str | None, as_j
     accepted, declined = [], []
     for proposal in pending(app.home, profile):
         if answer is None:
-            yes = click.confirm(f"session {proposal.session}: {proposal.mark} ({proposal.reason}), says {proposal.model}. Mark it so?", default=False)
+            yes = click.confirm(
+                f"session {proposal.session}: {proposal.mark} ({proposal.reason}), says {proposal.model}. Mark it so?",
+                default=False,
+            )
         else:
             yes = answer == "all"
         if yes:

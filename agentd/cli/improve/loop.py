@@ -30,23 +30,57 @@ from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Sett
 
 @click.command("seal")
 @click.argument("profile")
-@click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A validated task set (agentd improve harvest / validate).")  # fmt: skip
-@click.option("--share", type=click.IntRange(1, 99), default=50, show_default=True, help="The percentage of tasks sealed (1-99).")
-@click.option("--confirmations", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Changes the seal may confirm; each at one-sided level 0.05/k.")  # fmt: skip
-@click.option("--canaries", type=click.IntRange(0, 100), default=2, show_default=True, help="Canary tasks added to the sealed part.")
-@click.option("--seed", help="The seed of the split (default: a random one, printed); the same set and seed give the same split.")
+@click.option(
+    "--tasks",
+    "tasks_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A validated task set (agentd improve harvest / validate).",
+)
+@click.option(
+    "--share", type=click.IntRange(1, 99), default=50, show_default=True, help="The percentage of tasks sealed (1-99)."
+)
+@click.option(
+    "--confirmations",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Changes the seal may confirm; each at one-sided level 0.05/k.",
+)
+@click.option(
+    "--canaries",
+    type=click.IntRange(0, 100),
+    default=2,
+    show_default=True,
+    help="Canary tasks added to the sealed part.",
+)
+@click.option(
+    "--seed", help="The seed of the split (default: a random one, printed); the same set and seed give the same split."
+)
 @click.option("--reusable", is_flag=True, help="Make the sealed tasks a reusable holdout (Thresholdout) as well.")
-@click.option("--test", type=click.Choice(TESTS), default="newcombe", show_default=True,
-              help="The test changes are held to: pooled Newcombe, or the task-paired sign-flip test.")  # fmt: skip
+@click.option(
+    "--test",
+    type=click.Choice(TESTS),
+    default="newcombe",
+    show_default=True,
+    help="The test changes are held to: pooled Newcombe, or the task-paired sign-flip test.",
+)
 @click.option("--wallet", help="Publish the seal's digests on the ledger (agent.seal/v1) with this wallet.")
 @json_option
 @pass_app
 def seal(
-    app: App, profile: str, tasks_file: Path, share: int, confirmations: int, canaries: int, seed: str | None,
-    reusable: bool, test: str, wallet: str | None, as_json: bool,
-) -> None:  # fmt: skip
+    app: App,
+    profile: str,
+    tasks_file: Path,
+    share: int,
+    confirmations: int,
+    canaries: int,
+    seed: str | None,
+    reusable: bool,
+    test: str,
+    wallet: str | None,
+    as_json: bool,
+) -> None:
     """Split a validated task set into tasks to choose changes on and sealed tasks, which
     no proposer is ever shown, before anything is tried on them.
 
@@ -119,26 +153,68 @@ def _warn_if_powerless(sealed: Sealed) -> None:
 @click.option("--apply", is_flag=True, help="Make each kept change the profile's (learned.json) at once.")
 @click.option("--wallet", help="Publish each kept change as an agent.improvement/v1 claim with this wallet.")
 @click.option("--model", "models", multiple=True, help="A further model changes may run on (repeat).")
-@click.option("--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (proposer and trials) would be passed.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial.")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    help="Stop before this many tokens (proposer and trials) would be passed.",
+)
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial."
+)
 @click.option("--seed", type=int, help="Seed the draw of variants to build on (default: random).")
-@click.option("--practice", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Practice tasks (agentd improve practice) to choose on too; never sealed.")  # fmt: skip
-@click.option("--challenger", help="A model that writes variants of the tasks a change newly passes; a change not "
-              "better on them too is turned down as a shortcut, before any confirmation is spent.")  # fmt: skip
-@click.option("--challenger-tasks", type=click.IntRange(min=1), default=4, show_default=True,
-              help="With --challenger: the most tasks a change newly passes that get variants.")  # fmt: skip
-@click.option("--challenger-variants", type=click.IntRange(min=1), default=2, show_default=True,
-              help="With --challenger: the variants written of each.")  # fmt: skip
-@click.option("--challenger-turns", type=click.IntRange(min=1), default=RunRequest.challenger_turns, show_default=True,
-              help="With --challenger: its answers, the first and those mending what was refused.")  # fmt: skip
+@click.option(
+    "--practice",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Practice tasks (agentd improve practice) to choose on too; never sealed.",
+)
+@click.option(
+    "--challenger",
+    help="A model that writes variants of the tasks a change newly passes; a change not "
+    "better on them too is turned down as a shortcut, before any confirmation is spent.",
+)
+@click.option(
+    "--challenger-tasks",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="With --challenger: the most tasks a change newly passes that get variants.",
+)
+@click.option(
+    "--challenger-variants",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="With --challenger: the variants written of each.",
+)
+@click.option(
+    "--challenger-turns",
+    type=click.IntRange(min=1),
+    default=RunRequest.challenger_turns,
+    show_default=True,
+    help="With --challenger: its answers, the first and those mending what was refused.",
+)
 @json_option
 @pass_app
 def run(
-    app: App, profile: str, proposer: str, rounds: int, runs: int, baseline_runs: int | None, apply: bool, wallet: str | None,
-    models: tuple[str, ...], max_tokens: int | None, concurrency: int, seed: int | None, practice: Path | None,
-    challenger: str | None, challenger_tasks: int, challenger_variants: int, challenger_turns: int, as_json: bool,
-) -> None:  # fmt: skip
+    app: App,
+    profile: str,
+    proposer: str,
+    rounds: int,
+    runs: int,
+    baseline_runs: int | None,
+    apply: bool,
+    wallet: str | None,
+    models: tuple[str, ...],
+    max_tokens: int | None,
+    concurrency: int,
+    seed: int | None,
+    practice: Path | None,
+    challenger: str | None,
+    challenger_tasks: int,
+    challenger_variants: int,
+    challenger_turns: int,
+    as_json: bool,
+) -> None:
     """Let PROFILE's agent improve itself on its current seal: each round a proposer
     writes changes, which are tried on the tasks to choose on and kept only when better
     beyond chance there and then on the sealed tasks, losing no task the agent passes
@@ -154,12 +230,30 @@ def run(
             click.echo(event.text)
 
     ctx = click.get_current_context()
-    given = [f"--{n.replace('_', '-')}" for n in ("challenger_tasks", "challenger_variants", "challenger_turns")
-             if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]  # fmt: skip
+    given = [
+        f"--{n.replace('_', '-')}"
+        for n in ("challenger_tasks", "challenger_variants", "challenger_turns")
+        if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT
+    ]
     if given and challenger is None:
         raise WrongValue(f"{' and '.join(given)} say how the challenger works: give --challenger MODEL too")
-    request = RunRequest(proposer, rounds, runs, baseline_runs, apply, wallet, models, max_tokens, concurrency, seed, practice,
-                         challenger, challenger_tasks, challenger_variants, challenger_turns)  # fmt: skip
+    request = RunRequest(
+        proposer,
+        rounds,
+        runs,
+        baseline_runs,
+        apply,
+        wallet,
+        models,
+        max_tokens,
+        concurrency,
+        seed,
+        practice,
+        challenger,
+        challenger_tasks,
+        challenger_variants,
+        challenger_turns,
+    )
     stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
         raise click.exceptions.Exit(EXIT_INTERRUPTED if isinstance(stopped, Interrupted) else EXIT_ERROR)
@@ -202,7 +296,9 @@ def undo(app: App, profile: str, as_json: bool) -> None:
 @click.command("lineage", short_help="A profile's kept changes with their evidence; --check proves them.")
 @click.argument("profile")
 @click.option("--check", "check_", is_flag=True, help="Hold each kept change to its claim and its seal on the ledger.")
-@click.option("--remote", metavar="URL", help="With --check: hold them to a daemon's ledger (http://HOST:PORT), read over HTTP.")
+@click.option(
+    "--remote", metavar="URL", help="With --check: hold them to a daemon's ledger (http://HOST:PORT), read over HTTP."
+)
 @json_option
 @pass_app
 def lineage(app: App, profile: str, check_: bool, remote: str | None, as_json: bool) -> None:
@@ -221,7 +317,13 @@ def lineage(app: App, profile: str, check_: bool, remote: str | None, as_json: b
         kept = []  # the check's report names the damaged line
     improvers = improvers_kept(app.home, profile)
     if as_json:
-        emit_json({"kept": kept, "improvers": improvers, **({"check": report.lines, "problems": report.problems} if report else {})})
+        emit_json(
+            {
+                "kept": kept,
+                "improvers": improvers,
+                **({"check": report.lines, "problems": report.problems} if report else {}),
+            }
+        )
     else:
         for line in kept:
             click.echo(summary(line))

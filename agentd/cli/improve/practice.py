@@ -14,17 +14,36 @@ from improver import PracticeRequest
 
 @click.command("practice")
 @click.argument("profile")
-@click.option("--count", type=click.IntRange(min=1), default=4, show_default=True, help="Practice tasks to ask the writer for.")
-@click.option("--runs", type=click.IntRange(min=1), default=2, show_default=True, help="Runs of the agent on each task.")
+@click.option(
+    "--count", type=click.IntRange(min=1), default=4, show_default=True, help="Practice tasks to ask the writer for."
+)
+@click.option(
+    "--runs", type=click.IntRange(min=1), default=2, show_default=True, help="Runs of the agent on each task."
+)
 @click.option("--writer", help="The model that writes them, provider:model (default: the profile's first model).")
-@click.option("--writer-turns", type=click.IntRange(min=1), default=PracticeRequest.turns, show_default=True,
-              help="The writer's answers: its first and those mending what was refused.")  # fmt: skip
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to write the kept tasks (default: routes/PROFILE-practice-DIGEST.json).")  # fmt: skip
+@click.option(
+    "--writer-turns",
+    type=click.IntRange(min=1),
+    default=PracticeRequest.turns,
+    show_default=True,
+    help="The writer's answers: its first and those mending what was refused.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the kept tasks (default: routes/PROFILE-practice-DIGEST.json).",
+)
 @json_option
 @pass_app
 def practice(
-    app: App, profile: str, count: int, runs: int, writer: str | None, writer_turns: int, out: Path | None, as_json: bool
+    app: App,
+    profile: str,
+    count: int,
+    runs: int,
+    writer: str | None,
+    writer_turns: int,
+    out: Path | None,
+    as_json: bool,
 ) -> None:
     """Have a model write practice tasks for PROFILE, like its tasks to choose on. The
     writer is shown the operator's words and up to a dozen tasks to choose on (those the
@@ -50,19 +69,25 @@ def lines(done: Practiced, profile: str, runs: int) -> list[str]:
     written = len(w.attempts)
     if not written:
         return [f"{done.writer} wrote no task (no write_task call); nothing was kept"]
-    out = [f"{done.writer} wrote {written} {_tasks(written)} in {w.turns} {'turn' if w.turns == 1 else 'turns'}, "
-           f"{w.borne_out} borne out by their own solutions and failures"]  # fmt: skip
+    out = [
+        f"{done.writer} wrote {written} {_tasks(written)} in {w.turns} {'turn' if w.turns == 1 else 'turns'}, "
+        f"{w.borne_out} borne out by their own solutions and failures"
+    ]
     out += [f"refused, as it was told: {told.removeprefix('refused: ')}" for told in w.refusals]
     for reason, n in p.left_out.items():
         out.append(f"left out: {n} {_reason(reason, runs)}")
     if not p.ranked:
         return [*out, "kept no practice task; nothing was written"]
-    out.append(f"kept {len(p.ranked)} practice {_tasks(len(p.ranked))} the agent does not pass every time, ranked by "
-               "learnability 4·p·(1−p), p its pass rate (near p = 0.5 teaches most):")  # fmt: skip
+    out.append(
+        f"kept {len(p.ranked)} practice {_tasks(len(p.ranked))} the agent does not pass every time, ranked by "
+        "learnability 4·p·(1−p), p its pass rate (near p = 0.5 teaches most):"
+    )
     for r in p.ranked:
         out.append(f"  {r.task.name}  p = {r.passed}/{r.runs}  learnability {r.learnability:.2f}  {r.task.task}")
     out.append(f"wrote {done.path}")
-    out.append(f"choose changes on them beside the seal's: agentd improve run {profile} --proposer MODEL --practice {done.path}")
+    out.append(
+        f"choose changes on them beside the seal's: agentd improve run {profile} --proposer MODEL --practice {done.path}"
+    )
     return out
 
 
@@ -85,7 +110,13 @@ def _json(done: Practiced, runs: int) -> dict[str, Any]:
         "left_out": dict(p.left_out),
         "runs": runs,
         "kept": [
-            {"task": r.task.name, "asks": r.task.task, "passed": r.passed, "runs": r.runs, "learnability": r.learnability}
+            {
+                "task": r.task.name,
+                "asks": r.task.task,
+                "passed": r.passed,
+                "runs": r.runs,
+                "learnability": r.learnability,
+            }
             for r in p.ranked
         ],
         "ranked_by": "learnability 4·p·(1−p)",

@@ -35,12 +35,18 @@ from improver import (
 @click.command("mark")
 @click.argument("session")
 @click.option("--good/--bad", default=None, help="How the session went.")
-@click.option("--accept-judged", is_flag=True, help="Mark it as the judge proposed (agentd improve judge), accepted by your wallet.")
+@click.option(
+    "--accept-judged",
+    is_flag=True,
+    help="Mark it as the judge proposed (agentd improve judge), accepted by your wallet.",
+)
 @click.option("--note", default="", help="What went well or badly, for the record.")
 @click.option("--wallet", help="Sign the mark with this wallet (default: the profile's).")
 @json_option
 @pass_app
-def mark(app: App, session: str, good: bool | None, accept_judged: bool, note: str, wallet: str | None, as_json: bool) -> None:
+def mark(
+    app: App, session: str, good: bool | None, accept_judged: bool, note: str, wallet: str | None, as_json: bool
+) -> None:
     """Mark SESSION (any unique prefix of its id) as having gone well or badly, or as
     its judge proposed (--accept-judged: the mark is recorded as the judge's, accepted
     by the signing wallet, the judge's reason as its note).
@@ -55,7 +61,10 @@ def mark(app: App, session: str, good: bool | None, accept_judged: bool, note: s
     else:
         record = mark_session(app.home, session, bool(good), note, wallet)
     if as_json:
-        emit_json({"session": record.id, "outcome": record.mark, "note": note} | ({"by": f"judge:{proposal.model}"} if accept_judged else {}))
+        emit_json(
+            {"session": record.id, "outcome": record.mark, "note": note}
+            | ({"by": f"judge:{proposal.model}"} if accept_judged else {})
+        )
     else:
         click.echo(mark_line(record))
 
@@ -110,7 +119,9 @@ def harvest(app: App, profile: str, out: Path, simulate: str | None, as_json: bo
             }
         )
         return
-    click.echo(f"harvested {_n(len(done.harvest.taskset.tasks), 'task')} from {_n(done.harvest.sessions, 'session')} of profile {profile}")
+    click.echo(
+        f"harvested {_n(len(done.harvest.taskset.tasks), 'task')} from {_n(done.harvest.sessions, 'session')} of profile {profile}"
+    )
     counts = [
         _n(over["conversation"], "conversation"),
         f"{over['compacted']} compacted",
@@ -171,11 +182,23 @@ def _validation_lines(result: Validation) -> None:
 
 
 @click.command("env")
-@click.option("--tasks", "tasks_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The task set file.")
+@click.option(
+    "--tasks",
+    "tasks_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The task set file.",
+)
 @click.option("--case", "case", help="The name of the task to run as one episode over stdin and stdout.")
 @click.option("--serve", is_flag=True, help="Serve every task of the set as an OpenEnv environment instead.")
 @click.option("--host", default=DEFAULT_ENV_HOST, show_default=True, help="With --serve: the address to listen on.")
-@click.option("--port", default=DEFAULT_ENV_PORT, show_default=True, type=click.IntRange(0, 65535), help="With --serve: the port (0: any free one).")
+@click.option(
+    "--port",
+    default=DEFAULT_ENV_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="With --serve: the port (0: any free one).",
+)
 @click.option(
     "--max-sessions",
     default=MAX_ENV_SESSIONS,
@@ -194,7 +217,14 @@ def _validation_lines(result: Validation) -> None:
 )
 @pass_app
 def env(
-    app: App, tasks_file: Path, case: str | None, serve: bool, host: str, port: int, max_sessions: int, idle_seconds: float
+    app: App,
+    tasks_file: Path,
+    case: str | None,
+    serve: bool,
+    host: str,
+    port: int,
+    max_sessions: int,
+    idle_seconds: float,
 ) -> int:
     """Run tasks as episodes for a trainer: the policy being trained gives the model's
     turns; the reward is the share of the task's checks that held (or its rubric's
@@ -224,7 +254,10 @@ def env(
         return run_env(app.home_if_any(), tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
 
     def listening(address: str, taskset: TaskSet) -> None:
-        click.echo(f"serving {_n(len(taskset.tasks), 'task')} of profile {taskset.profile} as an OpenEnv environment on {address}", err=True)
+        click.echo(
+            f"serving {_n(len(taskset.tasks), 'task')} of profile {taskset.profile} as an OpenEnv environment on {address}",
+            err=True,
+        )
 
     serve_tasks(app.home_if_any(), tasks_file, host, port, max_sessions, idle_seconds, listening)
     return 0
@@ -232,7 +265,12 @@ def env(
 
 @click.command("export")
 @click.argument("profile")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="The directory to write (new or empty).")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The directory to write (new or empty).",
+)
 @click.option(
     "--validation",
     default=VALIDATION_SHARE,
@@ -249,7 +287,9 @@ def env(
 @click.option("--force", is_flag=True, help="Write into --out even when it is not empty, replacing the export's files.")
 @json_option
 @pass_app
-def export(app: App, profile: str, out: Path, validation: float, tasks_file: Path | None, force: bool, as_json: bool) -> None:
+def export(
+    app: App, profile: str, out: Path, validation: float, tasks_file: Path | None, force: bool, as_json: bool
+) -> None:
     """Write PROFILE's work out for a trainer: sft.jsonl (sessions that went well, in
     OpenAI's chat fine-tuning format), sft-validation.jsonl (held apart), tasks.json and
     environments.jsonl (tasks to reinforce in), groups.jsonl (each task's runs in the
@@ -283,7 +323,9 @@ def export(app: App, profile: str, out: Path, validation: float, tasks_file: Pat
     click.echo(f"  {SFT}: {_n(report.sft, 'session')} that went well")
     click.echo(f"  {SFT_VALIDATION}: {_n(report.held_apart, 'session')} held apart for validation")
     click.echo(f"  {TASKS}, {ENVIRONMENTS}: {_n(report.tasks, 'task')}")
-    click.echo(f"  {GROUPS}: {_n(report.groups, 'task')} with runs in the loop's archive ({report.flat_groups} with no signal)")
+    click.echo(
+        f"  {GROUPS}: {_n(report.groups, 'task')} with runs in the loop's archive ({report.flat_groups} with no signal)"
+    )
     click.echo("passed over: " + ", ".join(f"{report.passed_over[r]} {r}" for r in EXPORT_PASS_OVER))
     if report.not_good:
         click.echo(f"not in {SFT}: {_n(report.not_good, 'session')} that did not go well or whose outcome is unknown")

@@ -9,7 +9,8 @@ import os
 import re
 import sys
 
-messages = json.load(open(os.environ["AGENTD_TRANSCRIPT"]))
+with open(os.environ["AGENTD_TRANSCRIPT"]) as transcript:
+    messages = json.load(transcript)
 task = next(m["content"] for m in messages if m["role"] == "user")
 wanted = re.search(r"to ([\w-]+)\.?$", task.strip())
 payments = [

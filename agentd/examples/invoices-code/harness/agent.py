@@ -53,7 +53,9 @@ def main():
             return  # a provider's error or a limit: the harness knows, and ends the run
         message = reply["completion"]["message"]
         calls = message.get("tool_calls") or []
-        messages.append({"role": "assistant", "content": message.get("content"), **({"tool_calls": calls} if calls else {})})
+        messages.append(
+            {"role": "assistant", "content": message.get("content"), **({"tool_calls": calls} if calls else {})}
+        )
         if not calls:
             send("done", {"answer": message.get("content") or ""})
             return
