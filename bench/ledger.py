@@ -54,8 +54,18 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from ledger import MINT, TRANSFER, Entry, Ledger, RuleSet, State, Wallet, open_store, register_funds
-from ledger import snapshot as snapshots
+from ledger import (
+    MINT,
+    TRANSFER,
+    Entry,
+    Ledger,
+    RuleSet,
+    State,
+    Wallet,
+    open_store,
+    register_funds,
+    snapshot as snapshots,
+)
 from ledger.entry import PAYLOAD_TYPE, pae
 
 BATCH = 1000

@@ -183,112 +183,172 @@ __all__ = sorted(_SURFACE)
 __getattr__, __dir__ = lazy(__name__, _SURFACE)
 
 
-if TYPE_CHECKING:  # what a type checker and a reader see; nothing is imported at run time
-    from improver.base.clock import utc_now
-    from improver.base.digests import digest
-    from improver.base.errors import ImproverError
-    from improver.base.files import append_line, read_lines, write_atomic
+if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); nothing is imported at run time
+    from improver.base.clock import utc_now as utc_now
+    from improver.base.digests import digest as digest
+    from improver.base.errors import ImproverError as ImproverError
+    from improver.base.files import append_line as append_line, read_lines as read_lines, write_atomic as write_atomic
     from improver.base.protocol import (
-        ASK_PERSON_TOOL,
-        ENDINGS,
-        Agent,
-        Budget,
-        Case,
-        Completion,
-        Ending,
-        Episode,
-        EpisodeLimits,
-        LimitReached,
-        Model,
-        ModelMisconfigured,
-        ProviderError,
-        TokenUsage,
-        completion_from_json,
-        decode_line,
-        encode_line,
+        ASK_PERSON_TOOL as ASK_PERSON_TOOL,
+        ENDINGS as ENDINGS,
+        Agent as Agent,
+        Budget as Budget,
+        Case as Case,
+        Completion as Completion,
+        Ending as Ending,
+        Episode as Episode,
+        EpisodeLimits as EpisodeLimits,
+        LimitReached as LimitReached,
+        Model as Model,
+        ModelMisconfigured as ModelMisconfigured,
+        ProviderError as ProviderError,
+        TokenUsage as TokenUsage,
+        completion_from_json as completion_from_json,
+        decode_line as decode_line,
+        encode_line as encode_line,
     )
-    from improver.base.routes import Routes
-    from improver.base.variant import Variant
-    from improver.code.codeloop import CodeLoop, Workshop
-    from improver.code.git import apply_to, init_checkout
-    from improver.code.patchlimits import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, PatchLimits
-    from improver.code.release import KIND as RELEASE_KIND
-    from improver.code.release import Commands
-    from improver.code.release import Release as PublishedRelease
-    from improver.code.release import of_entry as published_release
-    from improver.code.release import releases as releases_of
-    from improver.decide.archive import Archive
-    from improver.decide.levels import TESTS
-    from improver.episodes.env import run_episode
-    from improver.episodes.harness import ModelFactory, RunResult
-    from improver.episodes.openenv import DEFAULT_HOST as DEFAULT_ENV_HOST
-    from improver.episodes.openenv import DEFAULT_PORT as DEFAULT_ENV_PORT
-    from improver.episodes.openenv import IDLE_SECONDS as ENV_IDLE_SECONDS
-    from improver.episodes.openenv import MAX_SESSIONS as MAX_ENV_SESSIONS
-    from improver.episodes.openenv import EnvServer, EnvSetup
-    from improver.episodes.openenv import address as env_address
-    from improver.episodes.openenv import listen as env_socket
-    from improver.episodes.validate import Validation
-    from improver.episodes.validate import validate as validate_tasks
-    from improver.loop.challenger import Challenger
-    from improver.loop.lineage import Lineage, improver_summary, summary
-    from improver.loop.practice import Practice, PracticeRequest, with_practice, write_practice
-    from improver.loop.practice import Runner as PracticeRunner
-    from improver.loop.rounds import BudgetTooSmall, Event, Interrupted, Loop, Stop
-    from improver.loop.writing import SealReached
-    from improver.meta.metaloop import KIND as IMPROVER_KIND
-    from improver.meta.metaloop import MetaLoop, Problem, check_problems, load_problem
-    from improver.seals.claims import ATTESTATION, attestation_of, release_claim_of
-    from improver.seals.claims import register as register_claims
+    from improver.base.routes import Routes as Routes
+    from improver.base.variant import Variant as Variant
+    from improver.code.codeloop import CodeLoop as CodeLoop, Workshop as Workshop
+    from improver.code.git import apply_to as apply_to, init_checkout as init_checkout
+    from improver.code.patchlimits import (
+        DEFAULT_ALLOW as DEFAULT_ALLOW,
+        MAX_FILES as MAX_FILES,
+        MAX_LINES as MAX_LINES,
+        PatchLimits as PatchLimits,
+    )
+    from improver.code.release import (
+        KIND as RELEASE_KIND,
+        Commands as Commands,
+        Release as PublishedRelease,
+        of_entry as published_release,
+        releases as releases_of,
+    )
+    from improver.decide.archive import Archive as Archive
+    from improver.decide.levels import TESTS as TESTS
+    from improver.episodes.env import run_episode as run_episode
+    from improver.episodes.harness import ModelFactory as ModelFactory, RunResult as RunResult
+    from improver.episodes.openenv import (
+        DEFAULT_HOST as DEFAULT_ENV_HOST,
+        DEFAULT_PORT as DEFAULT_ENV_PORT,
+        IDLE_SECONDS as ENV_IDLE_SECONDS,
+        MAX_SESSIONS as MAX_ENV_SESSIONS,
+        EnvServer as EnvServer,
+        EnvSetup as EnvSetup,
+        address as env_address,
+        listen as env_socket,
+    )
+    from improver.episodes.validate import Validation as Validation, validate as validate_tasks
+    from improver.loop.challenger import Challenger as Challenger
+    from improver.loop.lineage import Lineage as Lineage, improver_summary as improver_summary, summary as summary
+    from improver.loop.practice import (
+        Practice as Practice,
+        PracticeRequest as PracticeRequest,
+        Runner as PracticeRunner,
+        with_practice as with_practice,
+        write_practice as write_practice,
+    )
+    from improver.loop.rounds import (
+        BudgetTooSmall as BudgetTooSmall,
+        Event as Event,
+        Interrupted as Interrupted,
+        Loop as Loop,
+        Stop as Stop,
+    )
+    from improver.loop.writing import SealReached as SealReached
+    from improver.meta.metaloop import (
+        KIND as IMPROVER_KIND,
+        MetaLoop as MetaLoop,
+        Problem as Problem,
+        check_problems as check_problems,
+        load_problem as load_problem,
+    )
+    from improver.seals.claims import (
+        ATTESTATION as ATTESTATION,
+        attestation_of as attestation_of,
+        register as register_claims,
+        release_claim_of as release_claim_of,
+    )
     from improver.seals.seal import (
-        Seal,
-        SealRequest,
-        ShownTasks,
-        claim_body,
-        current_seal,
-        make_seal,
-        open_seal,
-        seals_of,
+        Seal as Seal,
+        SealRequest as SealRequest,
+        ShownTasks as ShownTasks,
+        claim_body as claim_body,
+        current_seal as current_seal,
+        make_seal as make_seal,
+        open_seal as open_seal,
+        seals_of as seals_of,
     )
-    from improver.seals.separation import LEFT_OUT, Separation, seal_claims
-    from improver.seals.settings import FILE as SETTINGS_FILE
-    from improver.seals.settings import Settings, load_settings, save_settings, settings_text
-    from improver.tasks.chat import text_of, transcript_problem
-    from improver.tasks.harvest import HARVEST_PASS_OVER, Harvest, Session
-    from improver.tasks.harvest import harvest as harvest_sessions
-    from improver.tasks.rubric import Rubric, parse_rubric
-    from improver.tasks.simuser import continued
-    from improver.tasks.task import MATCHES, Task, TaskSet, load_tasks, tool_schema
+    from improver.seals.separation import LEFT_OUT as LEFT_OUT, Separation as Separation, seal_claims as seal_claims
+    from improver.seals.settings import (
+        FILE as SETTINGS_FILE,
+        Settings as Settings,
+        load_settings as load_settings,
+        save_settings as save_settings,
+        settings_text as settings_text,
+    )
+    from improver.tasks.chat import text_of as text_of, transcript_problem as transcript_problem
+    from improver.tasks.harvest import (
+        HARVEST_PASS_OVER as HARVEST_PASS_OVER,
+        Harvest as Harvest,
+        Session as Session,
+        harvest as harvest_sessions,
+    )
+    from improver.tasks.rubric import Rubric as Rubric, parse_rubric as parse_rubric
+    from improver.tasks.simuser import continued as continued
+    from improver.tasks.task import (
+        MATCHES as MATCHES,
+        Task as Task,
+        TaskSet as TaskSet,
+        load_tasks as load_tasks,
+        tool_schema as tool_schema,
+    )
     from improver.train.export import (
-        ENVIRONMENTS,
-        EXPORT_PASS_OVER,
-        SFT,
-        SFT_VALIDATION,
-        TASKS,
-        VALIDATION_SHARE,
-        Export,
-        ExportRecord,
-        Transcript,
-        check_out_dir,
-        read_exported,
+        ENVIRONMENTS as ENVIRONMENTS,
+        EXPORT_PASS_OVER as EXPORT_PASS_OVER,
+        SFT as SFT,
+        SFT_VALIDATION as SFT_VALIDATION,
+        TASKS as TASKS,
+        VALIDATION_SHARE as VALIDATION_SHARE,
+        Export as Export,
+        ExportRecord as ExportRecord,
+        Transcript as Transcript,
+        check_out_dir as check_out_dir,
+        export as export_work,
+        read_exported as read_exported,
     )
-    from improver.train.export import export as export_work
-    from improver.train.groups import GROUPS
-    from improver.train.judge import Judged, Proposal, read_proposals, save_proposals
-    from improver.train.judge import judge as judge_sessions
-    from improver.train.passk import Evaluation, parse_ks, run_eval
-    from improver.trust.attest import Finding, load_sealed, recipe_for
-    from improver.trust.attest import Setup as AttestSetup
-    from improver.trust.attest import attest as attest_release
-    from improver.trust.audit import Report as LineageReport
-    from improver.trust.audit import check as check_lineage
-    from improver.trust.audit import check_improvers
-    from improver.trust.install import LEAST_BOND, Trust, install_release, undo_install
-    from improver.trust.install import Review as InstallReview
-    from improver.trust.install import installed as installed_release
-    from improver.trust.install import review as review_install
-    from improver.trust.intoto import ATTESTATION_PREDICATE, RELEASE_PREDICATE, BadStatement
-    from improver.trust.intoto import Verified as VerifiedStatement
-    from improver.trust.intoto import envelope as statement_envelope
-    from improver.trust.intoto import statement as statement_about
-    from improver.trust.intoto import verify as verify_statement
+    from improver.train.groups import GROUPS as GROUPS
+    from improver.train.judge import (
+        Judged as Judged,
+        Proposal as Proposal,
+        judge as judge_sessions,
+        read_proposals as read_proposals,
+        save_proposals as save_proposals,
+    )
+    from improver.train.passk import Evaluation as Evaluation, parse_ks as parse_ks, run_eval as run_eval
+    from improver.trust.attest import (
+        Finding as Finding,
+        Setup as AttestSetup,
+        attest as attest_release,
+        load_sealed as load_sealed,
+        recipe_for as recipe_for,
+    )
+    from improver.trust.audit import Report as LineageReport, check as check_lineage, check_improvers as check_improvers
+    from improver.trust.install import (
+        LEAST_BOND as LEAST_BOND,
+        Review as InstallReview,
+        Trust as Trust,
+        install_release as install_release,
+        installed as installed_release,
+        review as review_install,
+        undo_install as undo_install,
+    )
+    from improver.trust.intoto import (
+        ATTESTATION_PREDICATE as ATTESTATION_PREDICATE,
+        RELEASE_PREDICATE as RELEASE_PREDICATE,
+        BadStatement as BadStatement,
+        Verified as VerifiedStatement,
+        envelope as statement_envelope,
+        statement as statement_about,
+        verify as verify_statement,
+    )

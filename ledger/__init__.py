@@ -17,12 +17,15 @@ from ledger.bonds import (
     bonds_in,
     register_bonds,
 )
-from ledger.checkpoint import Checkpoint, CheckpointError, parse_vkey, vkey
-from ledger.checkpoint import parse as parse_checkpoint
-from ledger.checkpoint import verify as verify_checkpoint
-from ledger.cosignature import Cosignature
-from ledger.cosignature import claimed as claimed_cosignatures
-from ledger.cosignature import parse_vkey as parse_witness_vkey
+from ledger.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    parse as parse_checkpoint,
+    parse_vkey,
+    verify as verify_checkpoint,
+    vkey,
+)
+from ledger.cosignature import Cosignature, claimed as claimed_cosignatures, parse_vkey as parse_witness_vkey
 from ledger.entry import WALLET_ID, Entry, EntryError, pae
 from ledger.errors import DamagedStore, LedgerError, RuleViolation
 from ledger.export import export_line, read_copy, write_copy

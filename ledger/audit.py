@@ -24,9 +24,7 @@ from typing import Any
 
 import orjson
 
-from ledger import checkpoint as notes
-from ledger import cosignature, merkle, tiles
-from ledger import snapshot as snapshots
+from ledger import checkpoint as notes, cosignature, merkle, snapshot as snapshots, tiles
 from ledger.entry import Entry, leaf_hash
 from ledger.errors import LedgerError
 from ledger.fold import fold

@@ -25,8 +25,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ledger import merkle
-from ledger import snapshot as snapshots
+from ledger import merkle, snapshot as snapshots
 from ledger.entry import Entry
 from ledger.errors import VERIFY_HINT, LedgerError, RuleViolation
 from ledger.rules import GENESIS, REFUSAL, RuleSet, State

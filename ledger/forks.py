@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import checkpoint as notes
-from ledger import merkle
+from ledger import checkpoint as notes, merkle
 from ledger.checkpoint import Checkpoint
 from ledger.keys import b64
 from ledger.merkle import ProofError

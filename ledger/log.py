@@ -29,8 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import checkpoint as notes
-from ledger import merkle, tiles
+from ledger import checkpoint as notes, merkle, tiles
 from ledger.audit import VerifyReport, Witnessing, audit
 from ledger.entry import Entry, EntryError
 from ledger.errors import VERIFY_HINT, LedgerError, RuleViolation

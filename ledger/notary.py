@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ledger import checkpoint as notes
-from ledger import tiles
+from ledger import checkpoint as notes, tiles
 from ledger.errors import VERIFY_HINT, LedgerError
 from ledger.fold import Tip
 from ledger.keys import Wallet

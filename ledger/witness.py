@@ -28,8 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger import checkpoint as notes
-from ledger import cosignature
+from ledger import checkpoint as notes, cosignature
 from ledger.errors import LedgerError
 from ledger.forks import ForkProof
 from ledger.keys import Wallet, b64, open_key_file, read_key_file, write_key_file

@@ -59,22 +59,26 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from sandbox.choose import RUNNERS, configured_runner, limits_from, make_runner
-    from sandbox.escapes import PROBES, Probe, Verdict
-    from sandbox.escapes import check as check_escapes
-    from sandbox.git import GitError, run_git
-    from sandbox.host import HostResult, run_program, run_shell
-    from sandbox.python import python_request, shell_request
+    from sandbox.choose import (
+        RUNNERS as RUNNERS,
+        configured_runner as configured_runner,
+        limits_from as limits_from,
+        make_runner as make_runner,
+    )
+    from sandbox.escapes import PROBES as PROBES, Probe as Probe, Verdict as Verdict, check as check_escapes
+    from sandbox.git import GitError as GitError, run_git as run_git
+    from sandbox.host import HostResult as HostResult, run_program as run_program, run_shell as run_shell
+    from sandbox.python import python_request as python_request, shell_request as shell_request
     from sandbox.runner import (
-        Limits,
-        OutputLimit,
-        Process,
-        Request,
-        Result,
-        Runner,
-        SandboxError,
-        SandboxUnavailable,
-        Usage,
-        environment,
-        run_blocking,
+        Limits as Limits,
+        OutputLimit as OutputLimit,
+        Process as Process,
+        Request as Request,
+        Result as Result,
+        Runner as Runner,
+        SandboxError as SandboxError,
+        SandboxUnavailable as SandboxUnavailable,
+        Usage as Usage,
+        environment as environment,
+        run_blocking as run_blocking,
     )

@@ -24,8 +24,7 @@ from agentd.app.attest import RUNNER, Attested, AttestRequest, attest, expiry, p
 from agentd.app.bonds import challenge, post_bond, rule
 from agentd.app.code import CodeRequest, releases, run_code
 from agentd.app.examples import install_example
-from agentd.app.install import Installing, InstallRequest, install
-from agentd.app.install import undo as undo_install
+from agentd.app.install import Installing, InstallRequest, install, undo as undo_install
 from agentd.app.ledger import open_ledger
 from agentd.app.lineage import check_lineage
 from agentd.app.live import run_session

@@ -13,8 +13,7 @@ from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import check_name, profile_dir
-from improver import ImproverError, Lineage, LineageReport, check_improvers, open_seal
-from improver import check_lineage as check_kept
+from improver import ImproverError, Lineage, LineageReport, check_improvers, check_lineage as check_kept, open_seal
 
 
 def lineage_here(home: Home, profile: str) -> Lineage:

@@ -24,8 +24,7 @@ from typing import Any
 from agentd.app import killswitch
 from agentd.app.code import CodeRequest, run_code
 from agentd.app.loop import RunRequest, Stopper, run_improvement
-from agentd.app.schedules import CHALLENGER_COUNTS, require_code, schedule_section
-from agentd.app.schedules import record_run as keep_outcome
+from agentd.app.schedules import CHALLENGER_COUNTS, record_run as keep_outcome, require_code, schedule_section
 from agentd.app.seals import seal_tasks
 from agentd.app.tasks import exported, harvest_profile
 from agentd.errors import AgentdError

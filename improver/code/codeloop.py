@@ -33,8 +33,7 @@ from improver.base.variant import Variant
 from improver.code.coder import INSTRUCTIONS, Coded, code, messages_for
 from improver.code.git import clone_at, diff_of, files_of, holds, mirror, refused, source_commit
 from improver.code.patchlimits import PatchLimits, parse, refusal, summary_of
-from improver.code.release import KIND as RELEASE_KIND
-from improver.code.release import Commands, patch_digest, record, release_id, save
+from improver.code.release import KIND as RELEASE_KIND, Commands, patch_digest, record, release_id, save
 from improver.decide.archive import Archived
 from improver.decide.decision import Decision
 from improver.decide.stats import Comparison

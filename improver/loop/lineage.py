@@ -18,8 +18,7 @@ from improver.base.errors import ImproverError
 from improver.base.files import append_line, read_lines
 from improver.base.variant import Variant
 from improver.decide.stats import Comparison
-from improver.seals.claims import IMPROVEMENT as KIND
-from improver.seals.claims import RELEASE as RELEASE_KIND
+from improver.seals.claims import IMPROVEMENT as KIND, RELEASE as RELEASE_KIND
 from ledger import Ledger
 
 KINDS = (KIND, RELEASE_KIND)  # a kept line's claim: a kept lesson, or a release

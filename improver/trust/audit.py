@@ -16,11 +16,9 @@ from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.routes import Routes
-from improver.code.release import check as check_release
-from improver.code.release import release_id
+from improver.code.release import check as check_release, release_id
 from improver.loop.lineage import CLAIMED, KIND, KINDS, Lineage
-from improver.seals.claims import IMPROVER as IMPROVER_KIND
-from improver.seals.claims import RELEASE as RELEASE_KIND
+from improver.seals.claims import IMPROVER as IMPROVER_KIND, RELEASE as RELEASE_KIND
 from improver.seals.seal import Seal
 from ledger import Entry, Ledger, LedgerError
 

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 from sqlmodel import Session, select
 
-from agentd.app import demo as demo_module
-from agentd.app import seals as seals_module
+from agentd.app import demo as demo_module, seals as seals_module
 from agentd.app.demo import PROFILE, record_sessions
 from agentd.app.tasks import harvest_profile
 from agentd.home import Home

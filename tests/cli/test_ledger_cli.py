@@ -13,8 +13,7 @@ import sys
 
 from agentd.app.ledger import open_ledger
 from agentd.wallets import log_key
-from ledger import MINT, Wallet, merkle
-from ledger import checkpoint as notes
+from ledger import MINT, Wallet, checkpoint as notes, merkle
 from ledger.entry import Entry
 from tests.cli.test_wallet_cli import one_error_line
 

@@ -467,8 +467,7 @@ def test_the_kill_switch_is_checked_before_each_proposal(home: Home) -> None:
 
 
 def test_the_kill_switch_is_checked_before_each_run_of_a_trial(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentd.app import killswitch
-    from agentd.app import loop as app_loop
+    from agentd.app import killswitch, loop as app_loop
 
     sealed(home, wallet=None)
     started: list[str] = []  # the task of each run, as its first model call shows it

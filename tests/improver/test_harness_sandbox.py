@@ -16,8 +16,7 @@ from improver.base.variant import Variant
 from improver.episodes.harness import Command, RunResult, run_task
 from improver.seals.seal import make_canary
 from sandbox.choose import make_runner
-from sandbox.runner import Limits as SandboxLimits
-from sandbox.runner import SandboxUnavailable
+from sandbox.runner import Limits as SandboxLimits, SandboxUnavailable
 from tests.improver.candidatekit import program
 from tests.improver.taskkit import OPERATOR, ScriptedModel, paid_task, pays_right
 

@@ -9,8 +9,7 @@ from math import comb
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import Completion, ProviderError, TokenUsage

@@ -7,8 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
 from improver.base.errors import ImproverError

@@ -36,9 +36,9 @@ from ledger import (
     State,
     Wallet,
     merkle,
+    snapshot as snapshots,
     tiles,
 )
-from ledger import snapshot as snapshots
 from ledger.audit import check_row, check_rows
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import PAYLOAD_TYPE, leaf_hash, pae

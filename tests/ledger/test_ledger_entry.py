@@ -11,11 +11,19 @@ from pathlib import Path
 import orjson
 import pytest
 import rfc8785
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from ledger import Checkpoint, CheckpointError, Entry, EntryError, LedgerError, Wallet, canonical, checkpoint
-from ledger import entry as entry_module
+from ledger import (
+    Checkpoint,
+    CheckpointError,
+    Entry,
+    EntryError,
+    LedgerError,
+    Wallet,
+    canonical,
+    checkpoint,
+    entry as entry_module,
+)
 from ledger.audit import check_row
 from ledger.entry import PAYLOAD_TYPE, leaf_hash, pae
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from agentd.app.adopt import adopt as adopt_step
-from agentd.app.adopt import undo as undo_step
+from agentd.app.adopt import adopt as adopt_step, undo as undo_step
 from agentd.app.lineage import check_lineage, improvers_kept, lineage_here
 from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.seals import Sealed, seal_tasks
