@@ -160,7 +160,7 @@ _SURFACE: dict[str, str] = {
     "published_release": "code.release:of_entry",
     "attest_release": "trust.attest:attest",
     "load_sealed": "trust.attest",
-    "recipe_for": "trust.attest",
+    "recipe_for": "code.release",
     "ATTESTATION_PREDICATE": "trust.intoto",
     "RELEASE_PREDICATE": "trust.intoto",
     "BadStatement": "trust.intoto",
@@ -222,6 +222,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         Commands as Commands,
         Release as PublishedRelease,
         of_entry as published_release,
+        recipe_for as recipe_for,
         releases as releases_of,
     )
     from improver.decide.archive import Archive as Archive
@@ -331,7 +332,6 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         Setup as AttestSetup,
         attest as attest_release,
         load_sealed as load_sealed,
-        recipe_for as recipe_for,
     )
     from improver.trust.audit import Report as LineageReport, check as check_lineage, check_improvers as check_improvers
     from improver.trust.install import (

@@ -8,7 +8,9 @@ confirmation) is the kept line's and the claim's. Its patch is kept at
 its claim (`agent.release/v1`) is published. `check` holds a kept release to the two.
 
 `Release` is a release as the ledger publishes it, which whoever works from the ledger
-reads (`published`): an attester rebuilding it, an installer checking it.
+reads (`published`, `of_entry`): an attester rebuilding it, an installer checking it;
+a claim it cannot read, or whose id is not its commit and patch's, is refused there for
+both. `recipe_for` is what a challenge carries to rebuild it again.
 """
 
 from __future__ import annotations
@@ -65,20 +67,22 @@ class Release:
     @classmethod
     def of(cls, claim: str, publisher: str, body: dict[str, Any], seal: dict[str, Any]) -> Release:
         """From a release claim (its id, its author and its body) and the body of the
-        seal claim it names."""
+        seal claim it names; ImproverError when they are not a release with its seal, or
+        its id is not that of its commit and patch."""
         record = body.get("release")
         if not isinstance(record, dict):
             raise ImproverError(f"claim {claim} is not a release: it holds no release record")
         try:
             agent = Variant.from_json(record["agent"])
             files = record.get("files")
-            return cls(
-                record["release"],
+            rid, commit, patch, commands = _change(record)
+            release = cls(
+                rid,
                 claim,
                 publisher,
-                record["commit"],
-                record["patch"],
-                Commands(**record["commands"]),
+                commit,
+                patch,
+                commands,
                 tuple(files) if isinstance(files, list) else (),
                 Variant(agent.operator, agent.lessons, agent.models),
                 record,
@@ -91,6 +95,11 @@ class Release:
             raise ImproverError(
                 f"claim {claim} is not a release with its seal ({exc!r} is missing or malformed)"
             ) from None
+        # The ledger's rule refuses such a claim as it is appended; attester and installer
+        # alike hold to it on their own, whatever ledger the claim was read from.
+        if release_id(release.commit, release.patch) != release.id:
+            raise ImproverError(f"release {release.id} is not the id of its commit and patch")
+        return release
 
     def following(self, recipe: dict[str, Any]) -> Release:
         """The release as a challenge's recipe says to rebuild it: its commands; the
@@ -105,6 +114,21 @@ class Release:
             return replace(self, commands=Commands(**recipe["commands"]))
         except TypeError:
             raise ImproverError("the recipe's commands must be build, test and candidate") from None
+
+
+def _change(record: dict[str, Any]) -> tuple[str, str, str, Commands]:
+    """A release record's id, commit, patch digest and commands: what the ledger's rule
+    holds every release claim to. KeyError or TypeError when one is missing or malformed."""
+    return record["release"], record["commit"], record["patch"], Commands(**record["commands"])
+
+
+def recipe_for(body: dict[str, Any], tasks: str, runs: int) -> dict[str, Any]:
+    """How to rebuild the release agent.release/v1 claim `body` publishes and score it
+    `runs` times on the sealed tasks of digest `tasks`: what a challenge carries, and
+    `Release.following` reads back. Made from what the ledger's rule holds every release
+    claim to, so that any release on a ledger can be challenged with its recipe."""
+    rid, commit, patch, commands = _change(body["release"])
+    return dict(zip(RECIPE_FIELDS, (rid, commit, patch, tasks, commands.to_json(), runs), strict=True))
 
 
 def published(ledger: Ledger, release: str) -> Release:

@@ -203,7 +203,8 @@ def fisher_worse(
 
     x, n = np.asarray(change_passed), np.asarray(change_runs)
     total = x + np.asarray(current_passed)
-    return scipy_stats.hypergeom.cdf(x, n + np.asarray(current_runs), total, n)
+    p: NDArray[np.float64] = scipy_stats.hypergeom.cdf(x, n + np.asarray(current_runs), total, n)
+    return p
 
 
 # -- one change -------------------------------------------------------------------------

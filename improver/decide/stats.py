@@ -113,9 +113,10 @@ def better_beyond_chance(low: float) -> bool:
     return low > 0
 
 
-def passes(passed: ArrayLike, runs: ArrayLike) -> bool | NDArray[np.bool_]:
+def passes(passed: ArrayLike, runs: ArrayLike) -> np.bool_ | NDArray[np.bool_]:
     """A task is passed when more than half of its runs passed (elementwise on arrays)."""
-    return np.greater(2 * np.asarray(passed), np.asarray(runs))
+    passed_each: np.bool_ | NDArray[np.bool_] = np.greater(2 * np.asarray(passed), np.asarray(runs))
+    return passed_each
 
 
 def check_same_tasks(current: Mapping[str, Tally], change: Mapping[str, Tally]) -> None:
@@ -138,7 +139,7 @@ def _names(names: set[str], shown: int = 5) -> str:
 # -- Wilson and Newcombe ----------------------------------------------------------------
 
 
-def wilson_bounds(passed: ArrayLike, runs: ArrayLike, level: float) -> tuple[NDArray, NDArray]:
+def wilson_bounds(passed: ArrayLike, runs: ArrayLike, level: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Wilson's score interval for a pass rate, elementwise; no input checks."""
     x = np.asarray(passed, dtype=float)
     n = np.asarray(runs, dtype=float)
@@ -158,7 +159,7 @@ def wilson_bounds(passed: ArrayLike, runs: ArrayLike, level: float) -> tuple[NDA
 
 def newcombe_bounds(
     passed_a: ArrayLike, runs_a: ArrayLike, passed_b: ArrayLike, runs_b: ArrayLike, level: float
-) -> tuple[NDArray, NDArray]:
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Newcombe's hybrid score interval (method 10) for rate a - rate b, elementwise."""
     low_a, high_a = wilson_bounds(passed_a, runs_a, level)
     low_b, high_b = wilson_bounds(passed_b, runs_b, level)

@@ -470,15 +470,15 @@ async def _converse(process: Process, case: Case, episode: TaskEpisode) -> Candi
             await process.send(encode_line("user", {"content": reply}))
             continue
         if kind == "model":
-            reply = await _answer_model(payload, episode)
+            response = await _answer_model(payload, episode)
         elif kind == "tool":
-            reply = await _answer_tool(payload, episode)
+            response = await _answer_tool(payload, episode)
         else:
             episode.fault = f"sent {kind!r}, which the protocol does not have"
             return CandidateEnd("broken")
-        if reply is None:
+        if response is None:
             return CandidateEnd("broken")
-        await process.send(encode_line(*reply))
+        await process.send(encode_line(*response))
 
 
 async def _answer_model(payload: dict[str, Any], episode: TaskEpisode) -> tuple[str, dict[str, Any]] | None:

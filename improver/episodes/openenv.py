@@ -61,12 +61,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
+from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from improver.base.errors import ImproverError
-from improver.base.protocol import Agent, Completion, EpisodeLimits, TokenUsage
+from improver.base.protocol import DEFAULT_MAX_TOKENS, Agent, Completion, EpisodeLimits, TokenUsage
 from improver.base.variant import Variant
-from improver.episodes.env import DEFAULT_MAX_TOKENS, POLICY, POLICY_GRACE, checked_message, episode_models
+from improver.episodes.env import POLICY, POLICY_GRACE, checked_message, episode_models
 from improver.episodes.harness import EpisodeAborted, ModelFactory, RunResult, run_task
 from improver.tasks.task import Task, TaskSet
 
@@ -396,7 +397,7 @@ class EnvServer:
         connection = Connection(self)
         # One receive is kept waiting across the idle checks: waiting again on the same
         # one loses no frame that arrives as a check times out.
-        receiving: asyncio.Future[dict[str, Any]] | None = None
+        receiving: asyncio.Future[Message] | None = None
         idle = False
         try:
             while True:
@@ -579,7 +580,7 @@ def address(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _text(message: dict[str, Any]) -> str | None:
+def _text(message: Message) -> str | None:
     """A received WebSocket message's text (bytes read as UTF-8); None when it closed."""
     if message.get("type") == "websocket.disconnect":
         return None

@@ -128,7 +128,8 @@ def _release(state: State, entry: Entry) -> None:
     whose release names the commit, the patch's digest and the commands, and is the code
     its `after` names. It takes its place among the improvements, so either may follow it."""
     release = entry.body.get("release")
-    _require(isinstance(release, dict), "a release claim needs its release (commit, patch, commands)")
+    if not isinstance(release, dict):
+        raise RuleViolation("a release claim needs its release (commit, patch, commands)")
     commit, patch = release.get("commit"), release.get("patch")
     _require(isinstance(commit, str) and HEX40.fullmatch(commit), "release.commit must be a commit id in hex")
     _require(isinstance(patch, str) and HEX64.fullmatch(patch), "release.patch must be the patch's SHA-256 in hex")
@@ -162,7 +163,8 @@ def _attestation(state: State, entry: Entry) -> None:
     body = entry.body
     rid, claim = body.get("release"), body.get("release_claim")
     published = state.ns("releases").get(rid) if isinstance(rid, str) else None
-    _require(published is not None, f"release {rid} has no agent.release/v1 claim on the log to attest")
+    if published is None:
+        raise RuleViolation(f"release {rid} has no agent.release/v1 claim on the log to attest")
     _require(claim == published["claim"], f"release_claim must be release {rid}'s claim ({published['claim']})")
     _require(entry.author != published["author"], "a publisher cannot attest its own release")
     ids = {"commit": body.get("commit"), "patch": body.get("patch")}
@@ -175,12 +177,16 @@ def _attestation(state: State, entry: Entry) -> None:
     )
     for name in ATTESTATION_COUNTS:
         tally = body.get(name)
-        ok = isinstance(tally, dict) and _count(tally.get("passed")) and _count(tally.get("runs"))
         _require(
-            ok and 0 <= tally["passed"] <= tally["runs"], f"{name} must be {{passed, runs}} counts, passed at most runs"
+            isinstance(tally, dict)
+            and _count(tally.get("passed"))
+            and _count(tally.get("runs"))
+            and 0 <= tally["passed"] <= tally["runs"],
+            f"{name} must be {{passed, runs}} counts, passed at most runs",
         )
     expires = body.get("expires")
-    _require(isinstance(expires, str) and TIME.fullmatch(expires), "expires must be a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+    if not (isinstance(expires, str) and TIME.fullmatch(expires)):
+        raise RuleViolation("expires must be a UTC time (YYYY-MM-DDTHH:MM:SSZ)")
     _require(expires > entry.at, f"expires ({expires}) must come after the attestation is issued ({entry.at})")
     bond, adjudicator = body.get("bond"), body.get("adjudicator")
     _require(

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from improver.base.clock import utc_now
 from improver.base.digests import digest
@@ -52,6 +52,7 @@ from improver.tasks.task import Task, TaskSet, load_tasks, parse_set
 FORMAT = 1
 ID_LENGTH = 16
 CODE_WORDS = ("kestrel", "osprey", "heron", "plover", "curlew", "merlin", "avocet", "dunlin")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ class Seal:
 
         self._update(note)
 
-    def _update(self, change: Callable[[SealState], tuple[SealState, Any]]) -> Any:
+    def _update(self, change: Callable[[SealState], tuple[SealState, T]]) -> T:
         with holding(self.path):
             data, _terms, state = _read(self.path)
             new, result = change(state)
@@ -217,7 +218,8 @@ def is_canary(task: Task) -> bool:
 
 
 def code_word(canary: Task) -> str:
-    return next(c["text"] for c in canary.checks if c["check"] == "says")
+    word: str = next(c["text"] for c in canary.checks if c["check"] == "says")
+    return word
 
 
 def open_seal(path: Path) -> Seal:

@@ -105,7 +105,8 @@ def holds(check: dict[str, Any], checks: list[dict[str, Any]], tools: list[dict[
     if kind == "asks":
         return run.ended == "asked"
     if kind == "makes":
-        return _made(run).get(_key(check), 0) >= check.get("times", 1)
+        times: int = check.get("times", 1)
+        return _made(run).get(_key(check), 0) >= times
     if kind == "calls":
         return any(c.tool == check["tool"] for c in run.calls)
     if kind == "no_other_changes":

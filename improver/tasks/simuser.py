@@ -71,7 +71,7 @@ def instructions(user: SimulatedUser, task: str) -> str:
     )
 
 
-def user_view(user: SimulatedUser, task: str, turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def user_view(user: SimulatedUser, task: str, turns: Sequence[tuple[str, str | None]]) -> list[dict[str, Any]]:
     """The conversation as the simulated user's model sees it: its instructions (with the
     person's first message), then each (agent's answer, person's reply) in turn, the
     agent's side in the "user" role and the person's in the "assistant" role."""
@@ -124,7 +124,7 @@ def continued(messages: list[dict[str, Any]], reply: str) -> list[dict[str, Any]
     question to a person is answered as that tool call's result; a finished answer, by
     the next user message."""
     after = list(messages[2:])
-    last = next((m for m in reversed(after) if m["role"] == "assistant"), {})
+    last: dict[str, Any] = next((m for m in reversed(after) if m["role"] == "assistant"), {})
     asked = [c for c in (last.get("tool_calls") or []) if c["function"]["name"] == ASK_PERSON_TOOL]
     if asked:
         return [*after, {"role": "tool", "tool_call_id": asked[0]["id"], "content": reply}]

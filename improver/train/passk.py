@@ -125,7 +125,7 @@ def evaluate(result: TrialResult, ks: Sequence[int]) -> Evaluation:
         runs=result.runs,
         ks=tuple(ks),
         tasks=tasks,
-        pass_at={k: _mean([t.pass_at[k] for t in tasks if t.pass_at[k] is not None]) for k in ks},
+        pass_at={k: _mean([p for t in tasks if (p := t.pass_at[k]) is not None]) for k in ks},
         left_out={k: sum(1 for t in tasks if t.pass_at[k] is None) for k in ks},
         mean_reward=_mean(every),
         best_of_n=_mean(bests),

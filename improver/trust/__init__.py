@@ -12,7 +12,6 @@ from improver.base.faces import lazy
 _SURFACE = {
     "Finding": "attest",
     "load_sealed": "attest",
-    "recipe_for": "attest",
     "Setup": "attest",
     "check": "audit",
     "check_improvers": "audit",

@@ -10,8 +10,9 @@ candidates on the sealed tasks, R runs of each, by the attester's harness; and t
 decision the loop kept it by (`improver.loop.rounds.decided`, at the seal's level and with its
 test) says whether it holds up. A canary passed, or its code word said, means it does not.
 
-A challenge's rebuild recipe (`recipe_for`) names the same things, so a challenger or an
-adjudicator reruns it through the same function.
+A challenge's rebuild recipe (improver/code/release.py's `recipe_for`, read back by
+`Release.following`) names the same things, so a challenger or an adjudicator reruns it
+through the same function.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from improver.base.locks import holding
 from improver.base.protocol import EpisodeLimits
 from improver.base.variant import Variant
 from improver.code.codeloop import Workshop
-from improver.code.release import Release, patch_digest, release_id
+from improver.code.release import Release, patch_digest
 from improver.decide import codewords
 from improver.decide.decision import SEALED, Outcome, Rule
 from improver.decide.stats import Comparison
@@ -39,20 +40,6 @@ from improver.tasks.task import Task, TaskSet, parse_set
 from sandbox import Runner
 
 RUNS = 4
-
-
-def recipe_for(release_body: dict[str, Any], tasks_digest: str, runs: int) -> dict[str, Any]:
-    """How to rebuild and score a release again: what a challenge carries as its recipe.
-    `release_body` is the agent.release/v1 claim's body (or the release record in it)."""
-    record = release_body.get("release") if isinstance(release_body.get("release"), dict) else release_body
-    return {
-        "release": record["release"],
-        "commit": record["commit"],
-        "patch": record["patch"],
-        "tasks": tasks_digest,
-        "commands": dict(record["commands"]),
-        "runs": runs,
-    }
 
 
 def load_sealed(path: Path) -> TaskSet:
@@ -126,14 +113,13 @@ class Finding:
 
 
 def check_handed(release: Release, patch: bytes, tasks: TaskSet) -> None:
-    """ImproverError when the patch or the sealed tasks are not the ones the ledger names."""
+    """ImproverError when the patch or the sealed tasks are not the ones the ledger names
+    (the release itself was held to its id as it was read: `Release.of`)."""
     if patch_digest(patch) != release.patch:
         raise ImproverError(
             f"the patch's SHA-256 ({patch_digest(patch)[:16]}) is not release {release.id}'s ({release.patch[:16]}): "
             "give --patch the patch it published"
         )
-    if release_id(release.commit, release.patch) != release.id:
-        raise ImproverError(f"release {release.id} is not the id of its commit and patch")
     if tasks.digest != release.sealed_digest:
         raise ImproverError(
             f"the sealed tasks' digest ({tasks.digest[:16]}) is not the one the release's seal published "

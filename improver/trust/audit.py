@@ -17,8 +17,8 @@ from typing import Any
 from improver.base.errors import ImproverError
 from improver.base.routes import Routes
 from improver.code.release import check as check_release, release_id
-from improver.loop.lineage import CLAIMED, KIND, KINDS, Lineage
-from improver.seals.claims import IMPROVER as IMPROVER_KIND, RELEASE as RELEASE_KIND
+from improver.loop.lineage import CLAIMED, KINDS, Lineage
+from improver.seals.claims import IMPROVEMENT as KIND, IMPROVER as IMPROVER_KIND, RELEASE as RELEASE_KIND
 from improver.seals.seal import Seal
 from ledger import Entry, Ledger, LedgerError
 
@@ -115,6 +115,7 @@ def _check_kept(
         return f"the seal it names, claim {str(line['seal_claim'])[:16]}, is not on the ledger"
     if seal_entry.kind != "agent.seal/v1" or seal_entry.body.get("seal") != line["seal"]:
         return f"claim {line['seal_claim'][:16]} is not the publication of seal {line['seal']}"
+    assert seal_entry.pulse is not None and entry.pulse is not None  # entries read back from the log carry their Pulse
     if seal_entry.pulse >= entry.pulse:
         return f"its seal was published at Pulse {seal_entry.pulse}, not before the change (Pulse {entry.pulse})"
     used[line["seal_claim"]] = seal_entry

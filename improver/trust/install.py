@@ -163,27 +163,23 @@ def check_commit(checkout: Path, release: Release) -> Check:
 
 def weigh(state: State, release: Release, claims: tuple[str, ...], trust: Trust, now: str) -> list[Weighed]:
     """Each attestation given, and whether it counts for the installer's rules."""
-    weighed = []
-    for claim in claims:
-        found = attestation_of(state, claim)
-        author = found["author"] if found else None
-        why = _why_not(state, release, claim, found, trust, now)
-        counts = why is None
-        if counts:
-            why = f"counts: by verifier {trust.wallet(str(author))}" + (
-                _on_bond(state, found, trust) if trust.bonded else ""
-            )
-        weighed.append(Weighed(claim, author, counts, str(why)))
-    return weighed
+    return [_weighed(state, release, claim, trust, now) for claim in claims]
 
 
-def _why_not(
-    state: State, release: Release, claim: str, found: dict[str, Any] | None, trust: Trust, now: str
-) -> str | None:
+def _weighed(state: State, release: Release, claim: str, trust: Trust, now: str) -> Weighed:
+    found = attestation_of(state, claim)
+    if found is None:
+        return Weighed(claim, None, False, f"not counted: not an {ATTESTATION} claim")
+    why = _why_not(state, release, claim, found, trust, now)
+    if why is not None:
+        return Weighed(claim, found["author"], False, why)
+    bonded = _on_bond(state, found, trust) if trust.bonded else ""
+    return Weighed(claim, found["author"], True, f"counts: by verifier {trust.wallet(found['author'])}{bonded}")
+
+
+def _why_not(state: State, release: Release, claim: str, found: dict[str, Any], trust: Trust, now: str) -> str | None:
     """Why the attestation does not count, or None. Past whom it is by and what it is
     about, every reason is given, so a refusal names all that would have to change."""
-    if found is None:
-        return f"not counted: not an {ATTESTATION} claim"
     if found["release"] != release.id:
         return f"not counted: about release {found['release']}, not {release.id}"
     if found["author"] == release.publisher:  # the ledger's rule refuses these; an install holds to it on its own
