@@ -44,6 +44,7 @@ from ledger.keys import (
 from ledger.log import Imported, Ledger
 from ledger.merkle import ProofError
 from ledger.proofs import ConsistencyProof, InclusionProof
+from ledger.reading import LedgerReader
 from ledger.receipts import CheckpointPolicy, Promise, Receipt
 from ledger.remote import RemoteRecorder
 from ledger.rules import GENESIS, MAX_CENTS, MINT, TRANSFER, Rule, RuleSet, State, register_funds
@@ -81,6 +82,7 @@ __all__ = [
     "KeyFileExists",
     "Ledger",
     "LedgerError",
+    "LedgerReader",
     "Problem",
     "Promise",
     "ProofError",

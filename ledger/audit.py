@@ -437,9 +437,8 @@ def check_rows(rows: list[tuple[bytes, bytes]]) -> bytes | list[Fields | str]:
 
 
 def _rebuilt(rows: list[Row], checked: bytes | list[Fields | str]) -> list[Entry | str]:
-    if isinstance(checked, bytes):
-        checked = orjson.loads(checked)
-    return [c if isinstance(c, str) else Entry(row.raw, *c, row.leaf) for row, c in zip(rows, checked, strict=False)]
+    fields: list[Fields | str] = orjson.loads(checked) if isinstance(checked, bytes) else checked
+    return [c if isinstance(c, str) else Entry(row.raw, *c, row.leaf) for row, c in zip(rows, fields, strict=False)]
 
 
 def _pool(jobs: int) -> Any:

@@ -260,7 +260,7 @@ def _ruling(state: State, entry: Entry) -> None:
 
 
 def _bond(state: State, bond_id: Any, field: str) -> dict[str, Any]:
-    bond = state.ns("bonds").get(bond_id) if isinstance(bond_id, str) else None
+    bond: dict[str, Any] | None = state.ns("bonds").get(bond_id) if isinstance(bond_id, str) else None
     if bond is None:
         raise RuleViolation(f"{field} {bond_id} is no bond on the log: post one with bond.post/v1 first")
     return bond

@@ -73,5 +73,6 @@ def plain(value: Any) -> bool:
 def _plain_scalar(value: Any) -> bool:
     kind = type(value)
     if kind is int:
-        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+        number: int = value
+        return -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER
     return kind is str or kind is bool or value is None

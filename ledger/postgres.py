@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import psycopg
+from psycopg.rows import TupleRow
 
 from ledger.errors import DamagedStore, LedgerError
 from ledger.sql import INSERT_COLUMNS, SqlRecorder, claim_key
@@ -51,6 +52,7 @@ class PostgresRecorder(SqlRecorder):
     param = "%s"
     integrity_error = psycopg.IntegrityError
     driver_error = psycopg.Error
+    _conn: psycopg.Connection[TupleRow]
 
     def __init__(self, url: str) -> None:
         try:
@@ -87,7 +89,7 @@ class PostgresRecorder(SqlRecorder):
         sql = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
         return {r[0] for r in self._fetch(sql)}
 
-    def _cursor(self) -> psycopg.Cursor:
+    def _cursor(self) -> psycopg.Cursor[TupleRow]:
         return self._conn.cursor()
 
     def _lock_clause(self) -> str:

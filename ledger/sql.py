@@ -197,7 +197,8 @@ class SqlRecorder(ABC):
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
-            return self._conn.execute(self._sql(sql), params).fetchall()
+            rows: list[Any] = self._conn.execute(self._sql(sql), params).fetchall()
+            return rows
         except self.driver_error as exc:
             raise self._failure(exc) from None
 
@@ -251,7 +252,7 @@ class SqlTransaction:
         self._r._execute_many(
             "INSERT INTO ledger_tiles (level, idx, hashes) VALUES (?, ?, ?) "
             "ON CONFLICT (level, idx) DO UPDATE SET hashes = excluded.hashes",
-            tiles,
+            [(t.level, t.index, t.hashes) for t in tiles],
         )
         self._r._execute("UPDATE ledger_head SET size = ?, root = ? WHERE id = 1", [head.size, head.root])
         self.head = head

@@ -16,7 +16,7 @@ height 8, a proof hashes up to 255 nodes a level, and its cost doubles from 10,0
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from ledger import merkle
 from ledger.errors import VERIFY_HINT, LedgerError
@@ -26,7 +26,8 @@ WIDTH = 1 << HEIGHT
 HASH = merkle.HASH_SIZE
 
 
-class Tile(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Tile:
     level: int
     index: int
     hashes: bytes  # up to WIDTH hashes, 32 bytes each

@@ -17,15 +17,23 @@ says what to install.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, Protocol
 
 from sandbox.bubblewrap import BubblewrapRunner
 from sandbox.container import DockerRunner
 from sandbox.runner import Limits, MiB, Runner, SandboxUnavailable
 
-RUNNERS = {"bwrap": BubblewrapRunner, "docker": DockerRunner}
+
+class Checked(Runner, Protocol):
+    """A runner that can tell, before anything runs, whether it works here."""
+
+    def check(self) -> None:
+        """SandboxUnavailable, saying what to install, when it cannot run here."""
+
+
+RUNNERS: dict[str, Callable[[Limits], Checked]] = {"bwrap": BubblewrapRunner, "docker": DockerRunner}
 IN_MB = {
     "memory_mb": "memory_bytes",
     "file_mb": "file_bytes",

@@ -48,8 +48,9 @@ class DockerRunner:
         # so that many runs at once never starve the kills that end them.
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-docker")
 
+    # The docker SDK ships no types: its client and containers are Any here.
     @cached_property
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self) -> Any:
         try:
             import docker
         except ImportError:
@@ -140,7 +141,7 @@ class DockerRunner:
         raw.setblocking(False)
         return raw
 
-    def _remove(self, container) -> None:  # type: ignore[no-untyped-def]
+    def _remove(self, container: Any) -> None:
         import docker.errors
 
         with contextlib.suppress(docker.errors.NotFound):
@@ -170,7 +171,7 @@ class DockerRunner:
 
 
 class DockerProcess(Started):
-    def __init__(self, runner: DockerRunner, container, sock: socket.socket, limits: Limits) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, runner: DockerRunner, container: Any, sock: socket.socket, limits: Limits) -> None:
         super().__init__(limits)
         self.runner = runner
         self.container = container

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from sandbox.python import python_request
 from sandbox.runner import Limits, MiB, Result, Runner, run
@@ -73,6 +74,7 @@ def walk(top, seconds=5.0):
             yield os.path.join(root, name)
 """
 ARCH = {"x86_64": {"ptrace": 101, "mount": 165, "unshare": 272}, "aarch64": {"ptrace": 117, "mount": 40, "unshare": 97}}
+Found = dict[str, Any]  # what a probe reported: the JSON object of its last line
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,7 @@ def attempt(runner: Runner, bait: Bait, body: str, limits: Limits = LIMITS, **ex
     return asyncio.run(run(runner, request))
 
 
-def findings(result: Result) -> dict:
+def findings(result: Result) -> Found:
     """The last line the probe reported (what it managed), or nothing."""
     for line in reversed(result.stdout.decode(errors="replace").splitlines()):
         with contextlib.suppress(ValueError):
@@ -452,7 +454,7 @@ report(**outcome)
 
 
 def _limit_probe(
-    body: str, limit: str, tries: int, kept: Callable[[Result, dict], bool]
+    body: str, limit: str, tries: int, kept: Callable[[Result, Found], bool]
 ) -> Callable[[Runner, Bait], Verdict]:
     def judge(runner: Runner, bait: Bait) -> Verdict:
         result = attempt(runner, bait, body, tries=tries)
@@ -477,7 +479,7 @@ def _writes(*targets: str) -> Callable[[Runner, Bait], Verdict]:
 
 
 def _refused(
-    body: str, key: str, success: Callable[[dict], bool], connects: bool = False
+    body: str, key: str, success: Callable[[Found], bool], connects: bool = False
 ) -> Callable[[Runner, Bait], Verdict]:
     def judge(runner: Runner, bait: Bait) -> Verdict:
         heard = len(bait.connections)
@@ -526,14 +528,15 @@ def _harnessed(runner: Runner, bait: Bait, body: str, tty: bool) -> tuple[subpro
     ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     controller: int | None = None
-    stdin: int | None = subprocess.DEVNULL
+    terminal: int | None = None
     if tty:
         controller, terminal = os.openpty()
-        stdin = terminal  # the harness's controlling terminal: it opens it as a session leader
         env["AGENTD_PROBE_TTY"] = os.ttyname(terminal)
+    # The terminal is the harness's controlling terminal: it opens it as a session leader.
+    stdin = subprocess.DEVNULL if terminal is None else terminal
     harness = subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, env=env, start_new_session=True)
-    if tty:
-        os.close(stdin)  # type: ignore[arg-type]
+    if terminal is not None:
+        os.close(terminal)
     assert harness.stdout
     line = harness.stdout.readline().decode(errors="replace")
     if controller is not None:
@@ -587,7 +590,7 @@ def _running(marker: str) -> list[int]:
     return found
 
 
-def _output(result: Result, found: dict) -> bool:
+def _output(result: Result, found: Found) -> bool:
     return result.why == "output" and len(result.stdout) <= LIMITS.output_bytes
 
 

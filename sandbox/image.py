@@ -15,6 +15,7 @@ import io
 import os
 import tarfile
 from pathlib import Path
+from typing import Any
 
 REPOSITORY = "agentd-sandbox"
 # /sbin is a directory of its own: the engine mounts its init there.
@@ -49,7 +50,7 @@ def tag_for(data: bytes) -> str:
     return f"{REPOSITORY}:{hashlib.sha256(data).hexdigest()[:16]}"
 
 
-def ensure_image(client) -> str:  # type: ignore[no-untyped-def]
+def ensure_image(client: Any) -> str:  # a docker SDK client, which ships no types
     """The image's tag, imported first if the engine does not have it yet."""
     import docker.errors
 
