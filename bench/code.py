@@ -35,7 +35,7 @@ from timing import Stopwatch
 
 import improver.code.codeloop
 import improver.episodes.harness
-import improver.loop.rounds
+import improver.loop.running
 from agentd.app.code import CodeRequest, run_code
 from agentd.app.demo import CODE, CODE_BUILD, CODE_CANDIDATE, CODE_TEST, record_sessions
 from agentd.app.examples import install_example
@@ -127,7 +127,7 @@ def one_run(home: Home, source: Path) -> tuple[float, Stopwatch, int, list[str]]
             watch.wrap(improver.code.codeloop, "diff_of", "diff")
             watch.wrap(improver.code.codeloop, "refusal", "limits")
             watch.wrap(improver.code.codeloop, "code", "coder")
-            watch.wrap(improver.loop.rounds, "run_trials", "trials")
+            watch.wrap(improver.loop.running, "run_trials", "trials")
             watch.wrap(improver.episodes.harness, "attempt_task", "episode")
             watch.wrap(ScriptModel, "complete", "model")
             for name in STATS:

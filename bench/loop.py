@@ -55,7 +55,10 @@ from decisions import FAMILY_SEALS, PRIORS, family_false_keep, kept_rate
 from timing import Stopwatch
 
 import improver.episodes.harness
+import improver.loop.challenging
 import improver.loop.rounds
+import improver.loop.running
+import improver.loop.screening
 from agentd.app.examples import install_example
 from agentd.app.live import run_session
 from agentd.app.loop import RunRequest, run_improvement
@@ -70,7 +73,8 @@ from improver.decide import stats
 from improver.decide.archive import Archive
 from improver.decide.decision import BASELINE_FACTOR
 from improver.loop.lineage import Lineage
-from improver.loop.rounds import Event, Loop
+from improver.loop.record import Event
+from improver.loop.rounds import Loop
 from improver.seals.seal import Seal, SealRequest
 from ledger import Wallet, write_key_file
 from ledger.log import Ledger
@@ -194,14 +198,14 @@ def timed_round(home: Home, challenger: str | None = None) -> Round:
     )
     with Stopwatch() as watch:
         watch.wrap(Loop, "run", "round")
-        watch.wrap(improver.loop.rounds, "run_trials", "trials")
+        watch.wrap(improver.loop.running, "run_trials", "trials")
         watch.wrap(improver.episodes.harness, "attempt_task", "run")
         watch.wrap(improver.episodes.harness, "score_run", "checks")
         watch.wrap(ScriptModel, "complete", "model")
         watch.wrap(improver.loop.rounds, "messages_for", "proposer")
         watch.wrap(improver.loop.rounds, "propose", "proposer")
-        watch.wrap(improver.loop.rounds, "turned_down", "gates")
-        watch.wrap(improver.loop.rounds, "write_variants", "challenger")
+        watch.wrap(improver.loop.screening, "turned_down", "gates")
+        watch.wrap(improver.loop.challenging, "write_variants", "challenger")
         for name in STATS:
             watch.wrap(stats, name, "stats")
         watch.wrap(Ledger, "append", "ledger")

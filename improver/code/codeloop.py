@@ -6,11 +6,11 @@ any release this run kept). The copy is checked and diffed in a fresh clone
 tested in the sandbox on another fresh clone with the patch applied (the tree writable
 for the build alone: the test sees it read-only, as the candidate does), and the built tree
 becomes a candidate program run in the sandbox, read-only, with no network. From there
-on the change is the loop's like any other (improver/loop/rounds.py): staged trials, the
+on the change is judged as a lesson is (improver/loop/judging.py): staged trials, the
 screen on the tasks to choose on, the confirmation on the sealed tasks at the seal's
-level, losing no task, errored runs not judged, the kill switch, SIGTERM, the archive
-and the lock. A kept change is a release (improver/code/release.py), published as
-`agent.release/v1`.
+level, losing no task, errored runs not judged; the kill switch and SIGTERM stop it as
+they stop any trial, build or coder (improver/loop/running.py). A kept change is a
+release (improver/code/release.py), published as `agent.release/v1`.
 
 The harness never runs anything the copy holds: the copy is only read as files, and
 what runs is built from a clone agentd made and a patch git applied.
@@ -18,31 +18,38 @@ what runs is built from a clone agentd made and a patch git applied.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from improver.base.errors import ImproverError
-from improver.base.protocol import ProviderError
+from improver.base.protocol import ProviderError, TokenUsage
 from improver.base.routes import Routes
 from improver.base.variant import Variant
 from improver.code.coder import INSTRUCTIONS, Coded, code, messages_for
 from improver.code.git import clone_at, diff_of, files_of, holds, mirror, refused, source_commit
 from improver.code.patchlimits import PatchLimits, parse, refusal, summary_of
-from improver.code.release import KIND as RELEASE_KIND, Commands, patch_digest, record, release_id, save
-from improver.decide.archive import Archived
-from improver.decide.decision import Decision
-from improver.decide.stats import Comparison
+from improver.code.release import (
+    KIND as RELEASE_KIND,
+    Commands,
+    patch_digest,
+    record as release_record,
+    release_id,
+    save,
+)
 from improver.episodes.harness import Candidate, Command
-from improver.loop.proposer import Proposal
-from improver.loop.rounds import Interrupted, Loop, Stop
+from improver.loop.gates import SealedText
+from improver.loop.given import Given, judge_on
+from improver.loop.judging import say_baseline
+from improver.loop.keeping import Claimed, Publish
+from improver.loop.proposer import Proposal, failed_of, tried_of
+from improver.loop.record import Record, Verdict
+from improver.loop.running import Stop, check_proposal, run_rounds
 from sandbox import Limits, Result, Runner, SandboxError, shell_request
 
-T = TypeVar("T")
+BUSY = "a build, a test or the coder"  # what a stop request cancels outside a trial
 TAIL_LINES = 8  # of a failed build's or test's output, in its refusal
 COMMAND_LINES = 40  # of a coder's command's output, in the tool's answer
 COMMAND_LIMITS = Limits(wall_seconds=60.0, cpu_seconds=60, processes=32)  # a coder's command
@@ -142,170 +149,157 @@ class Workshop:
 
 
 def _tail(result: Result) -> str:
-    lines = (result.stdout + result.stderr).decode(errors="replace").strip().splitlines()[-TAIL_LINES:]
-    return (": " + " | ".join(line.strip() for line in lines if line.strip())) if lines else ""
+    lines = result.tail(TAIL_LINES)  # printable only: the line reaches an operator's terminal
+    return (": " + " | ".join(lines)) if lines else ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Built:
+    """A change built: the tree its candidate runs from, its patch and what the coder said it does."""
+
     tree: Path
     patch: bytes
     summary: str
 
 
-class CodeLoop(Loop):
-    """The loop, its changes code: a coder writes them and a built program runs them.
-    Everything from trying a change to keeping it is Loop's own. Its `apply` must be
-    None (that makes lessons a profile's); `apply_patch` applies a kept release's patch."""
+@dataclass(kw_only=True)
+class CodeLoop(Given):
+    """The code loop: a coder's changes to the code, each built into a program that runs
+    as the agent, judged as the lesson loop judges lessons (improver.loop.judging); a
+    kept change is a release, and `apply_patch` applies its patch to the source."""
 
-    def __init__(
-        self,
-        workshop: Workshop,
-        routes: Routes,
-        limits_of_patch: PatchLimits,
-        apply_patch: Callable[[bytes], None] | None = None,
-        **loop: Any,
-    ) -> None:
-        self.workshop, self.routes, self.limits_of_patch, self.apply_patch = (
-            workshop,
-            routes,
-            limits_of_patch,
-            apply_patch,
+    workshop: Workshop
+    routes: Routes
+    limits_of_patch: PatchLimits
+    apply_patch: Callable[[bytes], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.built: dict[str, Built] = {}  # by variant id: the code as it stands, and this round's change
+        keeper = KeptRelease(self.profile, self.workshop, self.routes, self.built, self.publish, self.apply_patch)
+        self.judge = judge_on(self, self._candidate, CodeWords(), keeper)
+        self.trials, self.record = self.judge.trials, self.judge.verdicts.record
+        self.stopped: Stop | None = None  # why the last run stopped early, if it did
+
+    @property
+    def used(self) -> TokenUsage:
+        return self.trials.used
+
+    def request_stop(self) -> None:
+        """Called from a signal handler: the loop stops at the next step it can."""
+        self.trials.request_stop()
+
+    async def run(self, rounds: int) -> None:
+        self.stopped = await run_rounds(
+            self.record, self.trials, self._baseline, self._round, rounds, self.archive.save
         )
-        self.built: dict[str, Built] = {}
-        self.release: dict[str, Any] | None = None  # the release being kept, for its claim
-        super().__init__(**loop)
-        self.publish_claim, self.publish = self.publish, (self._publish_release if self.publish else None)
 
-    def candidate(self, variant: Variant) -> Candidate:
+    def _candidate(self, variant: Variant) -> Candidate:
         return self.workshop.candidate(self.built[variant.id].tree)
 
     async def _baseline(self) -> None:
+        """The code as it stands, built and measured; said whether measured now or found in
+        the archive, since no round's line repeats it."""
         commit = self.workshop.commit
-        tree, why = await self._unless_stopped(self.workshop.built(b""))
+        tree, why = await self.trials.unless_stopped(self.workshop.built(b""), BUSY)
         if tree is None:
             raise Stop(f"the code as it stands (commit {commit[:12]}) cannot be scored: {why}")
         self.built[self.current.id] = Built(tree, b"", "the code as it stands")
-        await super()._baseline()
-
-    def _as_it_is(self, base: Archived, measured: bool, name: str = "", **more: Any) -> None:
-        """Said whether measured now or found in the archive: no round header repeats it."""
-        commit = self.workshop.commit
-        super()._as_it_is(base, True, f"the code as it stands ({commit[:12]})", commit=commit, **more)
+        base, _ = await self.judge.baseline(self.current)
+        say_baseline(self.record, base, f"the code as it stands ({commit[:12]})", self.current, commit=commit)
 
     async def _round(self) -> None:
-        self._go(expected=self.limits.max_tokens)  # no round unless a run of what it codes could follow
-        parent = self._archived(self.current)
+        self.trials.go(expected=self.limits.max_tokens)  # no round unless a run of what it codes could follow
+        number = self.record.round
+        parent = self.archive.find(self.current)
         assert parent is not None  # the baseline put it there
         copy = self.workshop.copy_for_coder(self.built[self.current.id].patch)
-        history = self._history() if self.settings.show_history else []
-        messages = messages_for(
-            INSTRUCTIONS, parent.counts(), self._failed(parent), history, self.settings.failed_shown
+        history = tried_of(self.archive) if self.settings.show_history else []
+        failed = failed_of(parent, self.judge.train.tasks)
+        messages = messages_for(INSTRUCTIONS, parent.counts(), failed, history, self.settings.failed_shown)
+        coding = code(
+            self.proposer, messages, copy, lambda c: self.workshop.coder_command(copy, c), max_tokens=self.trials.left()
         )
         try:
-            coded = await self._unless_stopped(
-                code(
-                    self.proposer,
-                    messages,
-                    copy,
-                    lambda c: self.workshop.coder_command(copy, c),
-                    max_tokens=self.left(),
-                )
-            )
+            coded = await self.trials.unless_stopped(coding, BUSY)
         except ProviderError as exc:
-            self._emit(
-                "proposer", f"round {self.round}: the coder errored ({exc}); no change this round", round=self.round
+            self.record.emit(
+                "proposer", f"round {number}: the coder errored ({exc}); no change this round", round=number
             )
             return
-        self.used = self.used + coded.usage
-        self._check_canary(coded.said)
-        await self._consider(await self._proposal(coded, copy), parent)
-        self.built = {self.current.id: self.built[self.current.id]}
-        self.workshop.sweep(keep=self.built[self.current.id].tree.parent)
+        self.trials.spend(coded.usage)
+        check_proposal(self.seal.canary_in, coded.said)
+        self.current = await self.judge.consider(await self._proposal(coded, copy), parent, self.current)
+        self._sweep()
 
     async def _proposal(self, coded: Coded, copy: Path) -> Proposal:
         """The coder's change as a proposal: its variant once built, else why it is refused."""
         if coded.problem:
             return Proposal(None, coded.said, coded.problem, coded.summary)
         patch, why = self.workshop.patch_of(copy)
-        self._check_canary(patch.decode(errors="replace"))  # whatever else is wrong with it
+        check_proposal(self.seal.canary_in, patch.decode(errors="replace"))  # whatever else is wrong with it
         label = f"{coded.summary} ({summary_of(patch)})" if patch else coded.summary
-        why = why or refusal(patch, self.limits_of_patch) or self._sealed_words(patch)
+        why = why or refusal(patch, self.limits_of_patch) or _sealed_words(patch, self.judge.gates.sealed)
         if why:
             return Proposal(None, coded.said, why, label)
-        self._go()
-        tree, why = await self._unless_stopped(self.workshop.built(patch))
+        self.trials.go()
+        tree, failed = await self.trials.unless_stopped(self.workshop.built(patch), BUSY)
         if tree is None:
-            return Proposal(None, coded.said, why, label)
+            return Proposal(None, coded.said, failed, label)
         change = replace(self.current, commit=self.workshop.commit, patch=patch_digest(patch))
         self.built[change.id] = Built(tree, patch, coded.summary)
         return Proposal(change, coded.said, label=label)
 
-    def _sealed_words(self, patch: bytes) -> str | None:
-        task = self.sealed_text.shared_with("\n".join(line for f in parse(patch) for line in f.added))
-        return f"it shares a run of words with sealed task {task}" if task else None
+    def _sweep(self) -> None:
+        """Only the code as it stands stays built: every other clone, copy and tree goes."""
+        current = self.built[self.current.id]
+        self.built.clear()
+        self.built[self.current.id] = current
+        self.workshop.sweep(keep=current.tree.parent)
 
-    def _line(self, verb: str, label: str, what: str) -> str:
-        """A decision as its round's one line: "round N: LABEL: turned down: why", or, kept,
-        "round N: LABEL: kept as release R: its figures"."""
-        if verb == "kept" and self.release is not None:
-            verb = f"kept as release {self.release['release']}"
-        return f"round {self.round}: {label}: {verb}: {what}"
 
-    def _kept_as(self, step: str) -> str:
-        return ""  # the release names it; the step is in the event's data and the lineage
+def _sealed_words(patch: bytes, sealed: SealedText) -> str | None:
+    task = sealed.shared_with("\n".join(line for f in parse(patch) for line in f.added))
+    return f"it shares a run of words with sealed task {task}" if task else None
 
-    def _decide(
-        self,
-        said: Decision,
-        verb: str,
-        label: str,
-        what: str,
-        change: Variant | None,
-        parent: Archived,
-        went: str = "",
-        /,
-        **data: Any,
-    ) -> None:
-        super()._decide(said, verb, label, what, change, parent, went, **data, round=self.round)
 
-    def _keep(
-        self,
-        change: Variant,
-        label: str,
-        parent: Archived,
-        said: Decision,
-        screen: Comparison,
-        number: int,
-        errored: dict[str, int],
-    ) -> None:
+@dataclass(frozen=True)
+class CodeWords:
+    """A code change's lines, each its round's: "round N: LABEL: turned down: why", or,
+    kept, "round N: LABEL: kept as release R: its figures" (the release names the step,
+    which is in the event's data and the lineage); every event names its round."""
+
+    def line(self, verdict: Verdict, label: str, change: Variant | None, number: int) -> str:
+        verb = verdict.verb
+        if verb == "kept" and change is not None:
+            verb = f"kept as release {release_id(change.commit, change.patch)}"
+        return f"round {number}: {label}: {verb}: {verdict.what}"
+
+    def extra(self, number: int) -> dict[str, Any]:
+        return {"round": number}
+
+
+@dataclass(frozen=True)
+class KeptRelease:
+    """A kept code change: a release, its record and patch saved before its claim (an
+    agent.release/v1 claim with a wallet), and with `apply_patch` applied to the source."""
+
+    profile: str
+    workshop: Workshop
+    routes: Routes
+    built: dict[str, Built]
+    publish_claim: Publish | None
+    apply_patch: Callable[[bytes], None] | None
+
+    def publish(self, change: Variant, before: Variant, body: dict[str, Any]) -> Claimed:
         built = self.built[change.id]
-        self.release = record(self.profile, change, self.current, built.patch, built.summary, self.workshop.commands)
-        save(self.routes, self.release, built.patch)  # before its claim: a claim never names a patch not kept
-        super()._keep(change, label, parent, said, screen, number, errored)
+        release = release_record(self.profile, change, before, built.patch, built.summary, self.workshop.commands)
+        save(self.routes, release, built.patch)  # before its claim: a claim never names a patch not kept
+        return self.publish_claim(RELEASE_KIND, {**body, "release": release}) if self.publish_claim else (None, None)
+
+    def after(self, change: Variant, step: str, record: Record) -> None:
         rid = release_id(change.commit, change.patch)
         patch = str(self.routes.release_patch(rid))
-        self._emit("release", f"its patch is {patch}", release=rid, patch=patch)
+        record.emit("release", f"its patch is {patch}", release=rid, patch=patch)
         if self.apply_patch:
-            self.apply_patch(built.patch)
-            self._emit("applied", f"release {rid} applied to {self.workshop.source}", release=rid)
-
-    def _publish_release(self, kind: str, body: dict[str, Any]) -> tuple[str, int]:
-        assert self.publish_claim is not None and self.release is not None
-        return self.publish_claim(RELEASE_KIND, {**body, "release": self.release})
-
-    async def _unless_stopped(self, work: Awaitable[T]) -> T:
-        """`work`, unless a stop is asked for first: then it is cancelled (its sandboxed
-        process killed) and the loop stops as it would in a trial."""
-        task = asyncio.ensure_future(work)
-        stopper = asyncio.ensure_future(self.stopping.wait())
-        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        if task not in done:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            raise Interrupted(
-                "interrupted during a build, a test or the coder; the archive and the seal are as the last finished step left them"
-            )
-        return task.result()
+            self.apply_patch(self.built[change.id].patch)
+            record.emit("applied", f"release {rid} applied to {self.workshop.source}", release=rid)

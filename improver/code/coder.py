@@ -125,7 +125,8 @@ async def code(
     """Lets the coder work on `copy` until it answers in words or has had `max_turns`;
     under a token budget its answers together are held to `max_tokens`."""
     messages = list(messages)
-    usage, said, calls = TokenUsage(), [], 0
+    usage, calls = TokenUsage(), 0
+    said: list[str] = []
     for _ in range(max_turns):
         left = None if max_tokens is None else max_tokens - usage.total
         if left is not None and left <= 0:
@@ -184,9 +185,9 @@ def _needs(arguments: dict[str, str], name: str) -> str:
 def _file_tool(name: str, arguments: dict[str, str], copy: Path) -> str:
     if name == "list_files":
         folder = inside(copy, arguments.get("path", "."))
-        found = sorted(str(p.relative_to(copy)) for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+        listed = sorted(str(p.relative_to(copy)) for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
         return (
-            "\n".join(found[:LISTED]) + (f"\n... and {len(found) - LISTED} more" if len(found) > LISTED else "")
+            "\n".join(listed[:LISTED]) + (f"\n... and {len(listed) - LISTED} more" if len(listed) > LISTED else "")
             or "(no files)"
         )
     path = inside(copy, _needs(arguments, "path"))

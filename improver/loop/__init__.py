@@ -1,6 +1,10 @@
 """The lesson loop: the proposer, the gates a proposal must pass before it is tried, the
 rounds, the challenger, practice tasks a model writes, and the lineage each decision
-is recorded in.
+is recorded in; and what the code loop and the improver loop compose too: the trials
+(running), the record of each decision (record), the decision with fresh runs on
+contested tasks (contests), and the judging of a change stage by stage (judging: the
+gate, the staged trial and the screen in screening, then challenging, confirming and
+keeping).
 
 What other rooms and the face use; names load on first use (improver.base.faces).
 """
@@ -11,7 +15,9 @@ from improver.base.faces import lazy
 
 _SURFACE = {
     "Challenger": "challenger",
+    "decided": "contests",
     "SealedText": "gates",
+    "Publish": "keeping",
     "chosen_counts": "lineage",
     "CLAIMED": "lineage",
     "comparison_json": "lineage",
@@ -28,14 +34,12 @@ _SURFACE = {
     "Failed": "proposer",
     "Proposal": "proposer",
     "Tried": "proposer",
-    "BudgetTooSmall": "rounds",
-    "decided": "rounds",
-    "Event": "rounds",
-    "how_it_went": "rounds",
-    "Interrupted": "rounds",
+    "Event": "record",
+    "how_it_went": "record",
     "Loop": "rounds",
-    "Publish": "rounds",
-    "Stop": "rounds",
+    "BudgetTooSmall": "running",
+    "Interrupted": "running",
+    "Stop": "running",
     "SealReached": "writing",
 }
 

@@ -139,7 +139,8 @@ class Lineage:
                 continue
             line = {"at": entry.at, "profile": profile, "round": None, "decision": "kept", "recovered": True}
             line |= {f: body.get(f) for f in CLAIMED} | {"claim": entry.claim_id, "pulse": entry.pulse}
-            line["variant"] = Variant.from_json(body.get("after")).id
+            after: Any = body.get("after")  # what the claim holds, whatever it is: from_json refuses a non-variant
+            line["variant"] = Variant.from_json(after).id
             self.append(line)
             added.append(line)
         return added

@@ -9,14 +9,18 @@ shown a sealed task nor anything a sealed task's run said: this module is given 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from improver.base.protocol import Model, TokenUsage
 from improver.base.variant import Variant
+from improver.decide.archive import Archive, Archived
 from improver.seals.settings import Settings
+from improver.tasks.task import Task
 
 TOOL_NAME = "propose_change"
+HISTORY_SHOWN = 30  # the most recent changes the proposer is told of
 PROPOSE_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -69,6 +73,20 @@ class Proposals:
     proposals: list[Proposal]
     usage: TokenUsage
     said: str  # everything the answer said, text and every call's arguments, for the canary check
+
+
+def failed_of(variant: Archived, tasks: Sequence[Task]) -> list[Failed]:
+    """The tasks of `tasks` the variant does not pass, with what went wrong in its runs."""
+    return [
+        Failed(task.task, variant.wrong.get(task.name, []))
+        for task in tasks
+        if task.name in variant.tallies and not variant.tallies[task.name].passes
+    ]
+
+
+def tried_of(archive: Archive) -> list[Tried]:
+    """The changes tried most recently, and how each went."""
+    return [Tried(h["change"], h["went"]) for h in archive.history[-HISTORY_SHOWN:]]
 
 
 def messages_for(

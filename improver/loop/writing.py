@@ -43,7 +43,7 @@ REPEATS_SEALED = "a sealed task word for word"
 SHARES_SEALED = "shares a run of eight words with a sealed task"
 REFUSED = (MALFORMED, NO_RUN_PASSES, CARELESS_RUN_PASSES)  # what the writer is told, to mend
 
-_RUN = {
+_RUN: dict[str, Any] = {
     "type": "object",
     "properties": {
         "calls": {"type": "array", "items": {"type": "object"}, "description": "Each {tool, arguments}, in order."},

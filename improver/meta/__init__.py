@@ -9,11 +9,11 @@ from __future__ import annotations
 from improver.base.faces import lazy
 
 _SURFACE = {
-    "check_problems": "metaloop",
-    "KIND": "metaloop",
-    "load_problem": "metaloop",
+    "check_problems": "problems",
+    "KIND": "judging",
+    "load_problem": "problems",
     "MetaLoop": "metaloop",
-    "Problem": "metaloop",
+    "Problem": "problems",
 }
 
 __all__ = sorted(_SURFACE)

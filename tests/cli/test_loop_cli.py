@@ -596,7 +596,7 @@ def test_a_change_interrupted_in_its_trial_may_be_proposed_again(home: Home) -> 
     sealed(home, wallet=None)
     loop = _loop(home, PROFILE, RunRequest(PROPOSER, runs=2), lambda e: None, None, None, None)
     trials = 0
-    real_trial = loop._run_trial
+    real_trial = loop.trials.batch
 
     async def stop_in_the_first_change(*args, **kwargs):
         nonlocal trials
@@ -605,7 +605,7 @@ def test_a_change_interrupted_in_its_trial_may_be_proposed_again(home: Home) -> 
             loop.request_stop()
         return await real_trial(*args, **kwargs)
 
-    loop._run_trial = stop_in_the_first_change
+    loop.trials.batch = stop_in_the_first_change
     import asyncio
 
     asyncio.run(loop.run(1))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import fields, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,10 @@ from improver.base.variant import Variant
 from improver.decide.stats import Tally
 from improver.episodes.trials import TaskTally, TrialResult
 from improver.loop.lineage import Lineage
-from improver.meta.metaloop import TOOL_NAME, Graded, MetaLoop, Problem
+from improver.meta.grading import Grade
+from improver.meta.metaloop import MetaLoop
+from improver.meta.problems import Graded, Problem
+from improver.meta.proposing import TOOL_NAME
 from improver.seals.settings import Settings
 from improver.tasks.task import TaskSet
 from tests.improver.taskkit import paid_task
@@ -36,17 +40,17 @@ class AddsARule:
         return Completion({"role": "assistant", "content": None, "tool_calls": [call]}, TokenUsage(1, 1), self.name)
 
 
-class GradedByRules(MetaLoop):
+def graded_by_rules(helps: tuple[str, ...]) -> Grade:
     """The agent passes four more held tasks (in every run) for each rule the improver's
     instructions hold, on the problems named in `helps`, and none on the others."""
 
-    helps: tuple[str, ...] = ("p0", "p1", "p2")
-
-    async def _grade(self, improver: Settings, problem: Problem) -> Graded:
-        rules = improver.instructions.count(RULE) if problem.name in self.helps else 0
+    async def grade(improver: Settings, problem: Problem) -> Graded:
+        rules = improver.instructions.count(RULE) if problem.name in helps else 0
         tasks = problem.held.tasks
         after = {t.name: Tally(4 if i < 4 * rules else 0, 4) for i, t in enumerate(tasks)}
         return Graded(problem, {t.name: Tally(0, 4) for t in tasks}, after, Variant("op", "", ("m",)), {})
+
+    return grade
 
 
 def problem(name: str) -> Problem:
@@ -59,9 +63,13 @@ def problem(name: str) -> Problem:
 
 
 def metaloop(
-    lineage: Path, events: list[str], helps: tuple[str, ...] = ("p0", "p1", "p2"), held_out: Problem | None = None
-) -> GradedByRules:
-    loop = GradedByRules(
+    lineage: Path,
+    events: list[str],
+    helps: tuple[str, ...] = ("p0", "p1", "p2"),
+    held_out: Problem | None = None,
+    confirmations: int = 4,
+) -> MetaLoop:
+    loop = MetaLoop(
         profile="invoices",
         improver=Settings(),
         agent_variant=Variant("op", "", ("m",)),
@@ -72,9 +80,10 @@ def metaloop(
         problems=[problem("p0"), problem("p1")],  # type: ignore[arg-type]
         held_out=[held_out or problem("p2")],
         lineage=Lineage(lineage),
+        confirmations=confirmations,
         on_event=lambda e: events.append(e.text),
     )
-    loop.helps = helps
+    loop.grades.grade = graded_by_rules(helps)  # each improver graded by a stand-in, not a loop of its own
     return loop
 
 
@@ -105,8 +114,7 @@ def test_a_change_better_only_on_the_problems_given_spends_a_confirmation_and_is
 
 def test_spent_confirmations_stop_the_run(tmp_path: Path) -> None:
     events: list[str] = []
-    loop = metaloop(tmp_path / "improvers.jsonl", events)
-    loop.confirmations = 1
+    loop = metaloop(tmp_path / "improvers.jsonl", events, confirmations=1)
     asyncio.run(loop.run(2))
     assert loop.stopped is not None and "spent their 1 confirmations" in str(loop.stopped)
 
@@ -135,34 +143,31 @@ def test_a_proposal_that_makes_no_improver_is_turned_down_saying_why(tmp_path: P
     assert "turned down: a proposal: its arguments are not valid JSON" in events
 
 
-class Contested(GradedByRules):
+def contested(grade: Grade) -> Grade:
     """The improver as it is leaves the agent passing the last held task; a changed one
     leaves it failing that task in its first runs, which fresh runs then pass."""
 
-    asked: list[tuple[str, int]]
+    async def graded(improver: Settings, problem: Problem) -> Graded:
+        got = await grade(improver, problem)
+        got.after[problem.held.tasks[-1].name] = Tally(0 if improver.instructions.count(RULE) else 4, 4)
+        return got
 
-    async def _grade(self, improver: Settings, problem: Problem) -> Graded:
-        graded = await super()._grade(improver, problem)
-        last = problem.held.tasks[-1].name
-        graded.after[last] = Tally(0 if improver.instructions.count(RULE) else 4, 4)
-        return graded
-
-    async def _trial(self, variant: Variant, tasks: Any, runs: int) -> TrialResult:
-        self.asked += [(t.name, runs) for t in tasks]
-        return TrialResult(variant, runs, [], {t.name: TaskTally(passed=runs) for t in tasks})
+    return graded
 
 
 def test_a_task_the_change_seems_to_lose_gets_fresh_runs_before_it_is_judged(tmp_path: Path) -> None:
     events: list[str] = []
     loop = metaloop(tmp_path / "improvers.jsonl", events)
-    contested = Contested(**{f.name: getattr(loop, f.name) for f in fields(MetaLoop)})
-    contested.asked = []
-    asyncio.run(contested.run(1))
-    assert (
-        ("p0-held-15", 4) in contested.asked
-        and ("p1-held-15", 4) in contested.asked
-        and ("p2-held-15", 4) in contested.asked
-    )
+    loop.grades.grade = contested(loop.grades.grade)
+    asked: list[tuple[str, int]] = []
+
+    async def passes_every_run(variant: Variant, tasks: Sequence[Any], runs: int) -> TrialResult:
+        asked.extend((t.name, runs) for t in tasks)
+        return TrialResult(variant, runs, [], {t.name: TaskTally(passed=runs) for t in tasks})
+
+    loop.trials.trial = passes_every_run  # type: ignore[method-assign]
+    asyncio.run(loop.run(1))
+    assert ("p0-held-15", 4) in asked and ("p1-held-15", 4) in asked and ("p2-held-15", 4) in asked
     assert any(e.startswith("kept ") for e in events)
 
 

@@ -1,0 +1,163 @@
+"""The confirmation: a change that held up so far, asked of the sealed tasks.
+
+The last stage before a change is kept (improver.loop.judging). The seal must have a
+confirmation left before it is asked anything; the agent as it is and the change run on
+the sealed tasks (a canary passed stops the loop: the sealed answers have leaked); on a
+reusable holdout the holdout answers the change's gain first, and may turn it down with
+no confirmation spent; then a confirmation is spent and the decision made at its level,
+with fresh runs on contested tasks. Errored runs that leave a sealed task without a
+judged run leave the change not judged, before any confirmation is spent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from improver.base.errors import ImproverError
+from improver.base.variant import Variant
+from improver.decide import decision
+from improver.decide.decision import SEALED, Decision, Outcome, Rule
+from improver.episodes.trials import TrialResult
+from improver.loop.contests import decided
+from improver.loop.lineage import comparison_json
+from improver.loop.record import Verdict, contests, left_out
+from improver.loop.running import Stop, Trials
+from improver.loop.screening import not_judged, rate, thin
+from improver.seals.seal import Confirmation, Seal, SealSpent, is_canary
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """A change the sealed tasks confirmed: the decision, the confirmation it spent, and
+    the runs errored on each part."""
+
+    said: Decision
+    number: int
+    errored: dict[str, int]  # "choose", "sealed"
+
+
+@dataclass
+class SealedBaseline:
+    """The agent as it is on the sealed tasks, with the baseline's runs: tried once for
+    each agent as it is, since every change confirmed against it is compared with it."""
+
+    seal: Seal
+    trials: Trials
+    runs: int
+    last: tuple[str, TrialResult] | None = None
+
+    async def of(self, current: Variant) -> TrialResult:
+        if self.last and self.last[0] == current.id:
+            return self.last[1]
+        result = await self.trials.trial(current, self.seal.sealed.tasks, self.runs)
+        check_canaries_passed(self.seal, result)
+        self.last = (current.id, result)
+        return result
+
+
+async def confirm(
+    seal: Seal,
+    trials: Trials,
+    baseline: SealedBaseline,
+    change: Variant,
+    current: Variant,
+    screened: Decision,
+    gains: float,
+    errored_choose: int,
+    runs: int,
+) -> Verdict | Confirmed:
+    """`change` against `current` on the sealed tasks; `screened` is the decision on the
+    tasks to choose on, `gains` its gain there (the reusable holdout's question)."""
+    seal_has_room(seal)
+    sealed_tasks = seal.sealed.tasks
+    seal.mark_asked()
+    now = await baseline.of(current)
+    mine = await trials.trial(change, sealed_tasks, runs)
+    check_canaries_passed(seal, mine)
+    real = [t for t in sealed_tasks if not is_canary(t)]
+    change_tallies, current_tallies = mine.tallies(real), now.tallies(real)
+    errored = {"choose": errored_choose, "sealed": mine.errored + now.errored}
+    missing = thin(change_tallies, current_tallies, real)
+    if missing:
+        return not_judged(decision.not_judged(SEALED, missing), errored["sealed"])
+    held = _held_out(seal, screened, gains, rate(change_tallies) - rate(current_tallies))
+    if held:
+        return held
+    try:
+        confirmation = seal.spend_confirmation()
+    except SealSpent as exc:
+        raise Stop(str(exc)) from None
+    rule = replace(Rule.for_part(SEALED, seal.terms.test, confirmation.of, runs), level=confirmation.level)
+    said, extra = await decided(
+        rule, real, change_tallies, current_tallies, lambda batch, n: trials.trial(change, batch, n)
+    )
+    errored["sealed"] += extra
+    if said.outcome is Outcome.NOT_JUDGED:
+        return not_judged(said, errored["sealed"])
+    if said.outcome is Outcome.KEPT:
+        return Confirmed(said, confirmation.number, errored)
+    return _not_confirmed(said, screened, confirmation, errored)
+
+
+def _held_out(seal: Seal, screened: Decision, gain_choose: float, gain_sealed: float) -> Verdict | None:
+    """On a reusable holdout, the verdict when it answers the change's gain at or below its
+    threshold: turned down before a confirmation is spent."""
+    if seal.terms.holdout is None:
+        return None
+    try:
+        answer = seal.ask_holdout(gain_choose, gain_sealed)
+    except ImproverError as exc:  # its budget went to another process since we looked
+        raise Stop(str(exc)) from None
+    held = decision.held_out(screened, answer.gain, answer.turned_down)
+    if not held:
+        return None
+    screen = screened.comparison
+    assert screen is not None
+    threshold = seal.terms.holdout["threshold"]
+    what = (
+        f"better on the tasks to choose on ({screen.describe()}), but the sealed tasks "
+        f"answer its gain at {answer.gain:.1%}, at or below {threshold:.1%}: no confirmation spent"
+    )
+    return Verdict(held, "turned down", what, {"choose": comparison_json(screen), "holdout_gain": answer.gain})
+
+
+def _not_confirmed(said: Decision, screened: Decision, confirmation: Confirmation, errored: dict[str, int]) -> Verdict:
+    """Not better on the sealed tasks, or losing one: the confirmation it spent is counted."""
+    screen, sealed = screened.comparison, said.comparison
+    assert screen is not None and sealed is not None
+    lost = said.outcome is Outcome.LOSES_TASKS
+    why = f"it loses sealed tasks {', '.join(said.lost)}" if lost else "not better on the sealed tasks"
+    counted = f"confirmation {confirmation.number} of {confirmation.of}"
+    return Verdict(
+        said,
+        "tried",
+        f"better on the tasks to choose on ({screen.describe()}), but {why} ({sealed.describe()}"
+        f"{contests(said)}; {counted} spent){left_out(errored['choose'] + errored['sealed'])}",
+        {
+            "choose": comparison_json(screen),
+            "sealed": comparison_json(sealed),
+            "lost": list(said.lost),
+            "contested": list(said.contested),
+            "confirmation": confirmation.number,
+            "confirmations": confirmation.of,
+            "errored": errored,
+        },
+    )
+
+
+def seal_has_room(seal: Seal) -> None:
+    """Before the sealed tasks are asked anything: a spent seal is noticed here, not after."""
+    state = seal.state()
+    if state.spent >= seal.terms.confirmations:
+        raise Stop(f"seal {seal.id} has spent its {seal.terms.confirmations} confirmations: seal fresh tasks")
+    if state.holdout is not None and state.holdout.spent:
+        raise Stop(f"seal {seal.id}'s reusable holdout may disagree no more: seal fresh tasks")
+
+
+def check_canaries_passed(seal: Seal, result: TrialResult) -> None:
+    for canary in seal.canaries:
+        tally = result.per_task.get(canary.name)
+        if tally and tally.passed:
+            raise Stop(
+                f"{canary.name} was passed: the sealed answers reached the agent or its scoring was gamed; seal fresh tasks"
+            )
