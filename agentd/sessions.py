@@ -187,7 +187,9 @@ class SessionStore:
         event.listen(self.engine, "connect", _pragmas)
         event.listen(self.engine, "connect", _wal)
         with self._failing("open"):
-            SQLModel.metadata.create_all(self.engine, tables=[SessionRecord.__table__, PendingWrite.__table__])
+            # sqlmodel gives a table model its __table__ at run time; its types do not declare it.
+            tables = [SessionRecord.__table__, PendingWrite.__table__]  # type: ignore[attr-defined]
+            SQLModel.metadata.create_all(self.engine, tables=tables)
 
     def writing(self) -> AbstractContextManager[None]:
         """Held across a write that spans this store and the ledger, and by `repair`, so

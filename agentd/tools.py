@@ -84,7 +84,7 @@ def _resolve_callable(profile: Profile, spec: ToolSpec) -> PythonTool:
         raise AgentdError(
             f"tool {spec.name!r} of profile {profile.name!r}: cannot import {module_name!r} ({type(exc).__name__}: {exc})"
         ) from None
-    fn = getattr(module, attr, None)
+    fn: object = getattr(module, attr, None)
     if not callable(fn):
         raise AgentdError(f"tool {spec.name!r} of profile {profile.name!r}: {spec.run!r} is not a callable")
     return fn

@@ -82,3 +82,8 @@ if TYPE_CHECKING:
         environment as environment,
         run_blocking as run_blocking,
     )
+
+    # Renamed imports are not exports to a type checker unless __all__ names them.
+    __all__ += [
+        "check_escapes",
+    ]

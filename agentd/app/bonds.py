@@ -22,6 +22,7 @@ from ledger import (
     BOND_RULING,
     BOND_WITHDRAW,
     Bond,
+    Bonds,
     Challenge,
     Entry,
     Ledger,
@@ -71,8 +72,9 @@ def bonds(home: Home, owner: str | None = None) -> list[Bond]:
 
 def bond_with_challenges(home: Home, bond_ref: str) -> tuple[Bond, list[Challenge]]:
     with open_ledger(home, read_only=True) as ledger:
-        bond = _bond(ledger, bond_ref)
-        return bond, [c for c in bonds_in(ledger.state()).challenges() if c.bond == bond.id]
+        held = bonds_in(ledger.state())
+        bond = _bond(ledger, bond_ref, held)
+        return bond, [c for c in held.challenges() if c.bond == bond.id]
 
 
 def challenge(
@@ -108,8 +110,9 @@ def challenge(
 def rule(home: Home, wallet: str, challenge_ref: str, uphold: bool, note: str = "") -> Written:
     judge = load_wallet(home, wallet)
     with open_ledger(home) as ledger:
-        found = challenge_of(ledger, challenge_ref)
-        bond = _bond(ledger, found.bond)
+        held = bonds_in(ledger.state())
+        found = challenge_of(ledger, challenge_ref, held)
+        bond = _bond(ledger, found.bond, held)
         if judge.id != bond.adjudicator:
             raise AgentdError(
                 f"{wallet} is not the adjudicator of bond {bond.id[:16]} ({bond.adjudicator}): only it rules on the challenge"
@@ -123,17 +126,19 @@ def rule(home: Home, wallet: str, challenge_ref: str, uphold: bool, note: str = 
         return Written(entry, _bond(ledger, bond.id))
 
 
-def challenge_of(ledger: Ledger, ref: str) -> Challenge:
+def challenge_of(ledger: Ledger, ref: str, held: Bonds | None = None) -> Challenge:
+    """Challenge `ref` (a claim id or a prefix of one) as `held` records it, else as the ledger does now."""
     entry = _entry(ledger, ref, "challenge")
-    found = bonds_in(ledger.state()).challenge(entry.claim_id)
+    found = (held if held is not None else bonds_in(ledger.state())).challenge(entry.claim_id)
     if found is None:
         raise WrongValue(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a challenge ({BOND_CHALLENGE})")
     return found
 
 
-def _bond(ledger: Ledger, ref: str) -> Bond:
+def _bond(ledger: Ledger, ref: str, held: Bonds | None = None) -> Bond:
+    """Bond `ref` (a claim id or a prefix of one) as `held` records it, else as the ledger does now."""
     entry = _entry(ledger, ref, "bond")
-    found = bonds_in(ledger.state()).bond(entry.claim_id)
+    found = (held if held is not None else bonds_in(ledger.state())).bond(entry.claim_id)
     if found is None:
         raise WrongValue(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a bond ({BOND_POST})")
     return found

@@ -17,7 +17,7 @@ from pathlib import Path
 from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, record_change
 from agentd.app.agent import AGENT, model_factory, variant_of
-from agentd.app.ledger import open_ledger
+from agentd.app.ledger import open_ledger, publisher
 from agentd.app.loop import run_with_signals
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
@@ -100,11 +100,6 @@ def improve_improver(
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
         signer = load_wallet(home, request.wallet) if request.wallet else None
 
-        def publish(kind: str, body: dict) -> tuple[str, int]:
-            assert ledger is not None and signer is not None
-            entry = ledger.append(signer, kind, body)
-            return entry.claim_id, entry.pulse
-
         def apply(settings: Settings, step: str) -> None:
             make_improver_current(load_profile(home, name), settings, step)
 
@@ -123,7 +118,7 @@ def improve_improver(
             loop_rounds=request.loop_rounds,
             confirmations=request.confirmations,
             limits=profile.limits,
-            publish=publish if signer else None,
+            publish=publisher(ledger, signer),
             apply=apply if request.apply else None,
             halted=lambda: killswitch.halted(home),
             seed=request.seed,

@@ -74,9 +74,9 @@ def _documents(path: Path) -> list[tuple[str, Any]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        at = data.count(b"\n", 0, exc.start) + 1
         raise AgentdError(
-            f"{path}: line {line}: not UTF-8 text (byte {exc.start}); transcripts are JSON in UTF-8"
+            f"{path}: line {at}: not UTF-8 text (byte {exc.start}); transcripts are JSON in UTF-8"
         ) from None
     try:
         return [(str(path), _json(text, str(path)))]

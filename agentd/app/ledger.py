@@ -7,6 +7,7 @@ kind not registered there is refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from agentd import claims as agent_claims
 from agentd.errors import AgentdError, WrongValue
@@ -19,6 +20,7 @@ from ledger import (
     Entry,
     Ledger,
     RuleSet,
+    Wallet,
     open_store,
     parse_checkpoint,
     register_bonds,
@@ -71,7 +73,31 @@ def listed(ledger: Ledger, kind: str | None, author: str | None, start: int, las
     them, found from the log's end."""
     if last is None:
         return ledger.entries(kind=kind, start=start, author=author)
-    return (e for e in reversed(ledger.entries_back(ledger.size, last, kind, author)) if e.pulse >= start)
+    return (e for e in reversed(ledger.entries_back(ledger.size, last, kind, author)) if pulse_of(e) >= start)
+
+
+def pulse_of(entry: Entry) -> int:
+    """The Pulse of an entry a log gave (read from it or appended to it): an entry has
+    none only before a log records it."""
+    assert entry.pulse is not None, f"claim {entry.claim_id} is on no log"
+    return entry.pulse
+
+
+# What a loop publishes its claims with: a kind and a body in, the claim's id and Pulse out.
+Publish = Callable[[str, dict[str, Any]], tuple[str, int]]
+
+
+def publisher(ledger: Ledger | None, signer: Wallet | None) -> Publish | None:
+    """A loop's `publish`: each claim appended to `ledger`, signed by `signer`; None
+    without a wallet, when nothing is published."""
+    if ledger is None or signer is None:
+        return None
+
+    def publish(kind: str, body: dict[str, Any]) -> tuple[str, int]:
+        entry = ledger.append(signer, kind, body)
+        return entry.claim_id, pulse_of(entry)
+
+    return publish
 
 
 def open_ledger(home: Home, *, check: bool = True, read_only: bool = False) -> Ledger:

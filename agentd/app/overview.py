@@ -18,7 +18,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from agentd.app.adopt import lineage_of
 from agentd.app.killswitch import is_on
-from agentd.app.ledger import open_for_signing, open_ledger, tree_to_prove
+from agentd.app.ledger import open_for_signing, open_ledger, pulse_of, tree_to_prove
 from agentd.app.seals import settle_seals
 from agentd.app.sessions import open_sessions
 from agentd.errors import AgentdError
@@ -316,7 +316,7 @@ def entry_page(
         else:
             found = list(islice(ledger.entries(kind=kind, start=start, author=author), limit + 1))
             page, later = found[:limit], (found[limit].pulse if len(found) > limit else None)
-        first = start or (page[0].pulse if page else 1)
+        first = start or (pulse_of(page[0]) if page else 1)
         before = ledger.entries_back(first - 1, limit, kind, author) if first > 1 else []
         views = [_view(e, None, size, "") for e in page]
         return EntryPage(views, first, before[-1].pulse if before else None, later, size)
@@ -338,7 +338,6 @@ def entry(home: Home, pulse: int) -> EntryView | None:
 
 
 def _view(e: Entry, proof: dict[str, Any] | None, size: int, key: str) -> EntryView:
-    assert e.pulse is not None
     return EntryView(
-        e.pulse, e.kind, e.author, e.at, e.claim_id, e.body, base64.b64encode(e.raw).decode(), proof, size, key
+        pulse_of(e), e.kind, e.author, e.at, e.claim_id, e.body, base64.b64encode(e.raw).decode(), proof, size, key
     )

@@ -10,7 +10,7 @@ the log's key signed, or by that root not extending the auditor's kept checkpoin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd.app.ledger import rule_set
 from agentd.errors import AgentdError
@@ -26,6 +26,9 @@ from ledger import (
     Wallet,
     verify_checkpoint,
 )
+
+if TYPE_CHECKING:  # at run time only post_remote imports it, so no other command loads an HTTP client
+    import httpx
 
 
 def open_remote(url: str) -> Ledger:
@@ -96,7 +99,7 @@ def post_remote(url: str, wallet: Wallet, kind: str, body: dict[str, Any]) -> di
     return dict(answer.json())
 
 
-def _said(answer: Any) -> str:
+def _said(answer: httpx.Response) -> str:
     try:
         return str(answer.json()["error"])
     except (ValueError, KeyError, TypeError):

@@ -107,7 +107,7 @@ def schedule_section(home: Home, profile: str) -> dict[str, Any]:
         kind = str if key in JOBS else OPTIONS.get(key)
         if kind is None:
             raise AgentdError(f"{path}: [schedule] has no option {key!r}; it takes {', '.join([*JOBS, *OPTIONS])}")
-        if type(value) is not kind or (kind is list and not all(type(each) is str for each in value)):
+        if not _is_a(value, kind):
             raise AgentdError(
                 f"{path}: [schedule] {key} must be a {'list of strings' if kind is list else kind.__name__}"
             )
@@ -124,6 +124,13 @@ def schedule_section(home: Home, profile: str) -> dict[str, Any]:
             f'{path}: [schedule] {" and ".join(given)} say how the challenger works: give challenger = "MODEL" too'
         )
     return section
+
+
+def _is_a(value: object, kind: type) -> bool:
+    """Whether an option's value is exactly of `kind` (a boolean is no int) and, as a list, holds only strings."""
+    if type(value) is not kind:
+        return False
+    return not isinstance(value, list) or all(type(each) is str for each in value)
 
 
 def code_lacks(section: dict[str, Any]) -> str | None:
@@ -214,7 +221,7 @@ def offline(home: Home) -> Iterator[Any]:
     daemon runs or not (both use the same store; the daemon reads it again every tick)."""
     from apscheduler.schedulers.base import BaseScheduler
 
-    class Offline(BaseScheduler):
+    class Offline(BaseScheduler):  # type: ignore[misc]  # apscheduler ships no types: BaseScheduler is Any
         def wakeup(self) -> None:
             """Nothing to wake: this scheduler never processes jobs."""
 

@@ -67,7 +67,8 @@ class Commands(click.Group):
         entry = COMMANDS.get(name)
         if entry is None:
             return None
-        return getattr(importlib.import_module(entry.module), entry.attribute)
+        command: click.Command = getattr(importlib.import_module(entry.module), entry.attribute)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):

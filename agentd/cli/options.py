@@ -156,7 +156,7 @@ class CheckFailed(click.ClickException):
 NUMBERS = {"ignore_unknown_options": True}
 
 
-class Usd(click.ParamType):
+class Usd(click.ParamType[int]):
     """An amount of USD, like 12.50, as integer cents; anything else is a wrong value (exit 2)."""
 
     name = "usd"

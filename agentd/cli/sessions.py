@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -102,7 +103,7 @@ def _short(text: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _message_text(m: dict) -> str:
+def _message_text(m: dict[str, Any]) -> str:
     parts = [str(m["content"])] if m.get("content") else []
     for c in m.get("tool_calls") or []:
         parts.append(f"calls {c['function']['name']}({c['function']['arguments']})")

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from agentd.providers.chat import assistant, tool_call
-from agentd.providers.client import encode, is_count, malformed, post_json
+from agentd.providers.client import encode, malformed, post_json, token_counts
 from agentd.providers.retry import RetryPolicy, with_retries
 from agentd.providers.settings import Endpoint
 from improver import Completion, TokenUsage
@@ -66,10 +66,7 @@ def _completion(body: Any, requested: str) -> Completion:
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     if not isinstance(message, dict):
         raise malformed("the choice has no message")
-    usage = body.get("usage")
-    counts = (usage.get("prompt_tokens"), usage.get("completion_tokens")) if isinstance(usage, dict) else ()
-    if len(counts) != 2 or not all(is_count(n) for n in counts):
-        raise malformed("no token counts (usage)")
+    counts = token_counts(body.get("usage"), "prompt_tokens", "completion_tokens")
     content = message.get("content")
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):

@@ -135,7 +135,7 @@ def routes(home: Home, status: Status | None = None) -> list[BaseRoute]:
     def ledger(request: Request) -> Response:
         kind, author = request.query_params.get("kind") or None, request.query_params.get("author") or None
         names = wallet_names(home, skip=lambda _: None)  # a wallet file that cannot be read only goes unnamed here
-        form = {"kind": kind, "author": author, "kinds": sorted(rule_set().kinds), "names": names}
+        form: dict[str, Any] = {"kind": kind, "author": author, "kinds": sorted(rule_set().kinds), "names": names}
         try:
             kind_filter, author_id = entry_filter(home, kind, author)
         except AgentdError as exc:  # what the form was given: said on the form, which stays to be put right

@@ -50,8 +50,13 @@ def test_every_room_exports_a_sorted_surface_that_resolves() -> None:
 def test_what_a_type_checker_sees_is_the_surface() -> None:
     tree = ast.parse(Path(improver.__file__).read_text())
     block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    seen = {alias.asname or alias.name for node in block.body for alias in node.names}  # type: ignore[attr-defined]
+    imports = [node for node in block.body if isinstance(node, ast.ImportFrom)]
+    seen = {alias.asname or alias.name for node in imports for alias in node.names}
     assert seen == set(improver.__all__)
+    # A renamed import is an export to a type checker only when the block's `__all__ +=` names it.
+    renamed = {alias.asname for node in imports for alias in node.names if alias.asname not in (None, alias.name)}
+    added = next(node for node in block.body if isinstance(node, ast.AugAssign))
+    assert set(ast.literal_eval(added.value)) == renamed
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

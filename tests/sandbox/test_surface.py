@@ -20,5 +20,10 @@ def test_every_public_name_resolves_and_none_is_a_submodule() -> None:
 def test_what_a_type_checker_sees_is_the_surface() -> None:
     tree = ast.parse(Path(sandbox.__file__).read_text())
     block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    seen = {alias.asname or alias.name for node in block.body for alias in node.names}  # type: ignore[attr-defined]
+    imports = [node for node in block.body if isinstance(node, ast.ImportFrom)]
+    seen = {alias.asname or alias.name for node in imports for alias in node.names}
     assert seen == set(sandbox.__all__)
+    # A renamed import is an export to a type checker only when the block's `__all__ +=` names it.
+    renamed = {alias.asname for node in imports for alias in node.names if alias.asname not in (None, alias.name)}
+    added = next(node for node in block.body if isinstance(node, ast.AugAssign))
+    assert set(ast.literal_eval(added.value)) == renamed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -130,7 +131,7 @@ def _line(done: Attested) -> str:
     return f"release {rid} does not hold up: {f.why}{said}"
 
 
-def _json(done: Attested) -> dict:
+def _json(done: Attested) -> dict[str, Any]:
     f = done.finding
     return {
         "release": f.release.id,

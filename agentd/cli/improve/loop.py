@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -121,7 +122,7 @@ def _seal_lines(sealed: Sealed) -> list[str]:
     return lines
 
 
-def _seal_json(sealed: Sealed) -> dict:
+def _seal_json(sealed: Sealed) -> dict[str, Any]:
     return {
         "seal": sealed.seal.id,
         **sealed.seal.terms.to_json(),

@@ -16,7 +16,8 @@ from filelock import FileLock
 
 def read_invoice(arguments: dict[str, Any], folder: Path) -> str:
     number = str(arguments.get("number", "")).strip()
-    invoice = _book(folder)["invoices"].get(number)
+    invoices: dict[str, str] = _book(folder)["invoices"]
+    invoice = invoices.get(number)
     if invoice is None:
         raise LookupError(f"there is no invoice {number!r}")
     return invoice
@@ -34,7 +35,8 @@ def pay(arguments: dict[str, Any], folder: Path) -> str:
 
 
 def _book(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "book.json").read_text())
+    book: dict[str, Any] = json.loads((folder / "book.json").read_text())
+    return book
 
 
 def _save(folder: Path, book: dict[str, Any]) -> None:

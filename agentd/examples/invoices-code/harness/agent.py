@@ -7,6 +7,7 @@ without a tool call (it is done) or calls ask_person (it would ask a person).
 
 import json
 import sys
+from typing import Any
 
 RULES = "Read the invoice first, then pay it."
 ASK_PERSON = {
@@ -19,7 +20,7 @@ ASK_PERSON = {
 }
 
 
-def system_prompt(operator, lessons):
+def system_prompt(operator: str, lessons: str) -> str:
     """The operator's words, the harness's own rules, then what the agent has learned."""
     parts = [operator.strip(), RULES]
     if lessons.strip():
@@ -27,19 +28,20 @@ def system_prompt(operator, lessons):
     return "\n\n".join(part for part in parts if part)
 
 
-def send(kind, payload):
+def send(kind: str, payload: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps({kind: payload}) + "\n")
     sys.stdout.flush()
 
 
-def receive():
+def receive() -> dict[str, Any]:
     line = sys.stdin.readline()
     if not line:
         sys.exit(1)
-    return json.loads(line)
+    message: dict[str, Any] = json.loads(line)
+    return message
 
 
-def main():
+def main() -> None:
     case = receive()["case"]
     messages = [
         {"role": "system", "content": system_prompt(case.get("operator", ""), case.get("lessons", ""))},
