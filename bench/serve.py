@@ -59,6 +59,9 @@ def main() -> None:
         subprocess.run(
             [sys.executable, "-m", "agentd", "--home", str(home.root), "init"], check=True, capture_output=True
         )
+        # The append path at full speed: no wallet's rate of posted entries holds it back.
+        kept = home.config_path.read_text() if home.config_path.exists() else ""
+        home.config_path.write_text(kept + "\n[serve]\nentries_per_second = 1e9\nentries_burst = 1000000000\n")
         claims = grow(home, args.size)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(

@@ -26,8 +26,8 @@ from ledger.checkpoint import (
     vkey,
 )
 from ledger.cosignature import Cosignature, claimed as claimed_cosignatures, parse_vkey as parse_witness_vkey
-from ledger.entry import WALLET_ID, Entry, EntryError, pae
-from ledger.errors import DamagedStore, LedgerError, RuleViolation
+from ledger.entry import MAX_ENTRY_BYTES, WALLET_ID, Entry, EntryError, EntryTooLarge, pae
+from ledger.errors import DamagedStore, LedgerError, RefusalRecorded, RuleViolation
 from ledger.export import export_line, read_copy, write_copy
 from ledger.forks import ForkProof
 from ledger.keys import (
@@ -59,6 +59,7 @@ __all__ = [
     "BOND_WITHDRAW",
     "GENESIS",
     "MAX_CENTS",
+    "MAX_ENTRY_BYTES",
     "MINT",
     "TRANSFER",
     "WALLET_ID",
@@ -73,6 +74,7 @@ __all__ = [
     "DamagedStore",
     "Entry",
     "EntryError",
+    "EntryTooLarge",
     "ForkProof",
     "Forked",
     "Head",
@@ -88,6 +90,7 @@ __all__ = [
     "ProofError",
     "Receipt",
     "Recorder",
+    "RefusalRecorded",
     "RemoteRecorder",
     "Row",
     "Rule",

@@ -39,6 +39,12 @@ VERSION = 2
 # recorded again later, or on another log. They are refused by name.
 OLD_PAYLOAD_TYPE = b"application/vnd.agentd.entry.v1+json"
 MAX_SEQ = 2**53 - 1
+# The most bytes one entry (its envelope, as stored) may hold when it is appended: 1 MiB.
+# Honest entries are far smaller: a session or a transfer under 1 kB, a release a few kB,
+# a seal about 90 bytes a task it seals or shows (2 kB for the demo's 12 tasks, 37 kB for
+# 400, 90 kB for 1,000), so this holds a seal of some 11,000 tasks. Appends refuse a
+# larger entry before anything is written; replays and imports take what a log holds.
+MAX_ENTRY_BYTES = 1024 * 1024
 
 KIND = re.compile(r"[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+/v[1-9][0-9]*")
 WALLET_ID = re.compile(r"[0-9a-f]{32}")
@@ -58,6 +64,17 @@ _NO_SPARE_BITS = (frozenset(b"AEIMQUYcgkosw048"), frozenset(b"AQgw"))
 
 class EntryError(LedgerError):
     """An entry's bytes are not a well-formed, canonical, correctly signed entry."""
+
+
+class EntryTooLarge(EntryError):
+    """An entry holds more than MAX_ENTRY_BYTES: an append refuses it before writing anything."""
+
+
+def too_large(raw: bytes) -> str | None:
+    """Why an entry of these bytes is too large to append, or None."""
+    if len(raw) <= MAX_ENTRY_BYTES:
+        return None
+    return f"{len(raw):,} bytes, over the {MAX_ENTRY_BYTES:,} an entry may hold (MAX_ENTRY_BYTES)"
 
 
 @dataclass(slots=True)

@@ -9,6 +9,11 @@ class RuleViolation(LedgerError):
     """An entry breaks one of the state rules; the message says which and why."""
 
 
+class RefusalRecorded(RuleViolation):
+    """A rule refused an entry signed elsewhere, and the log recorded the refusal, which
+    spends the entry's sequence number (see ledger.log): the one refusal that writes."""
+
+
 class DamagedStore(LedgerError):
     """The store cannot be read as a ledger: its file or database is damaged. `verify`
     reports it as what it found, not as a failure to run."""

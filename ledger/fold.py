@@ -6,11 +6,13 @@ it carries its author's next sequence number (1, 2, 3, … with no gap), and so 
 recorded once: the same signed bytes, or any other entry reusing a sequence number,
 cannot be appended again, here or on another log.
 
-An entry signed elsewhere that a kind's rule refuses is not lost either: the log's key
-records a ledger.refusal/v1 entry holding its bytes, which spends its sequence number,
-so a transfer refused for an overdraft cannot be appended later, once the sender has
-been funded. Replay checks each refusal: the entry it holds must carry its author's
-next number and break a rule at that point of the log.
+An entry signed elsewhere that a kind's rule refuses is not lost either, when the log
+knows its author (see ledger.log): the log's key records a ledger.refusal/v1 entry
+holding its bytes, which spends its sequence number, so a transfer refused for an
+overdraft cannot be appended later, once the sender has been funded. Replay checks each
+refusal, whoever wrote the entry it holds (logs of earlier versions kept refusals of
+every author): the entry must carry its author's next number and break a rule at that
+point of the log.
 
 A Tip is a fold as far as some Pulse: the state, the tree's right edge and the running
 digest. A ledger resumes one from the snapshot its store keeps (see ledger.snapshot),

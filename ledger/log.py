@@ -14,6 +14,13 @@ first append to an empty log is preceded by its genesis entry, signed by the log
 key, which names the log's origin and the key that mints and signs checkpoints, so a
 copy of the log carries its own authority.
 
+What an append may make the log store is bounded: an entry over MAX_ENTRY_BYTES (see
+ledger.entry) is refused before anything is written, and an entry signed elsewhere that
+a kind's rule refuses is kept as a refusal (which spends its sequence number) only when
+the log knows its author (see ledger.reading.knows): a wallet never funded and with no
+entry of its own costs the log nothing. Replays and imports hold what a log already
+holds to the rules alone, so logs written before either bound still verify.
+
 Each append advances the fold the reader keeps. Appends rewrite the store's snapshot of
 it in their transaction once the entries since it would take about as long to replay
 as a new snapshot takes to write.
@@ -29,12 +36,12 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from ledger import checkpoint as notes
-from ledger.entry import Entry, EntryError
-from ledger.errors import VERIFY_HINT, LedgerError, RuleViolation
+from ledger.entry import Entry, EntryError, EntryTooLarge, too_large
+from ledger.errors import VERIFY_HINT, LedgerError, RefusalRecorded, RuleViolation
 from ledger.fold import Tip, at_head, refusal_body
 from ledger.keys import Wallet
 from ledger.notary import Notary
-from ledger.reading import LedgerReader
+from ledger.reading import LedgerReader, knows
 from ledger.receipts import CheckpointPolicy, Receipt
 from ledger.recording import Describe, Recording, Refused
 from ledger.rules import GENESIS, REFUSAL, RuleSet
@@ -116,15 +123,19 @@ class Ledger(LedgerReader):
         return self._record(lambda tip: self._sign(tip, items), _appended)
 
     def append_raw(self, raws: Iterable[bytes]) -> list[Entry]:
-        """Records entries signed elsewhere, each checked (canonical bytes, signature,
-        author) before the rules; all of them, or none. Each must name this log's origin
-        and its author's next sequence number (see `origin`, `next_sequence`)."""
+        """Records entries signed elsewhere, each checked (its size, canonical bytes,
+        signature, author) before the rules; all of them, or none. Each must name this
+        log's origin and its author's next sequence number (see `origin`,
+        `next_sequence`). An entry a kind's rule refuses raises RefusalRecorded when its
+        refusal is recorded (see `_spend`), else RuleViolation."""
         entries = []
         for i, raw in enumerate(raws, 1):
             try:
+                if why := too_large(raw):
+                    raise EntryTooLarge(f"it is {why}")
                 entries.append(Entry.parse(raw))
             except EntryError as exc:
-                raise EntryError(f"entry {i} refused: {exc}") from None
+                raise type(exc)(f"entry {i} refused: {exc}") from None
         if any(e.kind in (GENESIS, REFUSAL) for e in entries):
             raise RuleViolation(f"only this ledger's own key writes {GENESIS} and {REFUSAL} entries")
 
@@ -136,20 +147,33 @@ class Ledger(LedgerReader):
         except Refused as refused:
             if not refused.spends:
                 raise
-            raise RuleViolation(self._spend(refused)) from None
+            raise self._spend(refused) from None
 
-    def _spend(self, refused: Refused) -> str:
+    def _spend(self, refused: Refused) -> RuleViolation:
         """Records that an entry signed elsewhere was refused, which spends its sequence
-        number, when this ledger holds the log's key; the refusal's message."""
+        number, when this ledger holds the log's key and the log knows the entry's
+        author (see ledger.reading.knows); the error to raise. A wallet the log does not
+        know costs it nothing: its refused entries are not kept, so keys made by the
+        thousand, never funded, cannot grow the log."""
         entry, reason = refused.entry, str(refused)
         if self._key is None:
-            return reason
+            return RuleViolation(reason)
+        item = (self._key, REFUSAL, refusal_body(entry, reason))
+
+        def batch(tip: Tip) -> tuple[list[Entry], int]:
+            # Asked under the write lock: another process may have funded the wallet since.
+            return self._sign(tip, [item]) if knows(tip.state, entry.author, self._store) else ([], 0)
+
         try:
-            item = (self._key, REFUSAL, refusal_body(entry, reason))
-            recorded = self._record(lambda tip: self._sign(tip, [item]), _appended)
+            recorded = self._record(batch, _appended)
         except LedgerError:
-            return reason  # the log moved on meanwhile: the entry may now be good, or spent
-        return (
+            return RuleViolation(reason)  # the log moved on meanwhile: the entry may now be good, or spent
+        if not recorded:
+            return RuleViolation(
+                f"{reason}; nothing is recorded, not even the refusal, and sequence number {entry.seq} of wallet "
+                f"{entry.author} is not spent: the log knows nothing of the wallet (no entry of its own, never funded)"
+            )
+        return RefusalRecorded(
             f"{reason}; the refusal is recorded at Pulse {recorded[0].pulse}, which spends sequence number "
             f"{entry.seq} of wallet {entry.author}: its next entry carries {entry.seq + 1}"
         )
@@ -239,11 +263,15 @@ class Ledger(LedgerReader):
             origin = batch[0].log
             taken[batch[0].author] = 1
         assert origin is not None
-        for wallet, kind, body in items:
+        for i, (wallet, kind, body) in enumerate(items, 1):
             seq = taken.get(wallet.id, tip.state.sequences.get(wallet.id, 0)) + 1
             taken[wallet.id] = seq
             made = body(list(mine)) if callable(body) else body
-            mine.append(Entry.create(wallet, kind, made, log=origin, seq=seq))
+            entry = Entry.create(wallet, kind, made, log=origin, seq=seq)
+            # The ledger's own entries are exempt: a refusal holds one entry within the bound.
+            if kind not in (GENESIS, REFUSAL) and (why := too_large(entry.raw)):
+                raise EntryTooLarge(_appended(i, len(items), entry, f"the entry is {why}"))
+            mine.append(entry)
         return batch + mine, len(items)
 
     def _genesis(self) -> Entry:

@@ -156,6 +156,11 @@ class LedgerReader:
         """What wallet `wallet_id` holds now, in cents, without copying the fold."""
         return self._current().state.balance(wallet_id)
 
+    def knows(self, author: str) -> bool:
+        """Whether the log knows wallet `author` (see `knows`): the refusals of entries
+        signed elsewhere by a wallet it does not know are not recorded."""
+        return knows(self._current().state, author, self._store)
+
     def next_sequence(self, author: str) -> int:
         """The sequence number `author`'s next entry must carry, for entries signed
         elsewhere (append_raw); it is taken when one is recorded."""
@@ -249,3 +254,13 @@ class LedgerReader:
     ) -> VerifyReport:
         """Rechecks every entry, rule, the tree and the checkpoints; see ledger.audit."""
         return audit(self._store, self._rules, jobs=jobs, checkpoint=checkpoint, progress=progress, witnesses=witnesses)
+
+
+def knows(state: State, author: str, store: Recorder) -> bool:
+    """Whether the log of `state`, kept in `store`, knows wallet `author`: the log's own
+    key, a wallet ever funded (it has a balance, if only 0 left), or one with an entry of
+    its own on the log. Sequence numbers alone do not tell: a refusal spends one, and is
+    the log key's entry, so the store's author index is asked whether any is the wallet's."""
+    if author == state.authority or author in state.balances:
+        return True
+    return state.sequences.get(author, 0) > 0 and bool(store.rows(1, author=author, limit=1))

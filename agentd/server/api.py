@@ -4,8 +4,10 @@ parties, session intake for agents running elsewhere, status, health and metrics
 Reads are served from each worker thread's own read-only ledger; every write goes
 through the one writing ledger (see agentd/server/ledgers.py). Errors are JSON
 `{"error": "<one line>"}` with a 4xx status: 400 for a malformed request, 401 for a
-missing or wrong token, 404 for what is not there, 413 for a body over the cap, 422 for
-an entry the ledger's rules refuse.
+missing or wrong token, 404 for what is not there, 413 for a body over the cap (or an
+entry over the ledger's own bound), 422 for an entry the ledger's rules refuse, 429 with
+Retry-After for a wallet posting entries faster than the server records them (see Rates
+in agentd/server/ledgers.py).
 """
 
 from __future__ import annotations
@@ -35,10 +37,20 @@ from agentd.app.status import status
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.server import dashboard
-from agentd.server.ledgers import Ledgers, Reader
+from agentd.server.ledgers import Ledgers, Reader, retry_after
 from agentd.server.metrics import Metrics
 from improver import ImproverError
-from ledger import WALLET_ID, Entry, EntryError, LedgerError, Row, RuleViolation, StoredCheckpoint
+from ledger import (
+    WALLET_ID,
+    Entry,
+    EntryError,
+    EntryTooLarge,
+    LedgerError,
+    RefusalRecorded,
+    Row,
+    RuleViolation,
+    StoredCheckpoint,
+)
 
 # A signed entry is a few kB; a transcript for intake may be larger.
 ENTRY_CAP = 64 * 1024
@@ -51,9 +63,10 @@ _HEX = re.compile(r"[0-9a-f]{64}")
 class Refused(Exception):
     """A request answered with `status` and one line saying why."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = headers
 
 
 @dataclass
@@ -129,7 +142,7 @@ def _endpoint(
             else:
                 answer = await run_in_threadpool(handler, server, request)
         except Refused as exc:
-            answer = _error(exc.status, str(exc))
+            answer = _error(exc.status, str(exc), exc.headers)
         except (AgentdError, ImproverError) as exc:
             answer = _error(400, str(exc))
         except LedgerError as exc:
@@ -137,15 +150,17 @@ def _endpoint(
             answer = _error(404 if str(exc).startswith("no ") else 400, str(exc))
         response = answer if isinstance(answer, Response) else JSONResponse(answer)
         labels = {"route": path, "method": request.method}
-        server.metrics.count("agentd_http_requests_total", status=str(response.status_code), **labels)
+        server.metrics.count("agentd_http_requests_total", 1, status=str(response.status_code), **labels)
         server.metrics.observe("agentd_http_request_seconds", time.perf_counter() - started, **labels)
         return response
 
     return endpoint
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message.splitlines()[0] if message else "refused"}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"error": message.splitlines()[0] if message else "refused"}, status_code=status, headers=headers
+    )
 
 
 # Query values
@@ -361,11 +376,15 @@ async def _body(request: Request, cap: int) -> bytes:
 
 
 async def post_entry(server: Server, request: Request) -> Response:
-    """One signed envelope, exactly as signed: its signature authenticates it, the
-    ledger's rules decide."""
+    """One signed envelope, exactly as signed: its signature authenticates it, its
+    author's rate bounds how many the server records (429 past it), the ledger's rules
+    decide."""
     raw = (await _body(request, server.entry_cap)).strip()
     try:
-        recorded = await run_in_threadpool(server.ledgers.append, raw)
+        recorded = await run_in_threadpool(_append, server, raw)
+    except EntryTooLarge as exc:
+        server.metrics.count("agentd_entries_refused_total", reason="too_large")
+        raise Refused(413, str(exc).removeprefix("entry 1 refused: ")) from None
     except EntryError as exc:
         server.metrics.count("agentd_entries_refused_total", reason="malformed")
         raise Refused(400, str(exc).removeprefix("entry 1 refused: ")) from None
@@ -375,6 +394,23 @@ async def post_entry(server: Server, request: Request) -> Response:
     server.metrics.count("agentd_entries_appended_total")
     receipt = recorded.receipt.to_json() if recorded.receipt else None
     return JSONResponse({"pulse": recorded.pulse, "claim": recorded.claim_id, "receipt": receipt}, status_code=201)
+
+
+def _append(server: Server, raw: bytes) -> Entry:
+    """Records a posted entry, its author's token spent unless it recorded nothing. The
+    author is the one whose key signed it (a forged name spends no one's tokens)."""
+    author, rates = Entry.parse(raw).author, server.ledgers.rates
+    wait = rates.take(author)
+    if wait is not None:
+        server.metrics.count("agentd_entries_refused_total", reason="rate")
+        raise Refused(429, rates.wording(author, wait), {"retry-after": str(retry_after(wait))})
+    try:
+        return server.ledgers.append(raw)
+    except RefusalRecorded:
+        raise  # its refusal is on the log: the token is spent
+    except LedgerError:
+        rates.give_back(author)
+        raise
 
 
 async def post_sessions(server: Server, request: Request) -> Response:

@@ -79,3 +79,21 @@ def fetch(url: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return rows
     with psycopg.connect(url, autocommit=True) as pg:
         return pg.execute(sql.replace("?", "%s"), params).fetchall()
+
+
+STORE_TABLES = ("ledger_entries", "ledger_head", "ledger_tiles", "ledger_checkpoints", "ledger_snapshot")
+
+
+def footprint(url: str) -> dict[str, tuple[int, int]]:
+    """What a store holds: each table's rows and the bytes of every value in them; and, of
+    SQLite, the sizes of the database file and its write-ahead log."""
+    found = {}
+    for table in STORE_TABLES:
+        rows = fetch(url, f"SELECT * FROM {table}")
+        size = sum(len(v) if isinstance(v, (bytes, memoryview, str)) else 8 for row in rows for v in row)
+        found[table] = (len(rows), size)
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        for file in (path, path.with_name(path.name + "-wal")):
+            found[file.name] = (1, file.stat().st_size if file.exists() else 0)
+    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
@@ -22,16 +23,20 @@ import rfc8785
 
 from ledger import (
     GENESIS,
+    MAX_ENTRY_BYTES,
     MINT,
     TRANSFER,
     CheckpointPolicy,
     Entry,
     EntryError,
+    EntryTooLarge,
     Ledger,
     LedgerError,
     Promise,
     ProofError,
     Receipt,
+    RefusalRecorded,
+    RuleSet,
     RuleViolation,
     State,
     Wallet,
@@ -43,11 +48,12 @@ from ledger.audit import check_row, check_rows
 from ledger.checkpoint import parse as parse_checkpoint
 from ledger.entry import PAYLOAD_TYPE, leaf_hash, pae
 from ledger.export import export_line, read_copy
+from ledger.fold import refusal_body
 from ledger.log import IMPORT_BATCH, SNAPSHOT_BYTES_PER_ENTRY
 from ledger.rules import MAX_CENTS
 from ledger.store import CHAIN_START, Snapshot, chain
 from ledger.stores import open_store
-from tests.ledger.ledgerkit import fetch, funds_rules, tamper, temporary_store
+from tests.ledger.ledgerkit import fetch, footprint, funds_rules, tamper, temporary_store
 
 APPENDER = Path(__file__).parent / "appender.py"
 SPENDER = Path(__file__).parent / "spender.py"
@@ -676,11 +682,10 @@ def test_a_checkpoint_from_another_log_is_refused(store_url: str, ledger: Ledger
 def test_a_transfer_refused_for_an_overdraft_is_not_accepted_once_the_sender_is_funded(
     store_url: str, ledger: Ledger, log_key: Wallet
 ) -> None:
-    _funded(ledger, log_key)
-    bob = Wallet.generate("bob")
+    bob = _funded(ledger, log_key, 100)  # a wallet the log knows: it was funded
     signed = _signed_elsewhere(ledger, bob, TRANSFER, {"to": "0" * 32, "cents": 500})
     with pytest.raises(
-        RuleViolation, match=r"overdraft.*the refusal is recorded at Pulse 3, which spends sequence number 1"
+        RefusalRecorded, match=r"overdraft.*the refusal is recorded at Pulse 3, which spends sequence number 1"
     ):
         ledger.append_raw([signed.raw])
     refusal = ledger.get(3)
@@ -693,9 +698,151 @@ def test_a_transfer_refused_for_an_overdraft_is_not_accepted_once_the_sender_is_
     size = ledger.size
     with pytest.raises(RuleViolation, match=r"recorded once: wallet .* already used sequence number 1"):
         ledger.append_raw([signed.raw])
-    assert ledger.size == size and ledger.state().balance(bob.id) == 1000
+    assert ledger.size == size and ledger.state().balance(bob.id) == 1100
     assert ledger.next_sequence(bob.id) == 2
     assert ledger.verify().ok  # the refusal replays: the transfer did break a rule at Pulse 3
+
+
+# What a wallet may make the log store: nothing for a wallet the log does not know, one
+# bounded entry at a time for the others.
+
+
+def _notes_rules() -> RuleSet:
+    """The funds rules and a kind any wallet may write, funded or not."""
+    rules = funds_rules()
+    rules.register("test.note/v1", lambda state, entry: None)
+    return rules
+
+
+def test_fresh_keys_posting_refused_transfers_cost_the_log_nothing(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
+    alice = _funded(ledger, log_key)
+    before = footprint(store_url)
+    assert before["ledger_entries"][0] == 2
+    attackers = [Wallet.generate() for _ in range(50)]
+    for key in attackers:
+        signed = _signed_elsewhere(ledger, key, TRANSFER, {"to": alice.id, "cents": 1_000_000, "memo": "x" * 500})
+        with pytest.raises(RuleViolation, match="overdraft") as refused:
+            ledger.append_raw([signed.raw])
+        assert not isinstance(refused.value, RefusalRecorded)
+        assert str(refused.value).endswith(
+            f"; nothing is recorded, not even the refusal, and sequence number 1 of wallet {key.id} is not spent: "
+            "the log knows nothing of the wallet (no entry of its own, never funded)"
+        )
+    assert footprint(store_url) == before  # not a row, not a byte
+    assert ledger.size == 2 and ledger.root() == ledger.root(2)
+    assert all(not ledger.knows(k.id) and ledger.next_sequence(k.id) == 1 for k in attackers)
+    assert ledger.knows(alice.id) and ledger.knows(log_key.id)
+    with Ledger.open(store_url, funds_rules(), log_key) as fresh:  # a new process sees the same log
+        assert fresh.size == 2 and fresh.verify().ok
+    assert ledger.verify().ok
+
+
+def test_a_refusal_is_kept_for_every_wallet_the_log_knows(store_url: str, log_key: Wallet) -> None:
+    with Ledger.open(store_url, _notes_rules(), log_key) as ledger:
+        funded = _funded(ledger, log_key, 100)
+        spent = _funded(ledger, log_key, 5)
+        ledger.append(spent, TRANSFER, {"to": funded.id, "cents": 5})  # it holds 0 now, but was funded
+        writer = Wallet.generate()
+        ledger.append(writer, "test.note/v1", {"text": "hello"})  # never funded, but an entry of its own
+        assert ledger.state().balance(spent.id) == 0 and ledger.state().balance(writer.id) == 0
+        for wallet in (funded, spent, writer):
+            assert ledger.knows(wallet.id)
+            signed = _signed_elsewhere(ledger, wallet, TRANSFER, {"to": "0" * 32, "cents": 1_000})
+            size = ledger.size
+            with pytest.raises(RefusalRecorded, match=f"overdraft.*recorded at Pulse {size + 1}"):
+                ledger.append_raw([signed.raw])
+            assert ledger.get(size + 1).kind == "ledger.refusal/v1"
+            assert ledger.next_sequence(wallet.id) == signed.seq + 1  # spent: the transfer can never come back
+        assert ledger.verify().ok
+
+
+def test_old_logs_holding_refusals_of_unknown_wallets_still_verify(
+    store_url: str, log_key: Wallet, tmp_path: Path
+) -> None:
+    # What earlier versions recorded: the refusal of a transfer by a wallet the log knew nothing of.
+    with Ledger.open(store_url, funds_rules(), log_key) as ledger:
+        alice = _funded(ledger, log_key)
+        stranger = Wallet.generate()
+        refused = _signed_elsewhere(ledger, stranger, TRANSFER, {"to": alice.id, "cents": 500})
+        ledger.append(log_key, "ledger.refusal/v1", refusal_body(refused, "overdraft: as an earlier version said"))
+        ledger.append(alice, TRANSFER, {"to": stranger.id, "cents": 1})
+        assert ledger.verify().ok
+        assert ledger.next_sequence(stranger.id) == 2  # the old refusal spent its number
+        lines = [export_line(e) for e in ledger.entries()]
+    with Ledger.open(store_url, funds_rules(), log_key) as replayed:  # a new object folds every entry again
+        assert replayed.size == 4 and replayed.verify().ok
+    with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
+        assert copy.import_entries(read_copy(lines)).size == 4 and copy.verify().ok
+    # A wallet whose only entries were refused is not one the log knows, until it is funded.
+    rules = _notes_rules()
+    with Ledger.open(store_url, rules, log_key) as ledger:
+        other = Wallet.generate()
+        old = _signed_elsewhere(ledger, other, TRANSFER, {"to": alice.id, "cents": 7})
+        ledger.append(log_key, "ledger.refusal/v1", refusal_body(old, "overdraft"))
+        assert ledger.next_sequence(other.id) == 2 and not ledger.knows(other.id)
+        before = footprint(store_url)
+        with pytest.raises(RuleViolation, match="nothing is recorded"):
+            ledger.append_raw([_signed_elsewhere(ledger, other, TRANSFER, {"to": alice.id, "cents": 7}).raw])
+        assert footprint(store_url) == before
+        assert ledger.knows(stranger.id)  # funded since, by alice
+
+
+def test_an_entry_over_the_size_bound_is_refused_before_anything_is_written(store_url: str, log_key: Wallet) -> None:
+    limit = re.escape(f"over the {MAX_ENTRY_BYTES:,} an entry may hold (MAX_ENTRY_BYTES)")
+    with Ledger.open(store_url, _notes_rules(), log_key) as ledger:
+        alice = _funded(ledger, log_key)
+        big = {"text": "x" * MAX_ENTRY_BYTES}
+        before = footprint(store_url)
+        # Signed here, alone or in a batch...
+        for action, match in [
+            (lambda: ledger.append(alice, "test.note/v1", big), f"^the entry is 1,[0-9,]+ bytes, {limit}$"),
+            (
+                lambda: ledger.append_many([(alice, "test.note/v1", {}), (alice, "test.note/v1", big)]),
+                f"^entry 2 of 2 \\(test.note/v1\\): the entry is 1,[0-9,]+ bytes, {limit}$",
+            ),
+        ]:
+            _refused_and_nothing_written(ledger, EntryTooLarge, match, action)
+        # ...or signed elsewhere, by a wallet the log knows: refused, and no refusal kept.
+        raw = Entry.create(alice, "test.note/v1", big, log=ledger.origin, seq=1).raw
+        _refused_and_nothing_written(
+            ledger,
+            EntryTooLarge,
+            f"^entry 1 refused: it is {len(raw):,} bytes, {limit}$",
+            lambda: ledger.append_raw([raw]),
+        )
+        assert footprint(store_url) == before and ledger.next_sequence(alice.id) == 1
+        # Honest entries are far smaller; one of over 900 kB (a seal of 10,000 tasks) is still recorded.
+        large = _signed_elsewhere(ledger, alice, "test.note/v1", {"text": "x" * 700_000})
+        assert 900_000 < len(large.raw) <= MAX_ENTRY_BYTES
+        assert ledger.append_raw([large.raw])[0].pulse == 3
+        assert ledger.verify().ok
+
+
+def test_the_size_bound_holds_appends_not_what_a_log_already_holds(
+    store_url: str, ledger: Ledger, log_key: Wallet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = _funded(ledger, log_key)
+    long = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "y" * 500})
+    ledger.append_raw([long.raw])
+    lines = [export_line(e) for e in ledger.entries()]
+    monkeypatch.setattr("ledger.entry.MAX_ENTRY_BYTES", len(long.raw) - 1)  # a later, smaller bound
+    with Ledger.open(store_url, funds_rules(), log_key) as reopened:
+        assert reopened.size == 3 and reopened.verify().ok
+        again = _signed_elsewhere(reopened, alice, TRANSFER, {"to": "0" * 32, "cents": 1, "memo": "z" * 500})
+        _refused_and_nothing_written(
+            reopened, EntryTooLarge, f"over the {len(long.raw) - 1:,}", lambda: reopened.append_raw([again.raw])
+        )
+        # A known wallet's refused entry just under the bound: its refusal, the ledger's own
+        # entry holding it, is kept though it is larger.
+        under = _signed_elsewhere(reopened, alice, TRANSFER, {"to": "0" * 32, "cents": 10**6, "memo": "w" * 480})
+        assert len(under.raw) < len(long.raw) - 1
+        with pytest.raises(RefusalRecorded):
+            reopened.append_raw([under.raw])
+        assert len(reopened.get(4).raw) > len(long.raw)
+    with Ledger.open(f"sqlite:///{tmp_path / 'copy.db'}", funds_rules(), Wallet.generate()) as copy:
+        assert copy.import_entries(read_copy(lines)).size == 3 and copy.verify().ok
 
 
 def test_a_refusal_must_hold_an_entry_that_breaks_a_rule(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
