@@ -36,6 +36,7 @@ _SURFACE: dict[str, str] = {
     "Model": "base.protocol",
     "ModelMisconfigured": "base.protocol",
     "ProviderError": "base.protocol",
+    "RequestRefused": "base.protocol",
     "TokenUsage": "base.protocol",
     "completion_from_json": "base.protocol",
     "decode_line": "base.protocol",
@@ -107,17 +108,17 @@ _SURFACE: dict[str, str] = {
     "Settings": "seals.settings",
     "SETTINGS_FILE": "seals.settings:FILE",
     "MetaLoop": "meta.metaloop",
-    "Problem": "meta.metaloop",
-    "IMPROVER_KIND": "meta.metaloop:KIND",
-    "load_problem": "meta.metaloop",
-    "check_problems": "meta.metaloop",
+    "Problem": "meta.problems",
+    "IMPROVER_KIND": "meta.judging:KIND",
+    "load_problem": "meta.problems",
+    "check_problems": "meta.problems",
     "check_improvers": "trust.audit",
     "Variant": "base.variant",
-    "Event": "loop.rounds",
-    "Interrupted": "loop.rounds",
-    "BudgetTooSmall": "loop.rounds",
+    "Event": "loop.record",
+    "Interrupted": "loop.running",
+    "BudgetTooSmall": "loop.running",
     "Loop": "loop.rounds",
-    "Stop": "loop.rounds",
+    "Stop": "loop.running",
     "Challenger": "loop.challenger",
     "Practice": "loop.practice",
     "PracticeRequest": "loop.practice",
@@ -153,10 +154,12 @@ _SURFACE: dict[str, str] = {
     "ATTESTATION": "seals.claims",
     "attestation_of": "seals.claims",
     "release_claim_of": "seals.claims",
+    "seal_publisher": "seals.claims",
     # attesting a release, and releases and attestations as in-toto statements
     "AttestSetup": "trust.attest:Setup",
     "Finding": "trust.attest",
     "PublishedRelease": "code.release:Release",
+    "Rebuild": "code.release",
     "published_release": "code.release:of_entry",
     "attest_release": "trust.attest:attest",
     "load_sealed": "trust.attest",
@@ -202,6 +205,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         Model as Model,
         ModelMisconfigured as ModelMisconfigured,
         ProviderError as ProviderError,
+        RequestRefused as RequestRefused,
         TokenUsage as TokenUsage,
         completion_from_json as completion_from_json,
         decode_line as decode_line,
@@ -220,6 +224,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
     from improver.code.release import (
         KIND as RELEASE_KIND,
         Commands as Commands,
+        Rebuild as Rebuild,
         Release as PublishedRelease,
         of_entry as published_release,
         recipe_for as recipe_for,
@@ -249,17 +254,13 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         with_practice as with_practice,
         write_practice as write_practice,
     )
-    from improver.loop.rounds import (
-        BudgetTooSmall as BudgetTooSmall,
-        Event as Event,
-        Interrupted as Interrupted,
-        Loop as Loop,
-        Stop as Stop,
-    )
+    from improver.loop.record import Event as Event
+    from improver.loop.rounds import Loop as Loop
+    from improver.loop.running import BudgetTooSmall as BudgetTooSmall, Interrupted as Interrupted, Stop as Stop
     from improver.loop.writing import SealReached as SealReached
-    from improver.meta.metaloop import (
-        KIND as IMPROVER_KIND,
-        MetaLoop as MetaLoop,
+    from improver.meta.judging import KIND as IMPROVER_KIND
+    from improver.meta.metaloop import MetaLoop as MetaLoop
+    from improver.meta.problems import (
         Problem as Problem,
         check_problems as check_problems,
         load_problem as load_problem,
@@ -269,6 +270,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         attestation_of as attestation_of,
         register as register_claims,
         release_claim_of as release_claim_of,
+        seal_publisher as seal_publisher,
     )
     from improver.seals.seal import (
         Seal as Seal,
@@ -352,3 +354,36 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         statement as statement_about,
         verify as verify_statement,
     )
+
+    # Renamed imports are not exports to a type checker unless __all__ names them.
+    __all__ += [
+        "DEFAULT_ENV_HOST",
+        "DEFAULT_ENV_PORT",
+        "ENV_IDLE_SECONDS",
+        "IMPROVER_KIND",
+        "MAX_ENV_SESSIONS",
+        "RELEASE_KIND",
+        "SETTINGS_FILE",
+        "AttestSetup",
+        "InstallReview",
+        "LineageReport",
+        "PracticeRunner",
+        "PublishedRelease",
+        "VerifiedStatement",
+        "attest_release",
+        "check_lineage",
+        "env_address",
+        "env_socket",
+        "export_work",
+        "harvest_sessions",
+        "installed_release",
+        "judge_sessions",
+        "published_release",
+        "register_claims",
+        "releases_of",
+        "review_install",
+        "statement_about",
+        "statement_envelope",
+        "validate_tasks",
+        "verify_statement",
+    ]

@@ -131,6 +131,15 @@ class Result:
     def ok(self) -> bool:
         return self.why == "exited" and self.status == 0
 
+    def tail(self, lines: int) -> list[str]:
+        """The last `lines` lines of what it wrote (stdout, then stderr) that hold anything,
+        each stripped, with every control character written as an escape (`\\x1b`): they
+        are printed on an operator's terminal, which a program's escape sequences must
+        never drive."""
+        text = (self.stdout + self.stderr).decode(errors="replace")
+        kept = [_printable(line.strip()) for line in text.splitlines()]
+        return [line for line in kept if line][-lines:]
+
     def describe(self) -> str:
         """One line: how the run ended."""
         if self.why != "exited":
@@ -139,6 +148,10 @@ class Result:
             return f"it was killed by {signals.Signals(self.signal or 0).name}"
         except ValueError:  # no signal, or a status above 128 that names none
             return f"it exited with status {self.status}"
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class Process(Protocol):

@@ -40,6 +40,7 @@ from improver import (
     Finding,
     ImproverError,
     PublishedRelease,
+    Rebuild,
     attest_release,
     load_sealed,
     published_release,
@@ -47,7 +48,7 @@ from improver import (
     statement_about,
     statement_envelope,
 )
-from ledger import BOND_POST, Bond, Challenge, Entry, Ledger, RuleViolation, Wallet, bonds_in
+from ledger import BOND_POST, Bond, Challenge, Entry, Ledger, RuleViolation, State, Wallet, bonds_in
 
 RUNS = 4
 EXPIRES_DAYS = 90
@@ -90,12 +91,13 @@ def attest(home: Home, request: AttestRequest, progress: Callable[[str], None] =
     signer = load_wallet(home, request.wallet)
     adjudicator = wallet_id_of(home, request.adjudicator) if request.adjudicator else None
     with open_ledger(home, read_only=True) as ledger:
-        entry, release = published(ledger, request.release)
+        state = ledger.state()  # once: the release and the bond to attest on are read from the same fold
+        entry, release = published(ledger, request.release, state)
         if entry.author == signer.id:
             raise AgentdError(
                 f"wallet {request.wallet} published release {release.id}: a publisher cannot attest its own release"
             )
-        bond = _bond(ledger, request, signer, adjudicator) if adjudicator else None
+        bond = _bond(ledger, state, request, signer, adjudicator) if adjudicator else None
     setup = _setup(home, release, progress, *sandbox_extras(request.readable, request.env))
     finding = _rebuild(release, request.source, _read(request.patch), request.tasks, request.runs, setup)
     if not finding.holds and not request.publish_failure:
@@ -148,22 +150,26 @@ def rerun(
     progress: Callable[[str], None] = lambda line: None,
 ) -> Finding:
     """Reruns a challenge's rebuild recipe in this home's own sandbox: the release it
-    names (on this home's ledger) rebuilt with the recipe's commands and scored `runs`
-    times on the sealed tasks, which must be the recipe's. Publishes nothing."""
+    names (on this home's ledger) rebuilt with the release's own commands (the recipe's
+    only for a step the release leaves open) and scored `runs` times (at most
+    MAX_RERUN_RUNS) on the sealed tasks, which must be the recipe's. Publishes nothing."""
+    rebuild = _following(home, recipe)
+    release = rebuild.release
+    return _rebuild(
+        release, source, _read(patch), tasks, rebuild.runs, _setup(home, release, progress), digest=recipe.get("tasks")
+    )
+
+
+def _following(home: Home, recipe: Any) -> Rebuild:
+    """How `recipe` reruns the release it names on this home's ledger."""
     if not isinstance(recipe, dict) or not isinstance(recipe.get("release"), str):
         raise AgentdError("the challenge carries no rebuild recipe naming a release")
-    runs = recipe.get("runs")
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
-        raise AgentdError("the recipe's runs must be a count of at least 1")
     with open_ledger(home, read_only=True) as ledger:
         _, release = published(ledger, recipe["release"])
     try:
-        release = release.following(recipe)
+        return release.following(recipe)
     except ImproverError as exc:
         raise AgentdError(str(exc)) from None
-    return _rebuild(
-        release, source, _read(patch), tasks, runs, _setup(home, release, progress), digest=recipe.get("tasks")
-    )
 
 
 @dataclass(frozen=True)
@@ -174,14 +180,17 @@ class Rerun:
     challenge: Challenge
     claimed: dict[str, Any]  # the attestation's body
     found: Finding
+    differs: tuple[str, ...] = ()  # how the recipe differs from the release it reran
 
     def lines(self) -> list[str]:
-        """What the attestation claimed, then what the rebuild here found, a line each."""
+        """What the attestation claimed, how the recipe differs from the release, then
+        what the rebuild here found, a line each."""
         claimed, found = self.claimed, self.found
         return [
             f"the attestation claimed the release {'holds up' if claimed['holds'] else 'does not hold up'}: "
             f"{claimed['after']['passed']}/{claimed['after']['runs']} against {claimed['before']['passed']}/"
             f"{claimed['before']['runs']} on the sealed tasks ({claimed['why']})",
+            *self.differs,
             f"rebuilt here, it {'holds up' if found.holds else 'does not hold up'}: {found.why}",
         ]
 
@@ -204,14 +213,18 @@ def rerun_challenge(
             f"challenge {challenge.id[:16]} carries no rebuild recipe (its challenger did not give --recipe): "
             "rule on its evidence, or rebuild it with `agentd improve attest`"
         )
-    return Rerun(challenge, claimed, rerun(home, challenge.recipe, source, patch, tasks, progress))
+    differs = _following(home, challenge.recipe).differs  # refused here, before any rebuild, when it is bad
+    return Rerun(challenge, claimed, rerun(home, challenge.recipe, source, patch, tasks, progress), differs)
 
 
-def published(ledger: Ledger, ref: str) -> tuple[Entry, PublishedRelease]:
+def published(ledger: Ledger, ref: str, state: State | None = None) -> tuple[Entry, PublishedRelease]:
     """The agent.release/v1 claim `ref` names (a release id, or a claim id or its prefix)
-    and the release as it and the seal claim it names say."""
+    and the release as it and the seal claim it names say; a release id is looked up in
+    `state` when given, else in the ledger's fold as it is now."""
     ref = ref.strip().lower()
-    found = release_claim_of(ledger.state(), ref) if RELEASE_ID.fullmatch(ref) else None
+    found = None
+    if RELEASE_ID.fullmatch(ref):
+        found = release_claim_of(ledger.state() if state is None else state, ref)
     entry = ledger.find(found["claim"] if found else ref)
     if entry.kind != RELEASE_KIND:
         raise AgentdError(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a release ({RELEASE_KIND})")
@@ -241,9 +254,9 @@ def _check(request: AttestRequest) -> None:
     sandbox_extras(request.readable, request.env)
 
 
-def _bond(ledger: Ledger, request: AttestRequest, signer: Wallet, adjudicator: str) -> str | None:
-    """The open bond to attest on, or None when --bond posts one (checked to be affordable)."""
-    state = ledger.state()
+def _bond(ledger: Ledger, state: State, request: AttestRequest, signer: Wallet, adjudicator: str) -> str | None:
+    """The open bond to attest on as `state` has it, or None when --bond posts one (checked
+    to be affordable)."""
     if request.bond_cents is not None:
         # Said before the rebuild; the bond's rule holds it again when it is posted.
         affords(ledger, signer.id, request.wallet, request.bond_cents, "post a bond of")

@@ -20,10 +20,10 @@ import numpy as np
 from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock
 from agentd.app.agent import AGENT, model_factory, variant_of
-from agentd.app.ledger import open_ledger
+from agentd.app.ledger import open_ledger, publisher
 from agentd.app.loop import Stopper, recovered_lineage, run_with_signals
 from agentd.app.runners import sandbox_extras, sandbox_runner
-from agentd.app.seals import settle_seals
+from agentd.app.seals import check_claimant, settle_seals
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
@@ -47,6 +47,7 @@ from improver import (
     load_settings,
     releases_of,
 )
+from ledger import Ledger
 
 BUILD = "python3 -m compileall -q agentd"
 TEST = "python3 -m pytest -q -p no:cacheprovider -p no:xdist tests/agentd/test_runtime.py"
@@ -134,17 +135,14 @@ def _loop(
     on_event: Callable[[Event], None],
     coder: Model | None,
     progress: Callable[[str], None] | None,
-    ledger: Any,
+    ledger: Ledger | None,
     stopper: Stopper,
 ) -> CodeLoop:
     profile = load_profile(home, profile_name)
     seal = current_seal(home.routes, profile_name)
     train = seal.train()
     signer = load_wallet(home, request.wallet) if request.wallet else None
-
-    def publish(kind: str, body: dict) -> tuple[str, int]:
-        entry = ledger.append(signer, kind, body)
-        return entry.claim_id, entry.pulse
+    check_claimant(home, ledger, signer, seal)
 
     def apply_patch(patch: bytes) -> None:
         apply_to(workshop.source, patch)
@@ -170,7 +168,7 @@ def _loop(
             baseline_runs=request.baseline_runs,
             limits=profile.limits,
             concurrency=request.concurrency,
-            publish=publish if signer else None,
+            publish=publisher(ledger, signer),
             halted=lambda: stopper.halted(home),
             max_tokens=request.max_tokens,
             rng=np.random.default_rng(request.seed),

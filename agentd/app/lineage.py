@@ -13,6 +13,7 @@ from agentd.app.seals import settle_seals
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import check_name, profile_dir
+from agentd.wallets import wallet_names
 from improver import ImproverError, Lineage, LineageReport, check_improvers, check_lineage as check_kept, open_seal
 
 
@@ -57,7 +58,8 @@ def check_lineage(home: Home, profile: str, remote: str | None = None) -> Lineag
     with open_remote(remote) if remote else open_ledger(home, check=False, read_only=True) as ledger:
         report = check_kept(lineage, profile, ledger, seals)
         if report.verified:
-            improvers = check_improvers(Lineage(home.routes.improvers(profile)), profile, ledger)
+            authors = wallet_names(home, skip=lambda _: None)  # an unreadable wallet file is another command's error
+            improvers = check_improvers(Lineage(home.routes.improvers(profile)), profile, ledger, authors)
             report.lines += improvers.lines
             report.problems += improvers.problems
     report.problems[:0] = broken

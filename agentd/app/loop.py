@@ -17,9 +17,9 @@ import numpy as np
 from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, lineage_of, make_current
 from agentd.app.agent import AGENT, model_factory, variant_of
-from agentd.app.ledger import open_ledger
+from agentd.app.ledger import open_ledger, publisher
 from agentd.app.practice import load_practice
-from agentd.app.seals import settle_seals
+from agentd.app.seals import check_claimant, settle_seals
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
@@ -143,12 +143,8 @@ def _loop(
     practice = load_practice(request.practice, profile_name) if request.practice else None
     train = with_practice(seal, practice)
     signer = load_wallet(home, request.wallet) if request.wallet else None
+    check_claimant(home, ledger, signer, seal)
     stop = stopper or Stopper()
-
-    def publish(kind: str, body: dict) -> tuple[str, int]:
-        assert ledger is not None and signer is not None
-        entry = ledger.append(signer, kind, body)
-        return entry.claim_id, entry.pulse
 
     def apply(variant: Variant, step: str) -> None:
         make_current(load_profile(home, profile_name), variant, step)
@@ -171,7 +167,7 @@ def _loop(
             baseline_runs=request.baseline_runs,
             limits=profile.limits,
             concurrency=request.concurrency,
-            publish=publish if signer else None,
+            publish=publisher(ledger, signer),
             apply=apply if request.apply else None,
             halted=lambda: stop.halted(home),
             max_tokens=request.max_tokens,

@@ -19,14 +19,25 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentd.app.ledger import open_ledger
+from agentd.app.ledger import open_ledger, pulse_of
 from agentd.app.tasks import separation_of
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import PRIVATE_DIR, Home
 from agentd.profiles import load_profile
-from agentd.wallets import load_wallet
-from improver import ImproverError, Routes, Seal, SealRequest, ShownTasks, claim_body, load_tasks, make_seal, open_seal
-from ledger import Ledger, LedgerError
+from agentd.wallets import load_wallet, wallet_names
+from improver import (
+    ImproverError,
+    Routes,
+    Seal,
+    SealRequest,
+    ShownTasks,
+    claim_body,
+    load_tasks,
+    make_seal,
+    open_seal,
+    seal_publisher,
+)
+from ledger import Ledger, LedgerError, Wallet
 
 SEAL_KIND = "agent.seal/v1"
 
@@ -61,11 +72,26 @@ def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wall
             if signer is None:
                 return Sealed(_put_in_place(home, staged), None, None, shown)
             entry = ledger.append(signer, SEAL_KIND, claim_body(staged))
-            staged.record_claim(entry.claim_id, entry.pulse)
+            staged.record_claim(entry.claim_id, pulse_of(entry))
             return Sealed(_put_in_place(home, staged), entry.claim_id, entry.pulse, shown)
         except BaseException:
             _settle_quietly(home, folder, ledger)
             raise
+
+
+def check_claimant(home: Home, ledger: Ledger | None, signer: Wallet | None, seal: Seal) -> None:
+    """WrongValue unless `signer` may publish changes on `seal`: the ledger's rule takes
+    them only from the wallet that published the seal, said here before anything runs."""
+    claim = seal.state().claim
+    author = seal_publisher(ledger.state(), claim) if ledger is not None and claim is not None else None
+    if signer is None or author is None or author == signer.id:
+        return
+    name = wallet_names(home, skip=lambda exc: None).get(author)
+    who, use = (f"{name} ({author})", f"--wallet {name}") if name else (author, "that wallet with --wallet")
+    raise WrongValue(
+        f"seal {seal.id} was published by wallet {who}, not {signer.name} ({signer.id}): only the wallet that "
+        f"published a seal publishes changes on it; give {use}, or seal tasks with this one"
+    )
 
 
 def settle_seals(home: Home) -> None:
@@ -121,7 +147,7 @@ def _claim_of(ledger: Ledger, seal: Seal) -> tuple[str, int] | None:
     terms = {"seal": seal.id, **seal.terms.to_json()}
     for entry in ledger.entries(kind=SEAL_KIND):
         if all(entry.body.get(name) == value for name, value in terms.items()):
-            return entry.claim_id, entry.pulse
+            return entry.claim_id, pulse_of(entry)
     return None
 
 

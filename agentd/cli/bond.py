@@ -222,7 +222,10 @@ def rule(
     With --rerun (and --source, --patch, --tasks: the checkout, the release's patch and
     the sealed tasks), the challenge's rebuild recipe is first rerun in this home's own
     sandbox and what it found printed beside what the attestation claimed; without
-    --uphold or --dismiss nothing is ruled yet, so you can decide on it."""
+    --uphold or --dismiss nothing is ruled yet, so you can decide on it. The rerun runs
+    the release's own published commands (the recipe's only for a step the release
+    leaves empty; each difference is printed) and at most 64 runs of each sealed task:
+    a recipe asking more is refused."""
     if rerun:
         _rerun(app_, challenge_ref, source, patch, tasks, as_json and uphold is None)
         if uphold is None:
@@ -254,6 +257,7 @@ def _rerun(
             {
                 "challenge": done.challenge.id,
                 "claimed": done.claimed,
+                "differs": list(done.differs),
                 "found": done.found.body("", done.claimed["expires"]),
             }
         )

@@ -23,10 +23,10 @@ from typing import Any
 import httpx
 
 from agentd.providers.chat import assistant, text_of, tool_call
-from agentd.providers.client import encode, is_count, malformed, post_json
+from agentd.providers.client import encode, is_count, malformed, post_json, token_counts
 from agentd.providers.retry import RetryPolicy, with_retries
 from agentd.providers.settings import Endpoint
-from improver import Completion, ProviderError, TokenUsage
+from improver import Completion, RequestRefused, TokenUsage
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -53,8 +53,8 @@ class AnthropicModel:
     ) -> Completion:
         try:
             system, turns = to_anthropic(messages)
-        except ValueError as exc:
-            raise ProviderError(f"{self.name}: {exc}") from None
+        except ValueError as exc:  # messages with no counterpart: refused as they were shaped
+            raise RequestRefused(f"{self.name}: {exc}") from None
         params: dict[str, Any] = {
             "model": self.model,
             "messages": turns,
@@ -152,9 +152,7 @@ def _completion(body: Any, requested: str) -> Completion:
     if not isinstance(content, list):
         raise malformed("no content")
     usage = body.get("usage")
-    counts = (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(usage, dict) else ()
-    if len(counts) != 2 or not all(is_count(n) for n in counts):
-        raise malformed("no token counts (usage)")
+    tokens_in, tokens_out = token_counts(usage, "input_tokens", "output_tokens")
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     for block in content:
@@ -170,7 +168,6 @@ def _completion(body: Any, requested: str) -> Completion:
     )
     model = body.get("model")
     text = "".join(texts) or None
-    tokens_in, tokens_out = counts
     return Completion(
         assistant(text, calls),
         TokenUsage(tokens_in + cached, tokens_out),

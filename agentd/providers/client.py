@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import json
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeGuard
 
 import httpx
 import orjson
 
 from agentd.providers.connections import connection
-from agentd.providers.retry import Permanent, Transient
+from agentd.providers.retry import Permanent, Refused, Transient
 from improver import ProviderError
 
 # Statuses a later try may not see again: time-out, conflict, rate limit, server faults.
 RETRYABLE = frozenset({408, 409, 429})
+# Statuses that refuse the request as it was shaped (a malformed body, too large, not valid).
+REFUSED = frozenset({400, 413, 422})
 MAX_DETAIL = 200
 
 
@@ -66,9 +68,18 @@ def malformed(what: str) -> Transient:
     return Transient(f"malformed body: {what}")
 
 
-def is_count(value: object) -> bool:
+def is_count(value: object) -> TypeGuard[int]:
     """Whether an answer's field is a token count: a whole number, 0 or more."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def token_counts(usage: object, tokens_in: str, tokens_out: str) -> tuple[int, int]:
+    """An answer's `usage` as its tokens in and out (its fields `tokens_in` and
+    `tokens_out`); a malformed body unless both are counts."""
+    counted_in, counted_out = (usage.get(tokens_in), usage.get(tokens_out)) if isinstance(usage, dict) else (None, None)
+    if is_count(counted_in) and is_count(counted_out):
+        return counted_in, counted_out
+    raise malformed("no token counts (usage)")
 
 
 def _json(response: httpx.Response) -> Any:
@@ -99,7 +110,7 @@ def _status_failure(response: httpx.Response, key_hint: str) -> Transient | Perm
         return Transient(reason, _retry_after(response.headers))
     if status in (401, 403):
         return Permanent(f"{reason}; {key_hint}")
-    return Permanent(reason)
+    return Refused(reason) if status in REFUSED else Permanent(reason)
 
 
 def _phrase(status: int) -> str:

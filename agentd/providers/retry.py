@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from improver import ProviderError
+from improver import ProviderError, RequestRefused
 
 T = TypeVar("T")
 log = logging.getLogger("agentd.providers")
@@ -48,6 +48,11 @@ class Permanent(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Refused(Permanent):
+    """The server refused the request as it was shaped (HTTP 400, 413, 422): it becomes
+    `RequestRefused`, which a trial holds against whoever shaped the request."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ async def with_retries(name: str, policy: RetryPolicy, call: Callable[[], Awaita
     while True:
         try:
             return await call()
+        except Refused as exc:
+            raise RequestRefused(f"{name}: {exc.reason}") from None
         except Permanent as exc:
             raise ProviderError(f"{name}: {exc.reason}") from None
         except Transient as exc:

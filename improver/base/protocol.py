@@ -41,6 +41,12 @@ class ProviderError(Exception):
     """A model provider failed after its retries: an infrastructure fault, not a bad run."""
 
 
+class RequestRefused(ProviderError):
+    """The provider refused the request as it was shaped (HTTP 400, 413 or 422): a fault of
+    whoever shaped it, which no retry mends. In a trial that is the candidate, whose run
+    fails (improver.episodes.harness); anywhere else it is a ProviderError like any."""
+
+
 class ModelMisconfigured(ImproverError):
     """The model cannot answer as it was set up (a scripted model with no rule for the
     conversation): its author's mistake, not the candidate's, and no retry mends it. A

@@ -1,22 +1,32 @@
 """Patch limits: what a code change may touch, how large it may be, and what it may add.
 
-A patch (as improver/code/git.py takes it, `git diff --binary`) is held to three limits, each
+A patch (as improver/code/git.py takes it, `git diff --binary`) is held to four limits, each
 refusal a line naming the file and the limit:
 
 - paths: only under the paths allowed (`--allow`; by default agentd's agent runtime,
   `agentd/runtime.py`), and never what scores or guards the agent (GUARDED), whatever
   is allowed;
-- size: at most so many files and so many changed lines, and no binary file;
+- size: at most so many files and so many changed lines;
+- what it holds: regular files only, as the patch's own headers give their modes: no
+  binary file, no symbolic link (nor submodule), no change of a file's mode and no new
+  executable file;
 - added lines: none that starts a process, opens the network or loads code
   dynamically (DANGEROUS, each pattern with what it opens). A line is matched on its
-  words, so a name built at run time from pieces gets past it: this stops the common
-  mistakes and the obvious attempts, not a determined adversary (the sandbox is what
-  holds the rest).
+  words, and the added lines of a Python file, read by `ast` where they parse, on the
+  names their imports and assignments bind too (`from os import system as run`, `import
+  os as o` then `o.system(...)`). A name built at run time from pieces still gets past
+  it: this stops the common mistakes and the obvious attempts, not a determined
+  adversary (the sandbox is what holds the rest).
+
+What a patch holds and adds (`content_refusal`) is also what an installer holds a
+release's patch to, whatever paths it allows (improver/trust/install.py).
 """
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 DEFAULT_ALLOW = ("agentd/runtime.py",)
@@ -46,10 +56,13 @@ GUARDED = (
     ".gitmodules",
 )
 
+# What of os (and of posix and nt, which os takes them from) starts a process.
+OS_PROCESS = r"system|popen|exec\w*|spawn\w*|fork\w*|posix_spawn\w*|startfile"
+
 # (what it does, pattern): an added line matching any is refused.
 DANGEROUS: tuple[tuple[str, str], ...] = (
     ("starts processes", r"\bsubprocess\b"),
-    ("starts processes", r"\bos\s*\.\s*(system|popen|exec\w*|spawn\w*|fork\w*|posix_spawn\w*|startfile)\b"),
+    ("starts processes", rf"\bos\s*\.\s*({OS_PROCESS})\b"),
     ("starts processes", r"\b(pty|multiprocessing|concurrent\.futures\.process)\b"),
     ("starts processes", r"\bcreate_subprocess_(exec|shell)\b"),
     ("opens the network", r"\bsocket\b"),
@@ -62,6 +75,24 @@ DANGEROUS: tuple[tuple[str, str], ...] = (
 )
 _DANGEROUS = tuple((what, re.compile(pattern)) for what, pattern in DANGEROUS)
 
+# Read by `ast` in added Python lines: the modules a name bound to them starts processes
+# through, and the builtins that load code, which a name bound to them calls unspelled.
+OS_MODULES = frozenset({"os", "posix", "nt"})
+_OS_PROCESS = re.compile(OS_PROCESS)
+CODE_BUILTINS = frozenset({"eval", "exec", "compile"})
+PYTHON = (".py", ".pyw", ".pyi")
+MAX_STATEMENT_LINES = 50  # added lines joined to find the end of one bracketed statement
+
+# File modes as git writes them in a patch's headers: a change holds regular files only.
+REGULAR, EXECUTABLE, LINK = "100644", "100755", "120000"
+_MODE_LINES = (
+    ("old mode ", "old"),
+    ("new mode ", "new"),
+    ("deleted file mode ", "deleted"),
+    ("new file mode ", "created"),
+)
+_INDEX = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+ (\d+)$")
+
 
 @dataclass
 class FileChange:
@@ -71,6 +102,7 @@ class FileChange:
     binary: bool = False
     old_path: str = ""  # the a/ side, when a header names one other than `path` (a rename, a copy)
     hunks: int = 0
+    modes: dict[str, str] = field(default_factory=dict)  # old, new, deleted, created, index: as the headers say
 
 
 @dataclass(frozen=True)
@@ -108,6 +140,8 @@ def parse(patch: bytes) -> list[FileChange]:
             hunk, current.hunks = _Hunk.of(raw), current.hunks + 1
         elif raw.startswith("GIT binary patch") or raw.startswith("Binary files "):
             current.binary = True
+        elif mode := _mode_of(raw):
+            current.modes[mode[0]] = mode[1]
         elif raw.startswith("+++ ") and raw != "+++ /dev/null":
             current.path = _unquote(raw[4:])[2:]
         elif raw.startswith("--- ") and raw != "--- /dev/null":
@@ -119,6 +153,15 @@ def parse(patch: bytes) -> list[FileChange]:
     for change in files:
         change.path = change.path or change.old_path  # a section deleting a file names it on its --- line
     return files
+
+
+def _mode_of(header: str) -> tuple[str, str] | None:
+    """(which, mode) of a header line naming a file's mode, or None."""
+    for start, which in _MODE_LINES:
+        if header.startswith(start):
+            return which, header[len(start) :].strip()
+    found = _INDEX.match(header)
+    return ("index", found.group(1)) if found else None
 
 
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -191,19 +234,142 @@ def refusal(patch: bytes, limits: PatchLimits) -> str | None:
             return f"{f.path}: what scores or guards the agent, which no change may touch"
         if not _under(f.path, limits.allow):
             return f"{f.path}: outside what the patch may change ({', '.join(limits.allow)})"
-        if f.binary:
-            return f"{f.path}: a binary file, which a change may not hold"
+        why = _kind_refusal(f)
+        if why:
+            return why
     if len(files) > limits.max_files:
         return f"it changes {len(files)} files; at most {limits.max_files}"
     added, deleted = counts(files)
     if added + deleted > limits.max_lines:
         return f"it changes {added + deleted} lines (+{added} -{deleted}); at most {limits.max_lines}"
+    return _added_refusal(files)
+
+
+def content_refusal(patch: bytes) -> str | None:
+    """Why what the patch holds or adds is refused, whatever paths it touches and however
+    large it is, or None: a binary file, a symbolic link, a mode change, or an added line
+    that starts a process, opens the network or loads code."""
+    files = parse(patch)
+    return next(filter(None, map(_kind_refusal, files)), None) or _added_refusal(files)
+
+
+def _kind_refusal(f: FileChange) -> str | None:
+    """Why the file is not a regular file a change may hold, read from the patch's headers."""
+    if f.binary:
+        return f"{f.path}: a binary file, which a change may not hold"
+    modes = set(f.modes.values())
+    if LINK in modes:
+        return f"{f.path}: a symbolic link (mode {LINK}), which a change may not hold"
+    other = sorted(modes - {REGULAR, EXECUTABLE})
+    if other:
+        return f"{f.path}: not a regular file (mode {other[0]}), which a change may not hold"
+    if "old" in f.modes or "new" in f.modes:
+        return f"{f.path}: a change of its mode ({f.modes.get('old')} to {f.modes.get('new')}), which a change may not make"
+    if f.modes.get("created") == EXECUTABLE:
+        return f"{f.path}: a new executable file (mode {EXECUTABLE}), which a change may not add"
+    return None
+
+
+def _added_refusal(files: list[FileChange]) -> str | None:
     for f in files:
         for number, line in enumerate(f.added, 1):
             for what, pattern in _DANGEROUS:
                 found = pattern.search(line)
                 if found:
                     return f"{f.path}: added line {number} {what} ({found.group(0).strip()!r} in {line.strip()[:80]!r})"
+        if f.path.endswith(PYTHON):
+            why = _bound_refusal(f)
+            if why:
+                return why
+    return None
+
+
+def _bound_refusal(f: FileChange) -> str | None:
+    """Why the names the file's added Python lines bind get past the spelling test: one
+    bound to what of os starts a process, or to a builtin that loads code, or os itself
+    under another name, then used for it. Lines that do not parse are left to the words."""
+    statements = list(_statements(f.added))
+    bound = _os_names(tree for _, tree in statements)
+    for first, tree in statements:
+        for node in ast.walk(tree):
+            found = _dangerous_use(node, bound)
+            if found:
+                what, said = found
+                number = first + getattr(node, "lineno", 1) - 1
+                return f"{f.path}: added line {number} {what} ({said} in {f.added[number - 1].strip()[:80]!r})"
+    return None
+
+
+def _statements(lines: list[str]) -> Iterator[tuple[int, ast.Module]]:
+    """Each run of added lines that parses on its own, with its first line's number: a
+    line, or one that leaves a bracket open or ends in a backslash with the lines that
+    go on with it (a statement over several lines)."""
+    number = 0
+    while number < len(lines):
+        tree, end = _parsed(lines, number)
+        if tree is not None:
+            yield number + 1, tree
+        number = end
+
+
+def _parsed(lines: list[str], first: int) -> tuple[ast.Module | None, int]:
+    """The statement starting at line `first` and where the next begins; None when it
+    does not parse, and its lines are left to the words."""
+    text = ""
+    for end in range(first + 1, min(len(lines), first + MAX_STATEMENT_LINES) + 1):
+        text = f"{text}\n{lines[end - 1].strip()}" if text else lines[end - 1].strip()
+        try:
+            return ast.parse(text), end
+        except (SyntaxError, ValueError, RecursionError):
+            if not _goes_on(text):
+                break
+    return None, first + 1
+
+
+def _goes_on(text: str) -> bool:
+    """Whether a statement may go on past `text`: a bracket left open, or a backslash."""
+    opened = sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+    return opened > 0 or text.endswith("\\")
+
+
+def _os_names(trees: Iterable[ast.Module]) -> set[str]:
+    """The names the statements bind to os, posix or nt: by an import, or by assigning
+    one such name to another."""
+    nodes = [node for tree in trees for node in ast.walk(tree)]
+    bound = {a.asname or a.name for n in nodes if isinstance(n, ast.Import) for a in n.names if a.name in OS_MODULES}
+    assigned = [
+        (target.id, node.value.id)
+        for node in nodes
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    while more := {name for name, value in assigned if value in bound} - bound:
+        bound |= more
+    return bound
+
+
+def _dangerous_use(node: ast.AST, bound: set[str]) -> tuple[str, str] | None:
+    """(what it does, how) when `node` binds or uses a name past the spelling test."""
+    if isinstance(node, ast.ImportFrom) and node.module in OS_MODULES:
+        for alias in node.names:
+            if alias.name == "*":
+                return "starts processes", f"all of {node.module}, its process functions too, bound by import *"
+            if _OS_PROCESS.fullmatch(alias.name):
+                return "starts processes", f"{node.module}.{alias.name} bound as {alias.asname or alias.name!r}"
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in bound
+        and _OS_PROCESS.fullmatch(node.attr)
+    ):
+        return "starts processes", f"os.{node.attr} through the name {node.value.id!r}"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+        first = node.args[0] if node.args else None
+        if isinstance(first, ast.Name) and first.id in bound:
+            return "loads code dynamically", f"getattr of os through the name {first.id!r}"
+    if isinstance(node, ast.Name) and node.id in CODE_BUILTINS:
+        return "loads code dynamically", f"the builtin {node.id}, named"
     return None
 
 

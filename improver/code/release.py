@@ -10,7 +10,11 @@ its claim (`agent.release/v1`) is published. `check` holds a kept release to the
 `Release` is a release as the ledger publishes it, which whoever works from the ledger
 reads (`published`, `of_entry`): an attester rebuilding it, an installer checking it;
 a claim it cannot read, or whose id is not its commit and patch's, is refused there for
-both. `recipe_for` is what a challenge carries to rebuild it again.
+both. `recipe_for` is what a challenge carries to rebuild it again, and `Release.following`
+reads one back: what is rerun is the release's own published commands, never the
+recipe's, which may only add a step the release leaves open, and at most MAX_RERUN_RUNS
+runs of each sealed task, so that whoever wrote the recipe cannot choose what an
+adjudicator's sandbox runs, nor for how long.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ledger import Entry, Ledger
 KIND = RELEASE
 ID_LENGTH = 16
 RECIPE_FIELDS = ("release", "commit", "patch", "tasks", "commands", "runs")
+MAX_RERUN_RUNS = 64  # runs of each sealed task, per tree, that a challenge's recipe may ask a rerun for
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,17 @@ class Commands:
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """A challenge's recipe as it is rerun: the release with the commands run (its own,
+    and what the recipe adds where it leaves a step open), the runs, and each way the
+    recipe differs from the release, a line each, for whoever reruns it to see."""
+
+    release: Release
+    runs: int
+    differs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -101,19 +117,51 @@ class Release:
             raise ImproverError(f"release {release.id} is not the id of its commit and patch")
         return release
 
-    def following(self, recipe: dict[str, Any]) -> Release:
-        """The release as a challenge's recipe says to rebuild it: its commands; the
-        recipe must name this release, its commit and its patch."""
+    def following(self, recipe: dict[str, Any]) -> Rebuild:
+        """How a challenge's recipe reruns this release: the recipe must name this release,
+        its commit and its patch, and at most MAX_RERUN_RUNS runs; its commands are the
+        release's, the recipe's taken only for a step the release leaves open (empty)."""
         missing = [f for f in RECIPE_FIELDS if f not in recipe]
         if missing:
             raise ImproverError(f"the recipe needs {', '.join(missing)}")
         ids = (recipe["release"], recipe["commit"], recipe["patch"])
         if ids != (self.id, self.commit, self.patch):
             raise ImproverError(f"the recipe is not release {self.id}'s (its release, commit or patch differ)")
-        try:
-            return replace(self, commands=Commands(**recipe["commands"]))
-        except TypeError:
-            raise ImproverError("the recipe's commands must be build, test and candidate") from None
+        runs = _rerun_runs(recipe["runs"])
+        commands, differs = _commands_for(self.commands, recipe["commands"])
+        return Rebuild(replace(self, commands=commands), runs, differs)
+
+
+def _rerun_runs(runs: Any) -> int:
+    if not isinstance(runs, int) or isinstance(runs, bool) or not 1 <= runs <= MAX_RERUN_RUNS:
+        raise ImproverError(
+            f"the recipe's runs must be a count from 1 to {MAX_RERUN_RUNS}, the most a rerun makes of each sealed "
+            f"task, not {str(runs)[:20]}"
+        )
+    return runs
+
+
+def _commands_for(own: Commands, given: Any) -> tuple[Commands, tuple[str, ...]]:
+    """The commands a rerun runs, the release's `own` with what the recipe's `given` adds
+    where a step is left open, and each way the two differ, a line each."""
+    published = own.to_json()
+    if (
+        not isinstance(given, dict)
+        or not set(given) <= set(published)
+        or not all(isinstance(c, str) for c in given.values())
+    ):
+        raise ImproverError(f"the recipe's commands must be {', '.join(published)}, as text")
+    run, differs = dict(published), []
+    for name, theirs in published.items():
+        asked = given.get(name, "")
+        if not theirs and asked:
+            run[name] = asked
+            differs.append(f"the recipe adds a {name} command the release leaves open: {asked!r}")
+        elif asked != theirs:
+            differs.append(
+                f"the recipe's {name} command {asked!r} is not the release's {theirs!r}: the release's is run"
+            )
+    return Commands(**run), tuple(differs)
 
 
 def _change(record: dict[str, Any]) -> tuple[str, str, str, Commands]:

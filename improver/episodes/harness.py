@@ -12,14 +12,27 @@ A run comes out as one of three outcomes:
 - passed: every check held;
 - failed: the candidate's doing: a check did not hold, or it broke the run (a line that
   is not the protocol, a crash, an exit before saying it was done, flooding its output,
-  not finishing within the wall time). A broken run scores reward 0: there is no ending
-  left to trust, and nothing should ever be paid for breaking the protocol;
+  not finishing within the wall time, a model request it shaped wrong). A broken run
+  scores reward 0: there is no ending left to trust, and nothing should ever be paid
+  for breaking the protocol;
 - errored: not the candidate's doing: a model that failed through every retry or did
   not answer within the wall time, or a fault of the harness's own (a command that
   cannot be started, a model that cannot be made). Such a run is tried again a bounded
   number of times, then reported as an error: it is never scored as a failure. A model
   set up wrong (`ModelMisconfigured`: a scripted model with no rule for the
   conversation) fails the same way on every try, so its run is reported at once.
+
+Were a request the candidate shaped an error when a provider refused it, a candidate
+could hide every task it would fail behind one malformed request: errored runs are left
+out of the counts. So a command's model requests are checked before they are sent
+(`request_fault`: messages and tools in the chat format, `max_tokens` a positive count
+within the run's limit), and a provider's refusal of a request as it was shaped
+(`RequestRefused`: HTTP 400, 413, 422) is the candidate's failure too, its reason in the
+run. Only a network, a provider that fails (5xx, 429, a time-out) or the harness and
+sandbox themselves error a run. The in-process `Agent` is agentd's own runtime, which
+shapes its requests itself: where a policy stands in for the model (improver.episodes.
+openenv), a request of its that cannot go out is the environment's fault, not the
+policy's, and errors the episode.
 
 The wall time is the candidate's own: the time the harness spends waiting for the
 model is not counted against it (see `improver.base.protocol.Budget`).
@@ -62,6 +75,7 @@ from improver.base.protocol import (
     Model,
     ModelMisconfigured,
     ProviderError,
+    RequestRefused,
     TokenUsage,
     completion_to_json,
     decode_line,
@@ -151,6 +165,100 @@ def run_cost(task: Task, limits: EpisodeLimits) -> int:
     return limits.max_tokens * (2 if task.user is not None else 1)
 
 
+ROLES = ("system", "developer", "user", "assistant", "tool")
+SHOWN = 40  # characters of a wrong value a fault quotes
+
+
+def request_fault(messages: Any, tools: Any, max_tokens: Any, limit: int) -> str | None:
+    """What is wrong with a model request as a candidate shaped it, or None: messages and
+    tools in the chat format (OpenAI's, which every provider here takes), `max_tokens` a
+    whole number from 1 to the run's token `limit`, or null for the default."""
+    if not isinstance(messages, list) or not messages:
+        return f"messages must be a list of chat messages, at least one, not {_shown(messages)}"
+    if not isinstance(tools, list):
+        return f"tools must be a list of function tools, not {_shown(tools)}"
+    faults = [(f"message {n}", _message_fault(m)) for n, m in enumerate(messages, 1)]
+    faults += [(f"tool {n}", _tool_fault(t)) for n, t in enumerate(tools, 1)]
+    where, fault = next(((w, f) for w, f in faults if f), ("", None))
+    if fault:
+        return f"{where}: {fault}"
+    if max_tokens is not None and not (_whole(max_tokens) and 1 <= max_tokens <= limit):
+        return (
+            f"max_tokens must be a whole number from 1 to the run's limit of {limit}, or null, not {_shown(max_tokens)}"
+        )
+    return None
+
+
+def _message_fault(message: Any) -> str | None:
+    if not isinstance(message, dict):
+        return f"not an object but {_shown(message)}"
+    role, content, calls = message.get("role"), message.get("content"), message.get("tool_calls")
+    if role not in ROLES:
+        return f"role must be one of {', '.join(ROLES)}, not {_shown(role)}"
+    if calls is not None and role != "assistant":
+        return "only an assistant message has tool_calls"
+    if calls is not None and (why := _calls_fault(calls)):
+        return why
+    if role == "assistant" and content is None:
+        return None if calls else "an assistant message needs its content or its tool_calls"
+    if not _text(content):
+        return f"content must be text, or a list of text parts, not {_shown(content)}"
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        return "a tool message needs the tool_call_id it answers, as text"
+    return None
+
+
+def _calls_fault(calls: Any) -> str | None:
+    if not isinstance(calls, list):
+        return f"tool_calls must be a list, not {_shown(calls)}"
+    for n, call in enumerate(calls, 1):
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            not isinstance(function, dict)
+            or not isinstance(call.get("id"), str)
+            or call.get("type", "function") != "function"
+            or not _name(function.get("name"))
+            or not isinstance(function.get("arguments"), str)
+        ):
+            return f"tool call {n} must be {{id, type: function, function: {{name, arguments as text}}}}"
+    return None
+
+
+def _tool_fault(tool: Any) -> str | None:
+    function = tool.get("function") if isinstance(tool, dict) else None
+    if (
+        not isinstance(function, dict)
+        or tool.get("type") != "function"
+        or not _name(function.get("name"))
+        or not isinstance(function.get("description", ""), str)
+        or not isinstance(function.get("parameters", {}), dict)
+    ):
+        return "must be {type: function, function: {name, description as text, parameters as an object}}"
+    return None
+
+
+def _text(content: Any) -> bool:
+    """Text, or a list of text parts ({type: text, text}): what every provider here takes."""
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content
+    )
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
 class TaskEpisode:
     """The episode side of one run: the variant's model and the task's stand-ins."""
 
@@ -187,8 +295,8 @@ class TaskEpisode:
     async def model(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
     ) -> Completion:
-        if self.error:
-            raise ProviderError(self.error)
+        if self.error or self.fault:  # a run already broken asks no model more
+            raise ProviderError(self.error or self.fault)
         try:
             self.budget.start_turn()
         except LimitReached as exc:
@@ -199,6 +307,9 @@ class TaskEpisode:
             completion = await self.budget.wait_for_model(
                 model.complete(messages, tools, self.budget.allowance(max_tokens))
             )
+        except RequestRefused as exc:  # refused as the candidate shaped it: its doing, no infrastructure's
+            self.fault = f"sent a model request the provider refused ({exc})"
+            raise
         except ProviderError as exc:
             self.error = f"{self.spec}: {exc}"
             raise
@@ -482,13 +593,17 @@ async def _converse(process: Process, case: Case, episode: TaskEpisode) -> Candi
 
 
 async def _answer_model(payload: dict[str, Any], episode: TaskEpisode) -> tuple[str, dict[str, Any]] | None:
-    messages, tools, max_tokens = payload.get("messages"), payload.get("tools", []), payload.get("max_tokens")
-    if not isinstance(messages, list) or not isinstance(tools, list) or not isinstance(max_tokens, (int, type(None))):
-        episode.fault = "sent a model request without a list of messages and tools"
+    messages: Any = payload.get("messages")  # of any shape until request_fault says it is a list
+    tools, max_tokens = payload.get("tools", []), payload.get("max_tokens")
+    fault = request_fault(messages, tools, max_tokens, episode.limits.max_tokens)
+    if fault:
+        episode.fault = f"sent a malformed model request: {fault}"
         return None
     try:
         completion = await episode.model(messages, tools, max_tokens)
     except ProviderError as exc:
+        if episode.fault:  # the candidate's own request: the run ends, failed
+            return None
         return "error", {"kind": "provider", "message": str(exc)}
     except LimitReached as exc:
         return "error", {"kind": "limit", "message": str(exc)}

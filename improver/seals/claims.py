@@ -2,8 +2,11 @@
 attestations third parties publish about releases, and kept improvers.
 
 They run when a claim is appended and again when an auditor replays the log, so a
-claim that names a seal not issued before it, or spends a confirmation the seal does
-not allow, never gets in and never verifies.
+claim that names a seal not issued before it, spends a confirmation the seal does not
+allow, or is signed by a wallet other than the seal's publisher, never gets in and never
+verifies. Anyone may append to a log; what a claim may spend is its author's own: a
+seal's confirmations are the wallet's that published the seal, held-out problems' the
+wallet's that first claimed them, and a release id is its first publisher's.
 """
 
 from __future__ import annotations
@@ -93,7 +96,14 @@ def _seal(state: State, entry: Entry) -> None:
         seen = state.ns("shown_contents")
         for content in shown:
             seen.setdefault(content, entry.claim_id)
-    seals[entry.claim_id] = {"seal": body["seal"], "pulse": entry.pulse, "confirmations": k, "spent": 0}
+    # Its author is the one wallet that may spend its confirmations (see `_improvement`).
+    seals[entry.claim_id] = {
+        "seal": body["seal"],
+        "pulse": entry.pulse,
+        "confirmations": k,
+        "spent": 0,
+        "author": entry.author,
+    }
 
 
 def _improvement(state: State, entry: Entry) -> None:
@@ -105,6 +115,13 @@ def _improvement(state: State, entry: Entry) -> None:
     seal = state.ns("seals").get(seal_claim)
     if seal is None:
         raise RuleViolation("an improvement must name, by claim, a seal published before it")
+    # Anyone may append; only the seal's publisher may spend it. Otherwise a stranger who
+    # names the operator's seal with its last confirmation leaves the operator none.
+    _require(
+        entry.author == seal["author"],
+        f"seal claim {seal_claim[:16]} was published by wallet {seal['author']}, not {entry.author}: only the "
+        "wallet that published a seal claims changes on it",
+    )
     n = body.get("confirmation")
     _require(_count(n), "confirmation must be a number")
     _require(n <= seal["confirmations"], f"confirmation {n} is beyond the {seal['confirmations']} the seal allows")
@@ -150,8 +167,17 @@ def _release(state: State, entry: Entry) -> None:
     after = entry.body.get("after")
     code = after.get("code") if isinstance(after, dict) else None
     _require(code == {"commit": commit, "patch": patch}, "after.code must be the release's commit and patch")
+    releases: dict[str, Any] = state.ns("releases")
+    earlier = releases.get(release["release"])
+    # A release is found by its id: another wallet publishing the same commit and patch on
+    # a seal of its own would take it over, as its publisher, with its own commands.
+    if earlier is not None and earlier["author"] != entry.author:
+        raise RuleViolation(
+            f"release {release['release']} was published by wallet {earlier['author']} (claim "
+            f"{earlier['claim'][:16]}): no other wallet publishes it again"
+        )
     _improvement(state, entry)
-    state.ns("releases")[release["release"]] = {"claim": entry.claim_id, "author": entry.author, "pulse": entry.pulse}
+    releases[release["release"]] = {"claim": entry.claim_id, "author": entry.author, "pulse": entry.pulse}
 
 
 ATTESTATION_COUNTS = ("before", "after")
@@ -203,6 +229,13 @@ def _attestation(state: State, entry: Entry) -> None:
         "bond": bond,
         "adjudicator": adjudicator,
     }
+
+
+def seal_publisher(state: State, seal_claim: str) -> str | None:
+    """The wallet that published seal claim `seal_claim`, the one wallet that may claim
+    changes on it; None when the log holds no such seal claim."""
+    found = state.namespaces.get("seals", {}).get(seal_claim)
+    return str(found["author"]) if found else None
 
 
 def release_claim_of(state: State, release: str) -> dict[str, Any] | None:
@@ -276,9 +309,15 @@ def _improver(state: State, entry: Entry) -> None:
     _require(body["test"] in levels.TESTS, f"test must be one of {', '.join(levels.TESTS)}")
     for part in ("choose", "held"):
         _require(isinstance(body[part], dict), f"{part} must hold the comparison")
-    spent: dict[str, list[int]] = state.ns("improver_confirmations")  # [spent, allowed]
+    spent: dict[str, list[Any]] = state.ns("improver_confirmations")  # [spent, allowed, first claimant]
     key = f"{body['profile']}/{body['held_out_digest']}"
-    before_n, allowed = spent.get(key, [0, k])
+    before_n, allowed, claimant = spent.get(key, [0, k, entry.author])
+    # As a seal's confirmations are its publisher's, held-out problems' are their first claimant's.
+    _require(
+        entry.author == claimant,
+        f"those held-out problems were first claimed by wallet {claimant}, not {entry.author}: only it claims "
+        "their confirmations",
+    )
     _require(k == allowed, f"those held-out problems allow {allowed} confirmations, as first claimed, not {k}")
     _require(n > before_n, f"confirmation {n} of those held-out problems was already claimed")
     improvers: dict[str, Any] = state.ns("improvers")
@@ -287,7 +326,7 @@ def _improver(state: State, entry: Entry) -> None:
         follows is None or (isinstance(follows, str) and follows in improvers),
         "follows must name an earlier improver claim, or be null",
     )
-    spent[key] = [n, k]
+    spent[key] = [n, k, claimant]
     improvers[entry.claim_id] = {"pulse": entry.pulse, "profile": body["profile"]}
 
 

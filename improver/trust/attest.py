@@ -7,7 +7,7 @@ names, the checkout to holding the release's commit. The code is then rebuilt fr
 clones at that commit (the code loop's `Workshop`), once as it stood and once with the
 patch, each built and tested in the attester's own sandbox; both trees are scored as
 candidates on the sealed tasks, R runs of each, by the attester's harness; and the same
-decision the loop kept it by (`improver.loop.rounds.decided`, at the seal's level and with its
+decision the loop kept it by (`improver.loop.contests.decided`, at the seal's level and with its
 test) says whether it holds up. A canary passed, or its code word said, means it does not.
 
 A challenge's rebuild recipe (improver/code/release.py's `recipe_for`, read back by
@@ -34,7 +34,7 @@ from improver.decide.decision import SEALED, Outcome, Rule
 from improver.decide.stats import Comparison
 from improver.episodes.harness import ModelFactory
 from improver.episodes.trials import CONCURRENCY, Halted, TrialResult, run_trials
-from improver.loop.rounds import decided
+from improver.loop.contests import decided
 from improver.seals.seal import code_word, is_canary
 from improver.tasks.task import Task, TaskSet, parse_set
 from sandbox import Runner

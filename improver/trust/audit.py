@@ -11,6 +11,7 @@ code loop because a release is checked against its patch; the lineage itself
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,9 +76,13 @@ def check(
                 f"{what} on the ledger as claim {line['claim'][:16]} (Pulse {line['pulse']}), "
                 f"confirmed on tasks sealed at Pulse {seal_entry.pulse}"
             )
+    # Only the seal's publisher may claim on it (improver.seals.claims), so a claim on one
+    # of these seals that the lineage does not hold is this home's; anyone's claims on
+    # seals of their own, whatever profile they name, are theirs to answer for.
+    ours = {claim for seal in seals.values() if (claim := seal.state().claim)}
     for kind in KINDS:
         for entry in ledger.entries(kind=kind):
-            if entry.body.get("profile") == profile and entry.claim_id not in claimed:
+            if entry.body.get("seal_claim") in ours and entry.claim_id not in claimed:
                 report.problems.append(
                     f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps a change of {profile} that {lineage.path} does not hold"
                 )
@@ -160,9 +165,11 @@ IMPROVER_CLAIMED = (
 )
 
 
-def check_improvers(lineage: Lineage, profile: str, ledger: Ledger) -> Report:
+def check_improvers(lineage: Lineage, profile: str, ledger: Ledger, authors: Collection[str] = ()) -> Report:
     """Holds every improver kept (the profile's improver lineage) to its claim, and every
-    such claim of the profile to a line; the ledger is verified by `check` first."""
+    claim of the profile that is this home's to a line: one on held-out problems the
+    lineage graded on, or by one of `authors` (the home's wallets, so a lineage file lost
+    still leaves its claims named). The ledger is verified by `check` first."""
     report = Report()
     try:
         kept = [(n, line) for n, line in lineage.lines() if line["decision"] == "kept"]
@@ -187,8 +194,12 @@ def check_improvers(lineage: Lineage, profile: str, ledger: Ledger) -> Report:
                 f"improver {line['improver']}, kept as step {line['step']}: on the ledger as claim {claim[:16]} (Pulse {line['pulse']}), "
                 f"confirmation {line['confirmation']} of {line['confirmations']} of its held-out problems"
             )
+    # Held-out problems belong to the wallet that first claimed them (improver.seals.claims),
+    # so a stranger's improver claim naming this profile is on problems of its own.
+    ours = {line.get("held_out_digest") for _, line in lineage.lines()} - {None}
     for entry in ledger.entries(kind=IMPROVER_KIND):
-        if entry.body.get("profile") == profile and entry.claim_id not in claimed:
+        mine = entry.body.get("held_out_digest") in ours or entry.author in authors
+        if entry.body.get("profile") == profile and mine and entry.claim_id not in claimed:
             report.problems.append(
                 f"claim {entry.claim_id[:16]} (Pulse {entry.pulse}) keeps an improver of {profile} that {lineage.path} does not hold"
             )

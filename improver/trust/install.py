@@ -5,8 +5,10 @@ Four checks, each a named result:
 
 - patch: the patch file is the one the release published (its SHA-256);
 - allow: every path the patch touches, read from the patch itself (and as git reads
-  it), is within the installer's allowed paths; what the publisher says it changes is
-  not asked;
+  it), is within the installer's allowed paths, and what it holds keeps to the limits
+  the code loop holds a coder's patch to (improver/code/patchlimits.py): no symbolic
+  link, mode change or binary file, no added line that starts a process, opens the
+  network or loads code; what the publisher says it changes is not asked;
 - commit: the checkout stands at the release's commit, with nothing uncommitted;
 - attestations: each verifier the installer names has, among the attestations given,
   one that counts: about this release, not by its publisher, holding up, not expired,
@@ -35,7 +37,7 @@ from improver.base.errors import ImproverError
 from improver.base.files import write_atomic
 from improver.base.routes import Routes
 from improver.code.git import apply_to, head_of, paths_git_reads, source_commit
-from improver.code.patchlimits import DEFAULT_ALLOW, outside, touched
+from improver.code.patchlimits import DEFAULT_ALLOW, content_refusal, outside, touched
 from improver.code.release import Release, patch_digest, published
 from improver.seals.claims import ATTESTATION, attestation_of
 from ledger import Ledger, State, bonds_in
@@ -122,7 +124,11 @@ def check_patch(patch: bytes, release: Release) -> Check:
 
 
 def check_allow(patch: bytes, release: Release, allow: tuple[str, ...], checkout: Path) -> Check:
-    """Read from the patch itself and as git reads it, never from the publisher's list."""
+    """Read from the patch itself and as git reads it, never from the publisher's list.
+    Whatever paths the installer allows, a link or a mode git would apply could reach
+    past them (agent.py made a link to the home's keys), so the patch is held to what
+    the code loop holds a coder's to as well: a release its limits would have refused
+    was not made by an honest loop."""
     try:
         patch.decode()
     except UnicodeDecodeError:
@@ -137,6 +143,9 @@ def check_allow(patch: bytes, release: Release, allow: tuple[str, ...], checkout
     if bad is not None:
         said = f"; its publisher says it changes {', '.join(release.files)}" if bad not in release.files else ""
         return Check(ALLOW, False, f"it touches {bad}, outside what you allow ({', '.join(allow)}){said}")
+    held = content_refusal(patch)
+    if held is not None:
+        return Check(ALLOW, False, f"{held} (the code loop's limits, which a release keeps to)")
     return Check(ALLOW, True, f"it touches {', '.join(paths)}, within what you allow ({', '.join(allow)})")
 
 

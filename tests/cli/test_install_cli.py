@@ -223,6 +223,12 @@ def crafted_release(w: World) -> tuple[str, Path]:
     (scratch / "test_agent.py").write_text((scratch / "test_agent.py").read_text().replace("assert", "assert True or"))
     patch = subprocess.run(["git", "diff", "--no-renames"], cwd=scratch, check=True, capture_output=True).stdout
     shutil.rmtree(scratch)
+    return published_as_release(w, patch)
+
+
+def published_as_release(w: World, patch: bytes) -> tuple[str, Path]:
+    """`patch` published by the release's own publisher as a release of the same commit
+    (spending the seal's next confirmation), and written where an installer is handed it."""
     digest = hashlib.sha256(patch).hexdigest()
     published = w.release_claim()
     del published["claim"]

@@ -13,7 +13,7 @@ import pytest
 
 from improver.base.errors import ImproverError
 from improver.base.variant import Variant
-from improver.code.release import RECIPE_FIELDS, Commands, of_entry, published, recipe_for, record, release_id
+from improver.code.release import RECIPE_FIELDS, Commands, Rebuild, of_entry, published, recipe_for, record, release_id
 from improver.decide import levels
 from improver.seals.claims import RELEASE, SEAL
 from improver.trust.install import Trust, review
@@ -97,8 +97,12 @@ def test_a_challenges_recipe_is_read_back_as_the_release_it_came_from(ledger: Le
     entry = publish(ledger)
     release, recipe = of_entry(ledger, entry), recipe_for(entry.body, "d" * 64, 3)
     assert tuple(recipe) == RECIPE_FIELDS and (recipe["tasks"], recipe["runs"]) == ("d" * 64, 3)
-    assert release.following(recipe) == release
+    assert release.following(recipe) == Rebuild(release, 3, ())
     rebuilt = release.following({**recipe, "commands": {"build": "make", "test": "", "candidate": "./a"}})
-    assert rebuilt.commands == Commands("make", "", "./a")
+    assert rebuilt.release.commands == Commands("make", "", "python3 a.py")  # only what the release leaves open
+    assert rebuilt.differs == (
+        "the recipe adds a build command the release leaves open: 'make'",
+        "the recipe's candidate command './a' is not the release's 'python3 a.py': the release's is run",
+    )
     with pytest.raises(ImproverError, match=f"the recipe is not release {release.id}'s"):
         release.following({**recipe, "commit": "2" * 40})

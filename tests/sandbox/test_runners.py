@@ -31,6 +31,15 @@ def python(runner: Runner, source: str, stdin: bytes = b"", **changes) -> Result
     return run_blocking(runner, request, stdin)
 
 
+def test_the_tail_of_a_programs_output_cannot_drive_a_terminal(runner: Runner) -> None:
+    # Clear the screen, retitle the window, ring the bell: all as text; a carriage return
+    # ends a line, so nothing after it writes over what came before.
+    source = r"import sys; print('built\x1b[2J\x1b]0;owned\x07'); print('ok\rFAILED', file=sys.stderr); sys.exit(1)"
+    tail = python(runner, source).tail(5)
+    assert tail == ["built\\x1b[2J\\x1b]0;owned\\x07", "ok", "FAILED"]
+    assert all(c.isprintable() for line in tail for c in line)
+
+
 def test_status_outputs_and_input(runner: Runner) -> None:
     result = python(
         runner, "import sys; print(sys.stdin.read().upper()); print('oops', file=sys.stderr); sys.exit(3)", b"hello"
