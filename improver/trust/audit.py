@@ -19,7 +19,12 @@ from improver.base.errors import ImproverError
 from improver.base.routes import Routes
 from improver.code.release import check as check_release, release_id
 from improver.loop.lineage import CLAIMED, KINDS, Lineage
-from improver.seals.claims import IMPROVEMENT as KIND, IMPROVER as IMPROVER_KIND, RELEASE as RELEASE_KIND
+from improver.seals.claims import (
+    IMPROVEMENT as KIND,
+    IMPROVER as IMPROVER_KIND,
+    IMPROVER_FIELDS,
+    RELEASE as RELEASE_KIND,
+)
 from improver.seals.seal import Seal
 from ledger import Entry, Ledger, LedgerError
 
@@ -144,25 +149,8 @@ def _check_seal_files(seal: Seal | None, published: Entry) -> str | None:
     return None
 
 
-# The fields of a kept improver's line that its claim must hold, exactly.
-IMPROVER_CLAIMED = (
-    "profile",
-    "step",
-    "follows",
-    "change",
-    "before",
-    "after",
-    "improver",
-    "problems",
-    "held_out",
-    "held_out_digest",
-    "choose",
-    "held",
-    "confirmation",
-    "confirmations",
-    "level",
-    "test",
-)
+# The fields of a kept improver's line that its claim must hold, exactly: all its rule requires, and what it follows.
+IMPROVER_CLAIMED = ("follows", *IMPROVER_FIELDS)
 
 
 def check_improvers(lineage: Lineage, profile: str, ledger: Ledger, authors: Collection[str] = ()) -> Report:
