@@ -128,16 +128,7 @@ class Ledger(LedgerReader):
         log's origin and its author's next sequence number (see `origin`,
         `next_sequence`). An entry a kind's rule refuses raises RefusalRecorded when its
         refusal is recorded (see `_spend`), else RuleViolation."""
-        entries = []
-        for i, raw in enumerate(raws, 1):
-            try:
-                if why := too_large(raw):
-                    raise EntryTooLarge(f"it is {why}")
-                entries.append(Entry.parse(raw))
-            except EntryError as exc:
-                raise type(exc)(f"entry {i} refused: {exc}") from None
-        if any(e.kind in (GENESIS, REFUSAL) for e in entries):
-            raise RuleViolation(f"only this ledger's own key writes {GENESIS} and {REFUSAL} entries")
+        entries = _signed_elsewhere(raws)
 
         def batch(tip: Tip) -> tuple[list[Entry], int]:
             return ([self._genesis()] if tip.state.size == 0 else []) + entries, len(entries)
@@ -346,6 +337,23 @@ def _appended(i: int, given: int, entry: Entry, reason: str) -> str:
 
 def _imported(i: int, given: int, entry: Entry, reason: str) -> str:
     return f"Pulse {entry.pulse} refused: {reason}"
+
+
+def _signed_elsewhere(raws: Iterable[bytes]) -> list[Entry]:
+    """Entries signed elsewhere, each within the size bound and well formed, none of the
+    kinds only this ledger's own key writes; EntryError or RuleViolation naming the first
+    that is not."""
+    entries = []
+    for i, raw in enumerate(raws, 1):
+        try:
+            if why := too_large(raw):
+                raise EntryTooLarge(f"it is {why}")
+            entries.append(Entry.parse(raw))
+        except EntryError as exc:
+            raise type(exc)(f"entry {i} refused: {exc}") from None
+    if any(e.kind in (GENESIS, REFUSAL) for e in entries):
+        raise RuleViolation(f"only this ledger's own key writes {GENESIS} and {REFUSAL} entries")
+    return entries
 
 
 def _parsed(raws: Iterable[bytes]) -> Iterator[Entry]:

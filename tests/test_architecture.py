@@ -4,6 +4,7 @@ that is not there."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -34,3 +35,14 @@ def test_every_module_of_ledger_sandbox_and_each_improver_room_has_its_row() -> 
     for name, folder in folders.items():
         assert name in found, f"ARCHITECTURE.md has no section for {name}/"
         assert named(found[name]) == modules(folder), name
+
+
+def test_no_class_in_the_four_packages_is_over_250_lines() -> None:
+    # A class that grows past this is doing two things; split it by what its callers do.
+    long = []
+    for package in ("agentd", "improver", "ledger", "sandbox"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and (size := node.end_lineno - node.lineno + 1) > 250:
+                    long.append(f"{path.relative_to(ROOT)}: {node.name} is {size} lines")
+    assert not long, "\n".join(long)
