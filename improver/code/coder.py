@@ -15,6 +15,8 @@ nor anything a sealed run said: this module is given none.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,19 +194,53 @@ def _file_tool(name: str, arguments: dict[str, str], copy: Path) -> str:
         )
     path = inside(copy, _needs(arguments, "path"))
     if name == "read_file":
-        return path.read_bytes()[:READ_BYTES].decode()
+        return _read(path, copy)[:READ_BYTES].decode()
     if name == "write_file":
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_needs(arguments, "content"))
+        _write(path, copy, _needs(arguments, "content"))
         return f"wrote {path.relative_to(copy)}"
     if name == "replace_in_file":
-        text, old = path.read_text(), _needs(arguments, "old")
+        text, old = _read(path, copy).decode(), _needs(arguments, "old")
         found = text.count(old) if old else 0
         if found != 1:
             return f"error: the text occurs {found} times in {path.relative_to(copy)}; it must occur exactly once"
-        path.write_text(text.replace(old, _needs(arguments, "new")))
+        _write(path, copy, text.replace(old, _needs(arguments, "new")))
         return f"changed {path.relative_to(copy)}"
     return f"error: there is no tool {name!r}; the tools are {', '.join(t['function']['name'] for t in TOOLS)}"
+
+
+# Opened so that nothing but a regular file is ever waited on: a FIFO or a device the
+# coder's command made would block open() (and agentd with it) for ever.
+_NO_WAIT = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _regular(fd: int, path: Path, copy: Path) -> None:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_a_file(path, copy)
+
+
+def _not_a_file(path: Path, copy: Path) -> PathRefused:
+    return PathRefused(
+        f"{path.relative_to(copy)} is not a regular file (a FIFO, a socket or a device): only files may be used"
+    )
+
+
+def _read(path: Path, copy: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | _NO_WAIT)
+    _regular(fd, path, copy)
+    with os.fdopen(fd, "rb") as file:
+        return file.read()
+
+
+def _write(path: Path, copy: Path, text: str) -> None:
+    if path.exists() and not path.is_file():  # a FIFO with no reader would refuse the open less plainly
+        raise _not_a_file(path, copy)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | _NO_WAIT, 0o644)
+    _regular(fd, path, copy)  # before truncating: what is not a file is left as it was
+    with os.fdopen(fd, "wb") as file:
+        file.truncate()
+        file.write(text.encode())
 
 
 def inside(copy: Path, relative: str) -> Path:

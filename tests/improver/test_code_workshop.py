@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,24 @@ def test_each_runner_builds_a_tree_and_runs_the_coders_command_in_the_copy(tmp_p
     assert said.startswith("exit status 0") and "new.txt" in said
     patch, why = ws.patch_of(copy)
     assert why is None and b"+hi" in patch
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_the_coders_command_made_is_refused_by_the_file_tools_and_nothing_waits_on_it(tmp_path: Path) -> None:
+    replies = [
+        calls(("run_command", {"command": "mkfifo pipe.py && mkfifo lib.py && ls -l pipe.py"})),
+        calls(
+            ("read_file", {"path": "pipe.py"}),
+            ("write_file", {"path": "pipe.py", "content": "x"}),
+            ("replace_in_file", {"path": "lib.py", "old": "a", "new": "b"}),
+            ("read_file", {"path": "agent.py"}),
+        ),
+        says("Done."),
+    ]
+    _, copy, coded, seen = coder_run(tmp_path, replies)
+    answers = [m["content"] for m in seen[-1] if m["role"] == "tool"]
+    assert answers[0].startswith("prw") or "pipe.py" in answers[0], answers[0]
+    refused = "is not a regular file (a FIFO, a socket or a device): only files may be used"
+    assert answers[1:4] == [f"error: pipe.py {refused}", f"error: pipe.py {refused}", f"error: lib.py {refused}"]
+    assert answers[4] == AGENT and coded.summary == "Done."
+    assert stat.S_ISFIFO((copy / "pipe.py").lstat().st_mode)  # left as it was
