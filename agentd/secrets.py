@@ -16,8 +16,16 @@ from typing import Any
 
 from agentd.home import Home
 
-SECRET_VARIABLES = ("AGENTD_WALLET_PASSPHRASE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-SECRET_SETTINGS = (("openai", "api_key"), ("anthropic", "api_key"))
+# Every secret agentd is given: the wallets' and the log key's passphrases, the providers'
+# keys, the token that lets sessions in over HTTP.
+SECRET_VARIABLES = (
+    "AGENTD_WALLET_PASSPHRASE",
+    "AGENTD_LOG_PASSPHRASE",
+    "AGENTD_INTAKE_TOKEN",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+)
+SECRET_SETTINGS = (("openai", "api_key"), ("anthropic", "api_key"), ("serve", "intake_token"))
 # Shorter values would match ordinary words and flag sessions for nothing.
 MIN_SECRET_LENGTH = 6
 GAP = r"\s*"  # what may stand between the characters of a value someone spaced out

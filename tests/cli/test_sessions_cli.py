@@ -188,6 +188,24 @@ def test_a_session_holding_a_secret_is_flagged_and_the_secret_kept_out(agentd, i
     assert b"verysecret" not in (invoices / "copy.jsonl").read_bytes()
 
 
+@pytest.mark.parametrize("where", ["AGENTD_LOG_PASSPHRASE", "AGENTD_INTAKE_TOKEN", "[serve] intake_token"])
+def test_the_log_keys_passphrase_and_the_intake_token_are_secrets_too(
+    agentd, home: Home, invoices: Path, monkeypatch, where: str
+) -> None:
+    secret = "not-for-transcripts-4711"
+    if where.startswith("["):
+        home.config_path.write_text(home.config_path.read_text() + f'\n[serve]\nintake_token = "{secret}"\n')
+    else:
+        monkeypatch.setenv(where, secret)
+    if where == "AGENTD_LOG_PASSPHRASE":
+        assert agentd("wallet", "seal-log-key").code == 0  # the key init made, sealed with it
+    s = run_json(agentd, "invoices", f"Pay invoice 21 from Acme, 5 USD, to acme. The token is {secret}")
+    shown = json.loads(agentd("sessions", "show", s["id"], "--json").out)
+    assert shown["secrets"] == [where] and secret not in json.dumps(shown)
+    assert agentd("ledger", "export", str(invoices / "copy.jsonl")).code == 0
+    assert secret.encode() not in (invoices / "copy.jsonl").read_bytes()
+
+
 KEY = "sk-test-VerySecret-123"
 
 
