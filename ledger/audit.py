@@ -58,6 +58,16 @@ class Witnessing:
     keys: list[tuple[str, bytes]]
     quorum: int
 
+    def __post_init__(self) -> None:
+        # One key under two names would count as two cosigners toward the quorum.
+        seen: dict[bytes, str] = {}
+        for name, key in self.keys:
+            if key in seen:
+                raise notes.CheckpointError(
+                    f"the witnesses {seen[key]} and {name} have one key: trust each witness once, under one name"
+                )
+            seen[key] = name
+
 
 @dataclass
 class VerifyReport:
@@ -107,6 +117,9 @@ def audit(
     # Checkpoints and the snapshot first, then the head: on a live log, each then covers
     # no more than the head, and rows appended after it are left for the next audit.
     signed = [c.note for c in store.checkpoints()]
+    garbled = _garbled(signed)
+    if garbled:  # a finding like any other: the store holds what its log's key never signed
+        return VerifyReport(problem=Problem(None, garbled))
     snapshot = store.snapshot()
     head = store.head()
     replay = _Replay(
@@ -125,6 +138,16 @@ def audit(
         or (_witnessed(replay, witnesses, report) if witnesses else None)
     )
     return report
+
+
+def _garbled(notes_stored: list[str]) -> str | None:
+    """Why the first stored checkpoint that is not a checkpoint note is not one; None when all are."""
+    for i, note in enumerate(notes_stored, 1):
+        try:
+            notes.parse(note)
+        except notes.CheckpointError as exc:
+            return f"stored checkpoint {i} of {len(notes_stored)} is not a checkpoint: {exc}"
+    return None
 
 
 def _upto(pages: Iterable[list[Row]], size: int) -> Iterator[list[Row]]:

@@ -386,6 +386,9 @@ def test_a_witness_cosigns_and_verify_counts_it(agentd, home, tmp_path) -> None:
     assert "carries 2 valid cosignatures" in line
     assert agentd("ledger", "verify", "--witnesses", "2", "--witness-key", keys[0]).code == 2
     assert agentd("ledger", "verify", "--witnesses", "1", "--witness-key", "not-a-key").code == 2
+    # One witness trusted twice would count twice toward the quorum.
+    twice = agentd("ledger", "verify", "--witnesses", "2", "--witness-key", keys[0], "--witness-key", keys[0])
+    assert twice.code == 2 and "have one key: trust each witness once" in twice.err and "Traceback" not in twice.err
     # The log grows; the witness needs a proof that it grew from what it cosigned.
     agentd("wallet", "transfer", "alice", "bob", "1")
     second = tmp_path / "cp2.txt"

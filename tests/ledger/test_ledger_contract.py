@@ -648,6 +648,16 @@ def test_truncation_below_a_saved_checkpoint_is_caught_by_consistency(
     assert pulse == 8 and "covers 12 entries" in reason
 
 
+def test_a_garbled_stored_checkpoint_is_a_finding_of_verify(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
+    _honest_log(ledger, log_key)
+    ledger.checkpoint()
+    tamper(store_url, "UPDATE ledger_checkpoints SET note = ?", ["not a signed note at all"])
+    pulse, reason = _problem(store_url)
+    assert pulse is None and re.fullmatch(
+        r"stored checkpoint 1 of \d+ is not a checkpoint: not a signed note: .*", reason
+    )
+
+
 def test_a_rewritten_history_contradicts_a_saved_checkpoint(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
     alice = _honest_log(ledger, log_key, transfers=3)
     saved = ledger.checkpoint()

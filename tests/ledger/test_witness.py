@@ -163,3 +163,12 @@ def test_verify_counts_the_cosignatures_of_the_witnesses_it_is_given(
     forged = ledger.checkpoints()[-1] + f"\u2014 witness.example/w2 {base64.b64encode(bytes(76)).decode()}\n"
     ledger.add_cosignatures(forged)
     assert not ledger.verify(witnesses=Witnessing(keys, 3)).ok
+
+
+def test_one_witness_key_trusted_under_two_names_is_refused(tmp_path: Path) -> None:
+    witness = Witness.create(tmp_path / "w", "witness.example/w", None)
+    name, key = parse_witness_vkey(witness.vkey)
+    with pytest.raises(
+        CheckpointError, match=r"the witnesses witness.example/w and witness.example/again have one key"
+    ):
+        Witnessing([(name, key), ("witness.example/again", key)], 2)
