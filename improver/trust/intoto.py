@@ -13,7 +13,6 @@ any DSSE verifier given that public key checks it, agentd or not.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 from dataclasses import dataclass
@@ -106,7 +105,7 @@ def _holds(signature: Any, public_key: bytes, signed: bytes) -> bool:
         return False
     try:
         sig = base64.b64decode(signature["sig"], validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a character that is not ASCII
         return False
     return signature_holds(public_key, sig, signed)
 
@@ -138,6 +137,6 @@ def _unb64(text: Any, what: str) -> bytes:
     try:
         if isinstance(text, str):
             return base64.b64decode(text, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a character that is not ASCII
         pass
     raise BadStatement(f"the envelope's {what} is not base64")

@@ -65,6 +65,12 @@ def test_each_flaw_is_refused_in_one_line() -> None:
         (tampered, wallet.public_key, "bad signature"),
         ({**good, "payloadType": "application/json"}, wallet.public_key, "payloadType is 'application/json'"),
         ({**good, "payload": "not base64!"}, wallet.public_key, "payload is not base64"),
+        (
+            {**good, "payload": good["payload"][:8] + "é" + good["payload"][9:]},
+            wallet.public_key,
+            "payload is not base64",
+        ),
+        ({**good, "signatures": [{"keyid": "", "sig": "é" * 8}]}, wallet.public_key, "bad signature"),
         ({"payload": good["payload"]}, wallet.public_key, "not a DSSE envelope"),
         ({**good, "signatures": []}, wallet.public_key, "bad signature"),
         (
