@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from ledger.errors import LedgerError
+from ledger.errors import DamagedStore, LedgerError
 from ledger.merkle import EMPTY_ROOT
 from ledger.store import FORMAT, PAGE, TILE_PAGE, Head, Row, Snapshot, StoredCheckpoint
 from ledger.tiles import Tile
@@ -65,10 +65,12 @@ class SqlRecorder(ABC):
                 self._refuse_v1()
                 for table in V1_TABLES:
                     self._execute(f"DROP TABLE IF EXISTS {table}")
+            if "ledger_format" in tables and not self._fetch("SELECT version FROM ledger_format"):
+                self._version()  # a format row lost under a store that was made: damage, never made anew
             for statement in schema:
                 self._execute(statement)
             self._execute(f"INSERT INTO ledger_format (id, version) VALUES (1, {FORMAT}) ON CONFLICT DO NOTHING")
-            version = self._fetch("SELECT version FROM ledger_format WHERE id = 1")[0][0]
+            version = self._version()
             if version != FORMAT:
                 raise LedgerError(f"the ledger at {self.url} is in format v{version}, which this version cannot read")
             self._execute(
@@ -93,12 +95,25 @@ class SqlRecorder(ABC):
         if "ledger_entries" in tables and "ledger_format" not in tables:
             self._refuse_v1()
         if "ledger_format" in tables:
-            version = self._fetch("SELECT version FROM ledger_format WHERE id = 1")[0][0]
+            version = self._version()
             if version != FORMAT:
                 raise LedgerError(f"the ledger at {self.url} is in format v{version}, which this version cannot read")
 
+    def _head(self, found: list[Any]) -> Head:
+        if not found:  # made with the tables, so only damage removes it
+            raise DamagedStore(f"the ledger at {self.url} has no head row (ledger_head): the store is damaged")
+        size, root = found[0]
+        return Head(size, bytes(root))
+
+    def _version(self) -> Any:
+        """The store's format, from its one ledger_format row; DamagedStore without it."""
+        found = self._fetch("SELECT version FROM ledger_format WHERE id = 1")
+        if not found:
+            raise DamagedStore(f"the ledger at {self.url} has no format row (ledger_format): the store is damaged")
+        return found[0][0]
+
     def head(self) -> Head:
-        return _head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1"))
+        return self._head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1"))
 
     def rows(
         self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
@@ -166,7 +181,7 @@ class SqlRecorder(ABC):
     @contextmanager
     def transaction(self) -> Iterator[SqlTransaction]:
         with self._locked():
-            head = _head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1" + self._lock_clause()))
+            head = self._head(self._fetch("SELECT size, root FROM ledger_head WHERE id = 1" + self._lock_clause()))
             yield SqlTransaction(self, head)
 
     def close(self) -> None:
@@ -306,11 +321,6 @@ class SqlTransaction:
                 snapshot.digest,
             ],
         )
-
-
-def _head(found: list[Any]) -> Head:
-    size, root = found[0]
-    return Head(size, bytes(root))
 
 
 def _checkpoint(found: Any) -> StoredCheckpoint:

@@ -27,11 +27,13 @@ from ledger import (
     MINT,
     TRANSFER,
     CheckpointPolicy,
+    DamagedStore,
     Entry,
     EntryError,
     EntryTooLarge,
     Ledger,
     LedgerError,
+    LedgerReader,
     Promise,
     ProofError,
     Receipt,
@@ -646,6 +648,21 @@ def test_truncation_below_a_saved_checkpoint_is_caught_by_consistency(
         assert forged.verify().ok  # nothing inside the store betrays it...
     pulse, reason = _problem(store_url, checkpoint=saved)  # ...but the auditor's checkpoint does
     assert pulse == 8 and "covers 12 entries" in reason
+
+
+@pytest.mark.parametrize("table", ["ledger_head", "ledger_format"])
+def test_a_store_missing_its_head_or_format_row_is_named_damaged_and_nothing_is_made_anew(
+    store_url: str, ledger: Ledger, log_key: Wallet, table: str
+) -> None:
+    _honest_log(ledger, log_key)
+    ledger.close()
+    tamper(store_url, f"DELETE FROM {table}")
+    said = f"has no {'head' if table == 'ledger_head' else 'format'} row ({table}): the store is damaged"
+    with pytest.raises(DamagedStore, match=re.escape(said)):  # as `ledger verify` opens and audits it
+        LedgerReader.open(store_url, funds_rules(), check=False).verify()
+    with pytest.raises(DamagedStore, match=re.escape(said)):  # a writer, on opening or on its first append
+        Ledger.open(store_url, funds_rules(), None).append(log_key, MINT, {"to": "0" * 32, "cents": 1})
+    assert fetch(store_url, f"SELECT * FROM {table}") == []  # an audit, or a writer, made nothing anew
 
 
 def test_a_garbled_stored_checkpoint_is_a_finding_of_verify(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
