@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from improver.base.errors import ImproverError
-from improver.base.protocol import ProviderError, TokenUsage
+from improver.base.protocol import ProviderError
 from improver.base.routes import Routes
 from improver.base.variant import Variant
 from improver.code.coder import INSTRUCTIONS, Coded, code, messages_for
@@ -41,12 +41,12 @@ from improver.code.release import (
 )
 from improver.episodes.harness import Candidate, Command
 from improver.loop.gates import SealedText
-from improver.loop.given import Given, judge_on
+from improver.loop.given import Given
 from improver.loop.judging import say_baseline
 from improver.loop.keeping import Claimed, Publish
 from improver.loop.proposer import Proposal, failed_of, tried_of
 from improver.loop.record import Record, Verdict
-from improver.loop.running import Stop, check_proposal, run_rounds
+from improver.loop.running import Stop, check_proposal
 from sandbox import Limits, Result, Runner, SandboxError, shell_request
 
 BUSY = "a build, a test or the coder"  # what a stop request cancels outside a trial
@@ -176,22 +176,7 @@ class CodeLoop(Given):
     def __post_init__(self) -> None:
         self.built: dict[str, Built] = {}  # by variant id: the code as it stands, and this round's change
         keeper = KeptRelease(self.profile, self.workshop, self.routes, self.built, self.publish, self.apply_patch)
-        self.judge = judge_on(self, self._candidate, CodeWords(), keeper)
-        self.trials, self.record = self.judge.trials, self.judge.verdicts.record
-        self.stopped: Stop | None = None  # why the last run stopped early, if it did
-
-    @property
-    def used(self) -> TokenUsage:
-        return self.trials.used
-
-    def request_stop(self) -> None:
-        """Called from a signal handler: the loop stops at the next step it can."""
-        self.trials.request_stop()
-
-    async def run(self, rounds: int) -> None:
-        self.stopped = await run_rounds(
-            self.record, self.trials, self._baseline, self._round, rounds, self.archive.save
-        )
+        self.compose(self._candidate, CodeWords(), keeper)
 
     def _candidate(self, variant: Variant) -> Candidate:
         return self.workshop.candidate(self.built[variant.id].tree)

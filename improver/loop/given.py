@@ -10,12 +10,13 @@ given before anything is spent and makes the units they compose: the trials
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from improver.base.protocol import EpisodeLimits, Model
+from improver.base.protocol import EpisodeLimits, Model, TokenUsage
 from improver.base.variant import Variant
 from improver.decide import decision
 from improver.decide.archive import Archive
@@ -27,7 +28,7 @@ from improver.loop.keeping import Keeper, Publish
 from improver.loop.lineage import Lineage
 from improver.loop.practice import with_practice
 from improver.loop.record import Event, Record, Verdicts, Wording
-from improver.loop.running import Stop, Trials, check_budget
+from improver.loop.running import Stop, Trials, check_budget, run_rounds
 from improver.loop.screening import Gates
 from improver.seals.seal import Seal
 from improver.seals.settings import Settings
@@ -37,8 +38,9 @@ LEFT_AS = "the archive and the seal are as the last finished step left them"
 
 
 @dataclass
-class Given:
-    """What a loop on a seal is given, whether its changes are lessons or code."""
+class Given(ABC):
+    """What a loop on a seal is given, whether its changes are lessons or code, and what
+    both loops do alike with it: their stops, their tokens and the run of their rounds."""
 
     profile: str
     current: Variant  # the agent as it is
@@ -62,6 +64,33 @@ class Given:
     progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
     practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.loop.practice)
     challenge: Challenger | None = None  # a challenger's variants between screening and the sealed tasks
+
+    def compose(self, candidate: Callable[[Variant], Candidate], wording: Wording, keeper: Keeper) -> None:
+        """Makes the units the loop runs on (see `judge_on`); called by its __post_init__."""
+        self.judge = judge_on(self, candidate, wording, keeper)
+        self.trials, self.record = self.judge.trials, self.judge.verdicts.record
+        self.stopped: Stop | None = None  # why the last run stopped early, if it did
+
+    @property
+    def used(self) -> TokenUsage:
+        return self.trials.used
+
+    def request_stop(self) -> None:
+        """Called from a signal handler: the loop stops at the next step it can."""
+        self.trials.request_stop()
+
+    async def run(self, rounds: int) -> None:
+        self.stopped = await run_rounds(
+            self.record, self.trials, self._baseline, self._round, rounds, self.archive.save
+        )
+
+    @abstractmethod
+    async def _baseline(self) -> None:
+        """The agent as it is (or the code as it stands) measured, before each round."""
+
+    @abstractmethod
+    async def _round(self) -> None:
+        """One round: what is proposed (or coded), each change judged."""
 
 
 def judge_on(given: Given, candidate: Callable[[Variant], Candidate], wording: Wording, keeper: Keeper) -> Judge:

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from improver.base.protocol import ProviderError, TokenUsage
+from improver.base.protocol import ProviderError
 from improver.base.variant import Variant
-from improver.loop.given import Given, judge_on
+from improver.loop.given import Given
 from improver.loop.judging import say_baseline
 from improver.loop.keeping import Claimed, Publish
 from improver.loop.proposer import TOOL_NAME, failed_of, messages_for, propose, tried_of
 from improver.loop.record import Record, Verdict
-from improver.loop.running import Stop, check_proposal, run_rounds
+from improver.loop.running import check_proposal
 from improver.seals.claims import IMPROVEMENT
 from improver.tasks.task import TaskSet
 
@@ -41,22 +41,7 @@ class Loop(Given):
 
     def __post_init__(self) -> None:
         keeper = KeptLessons(self.profile, self.publish, self.apply)
-        self.judge = judge_on(self, lambda _: self.agent, LessonWords(self.practice), keeper)
-        self.trials, self.record = self.judge.trials, self.judge.verdicts.record
-        self.stopped: Stop | None = None  # why the last run stopped early, if it did
-
-    @property
-    def used(self) -> TokenUsage:
-        return self.trials.used
-
-    def request_stop(self) -> None:
-        """Called from a signal handler: the loop stops at the next step it can."""
-        self.trials.request_stop()
-
-    async def run(self, rounds: int) -> None:
-        self.stopped = await run_rounds(
-            self.record, self.trials, self._baseline, self._round, rounds, self.archive.save
-        )
+        self.compose(lambda _: self.agent, LessonWords(self.practice), keeper)
 
     async def _baseline(self) -> None:
         """The agent as it is, said only when measured afresh."""
