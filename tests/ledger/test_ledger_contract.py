@@ -55,21 +55,10 @@ from ledger.log import IMPORT_BATCH, SNAPSHOT_BYTES_PER_ENTRY
 from ledger.rules import MAX_CENTS
 from ledger.store import CHAIN_START, Snapshot, chain
 from ledger.stores import open_store
-from tests.ledger.ledgerkit import fetch, footprint, funds_rules, tamper, temporary_store
+from tests.ledger.ledgerkit import fetch, footprint, funds_rules, tamper
 
 APPENDER = Path(__file__).parent / "appender.py"
 SPENDER = Path(__file__).parent / "spender.py"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with temporary_store(request.param, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def log_key() -> Wallet:
-    return Wallet.generate("log")
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from ledger import (
     export_line,
     read_copy,
 )
-from tests.ledger.ledgerkit import funds_rules, temporary_store
+from tests.ledger.ledgerkit import funds_rules
 
 TAG = "test.tag/v1"
 
@@ -41,17 +41,6 @@ def _rules() -> RuleSet:
     rules = funds_rules()
     rules.register(TAG, _tag)
     return rules
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with temporary_store(request.param, tmp_path) as url:
-        yield url
-
-
-@pytest.fixture
-def log_key() -> Wallet:
-    return Wallet.generate("log")
 
 
 @pytest.fixture

@@ -35,11 +35,6 @@ from tests.ledger.ledgerkit import funds_rules
 
 
 @pytest.fixture
-def log_key() -> Wallet:
-    return Wallet.generate("log")
-
-
-@pytest.fixture
 def ledger(tmp_path: Path, log_key: Wallet) -> Iterator[Ledger]:
     with Ledger.open(f"sqlite:///{tmp_path / 'log.db'}", funds_rules(), log_key) as opened:
         yield opened
