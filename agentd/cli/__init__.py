@@ -42,6 +42,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "rule": CommandEntry("agentd.cli.bond", "Rule on a challenge, as the bond's adjudicator.", "rule"),
     "witness": CommandEntry("agentd.cli.witness", "A witness: cosign logs' checkpoints after checking they only grew."),
     "profile": CommandEntry("agentd.cli.profile", "Profiles: the operator's words, models and tools."),
+    "local": CommandEntry("agentd.cli.local", "Models run on this machine: the packaged ones, pulled once."),
     "run": CommandEntry("agentd.cli.run", "Run one live session of a profile and record it."),
     "sessions": CommandEntry("agentd.cli.sessions", "Recorded sessions: list, show, import."),
     "improve": CommandEntry("agentd.cli.improve", "Improve the agent from its own work: tasks, seals, the loop."),

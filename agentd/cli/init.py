@@ -6,13 +6,17 @@ import click
 
 from agentd.app.examples import EXAMPLES, install_example
 from agentd.app.init import initialise
-from agentd.cli.options import App, emit_json, json_option, pass_app
+from agentd.cli.options import App, emit_json, json_option, pass_app, progress
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, wallet_exists
 
 
 @click.command("init", short_help="Create the home and the log's own key.")
-@click.option("--example", type=click.Choice(EXAMPLES), help="Also create an example profile (and its wallet).")
+@click.option(
+    "--example",
+    type=click.Choice(EXAMPLES),
+    help="Also create an example profile (and its wallet); invoices-local also pulls its local model.",
+)
 @json_option
 @pass_app
 def command(app: App, example: str | None, as_json: bool) -> None:
@@ -24,7 +28,7 @@ def command(app: App, example: str | None, as_json: bool) -> None:
     done = initialise(home)
     made: dict[str, str] = {}
     if example:
-        folder = install_example(home, example)
+        folder = install_example(home, example, progress)
         profile = load_profile(home, example)
         if not wallet_exists(home, profile.wallet):
             create_wallet(home, profile.wallet)

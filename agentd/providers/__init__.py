@@ -3,6 +3,8 @@
 - `openai:MODEL`: an OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama,
   llama.cpp, ...), `agentd.providers.openai`;
 - `anthropic:MODEL`: Anthropic's Messages API, `agentd.providers.anthropic`;
+- `local:NAME` or `local:PATH.gguf`: a model run on this machine by llama.cpp (the
+  `agentd[local]` extra), `agentd.providers.local`;
 - `script:PATH`: a rules file that answers by matching the conversation,
   `agentd.providers.script`.
 
@@ -18,15 +20,15 @@ from pathlib import Path
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.providers.script import load_script
-from agentd.providers.settings import endpoint, retry_policy
+from agentd.providers.settings import endpoint, flag_setting, retry_policy
 from improver import Model
 
-PROVIDERS = ("openai", "anthropic", "script")
-FORMS = "openai:MODEL, anthropic:MODEL or script:PATH"
+PROVIDERS = ("openai", "anthropic", "local", "script")
+FORMS = "openai:MODEL, anthropic:MODEL, local:NAME, local:PATH.gguf or script:PATH"
 
 
 def make_model(spec: str, home: Home, *, base_dir: Path | None = None) -> Model:
-    """The model `spec` names. A `script:` path that is not absolute is taken from
+    """The model `spec` names. A `script:` or `local:` path that is not absolute is taken from
     `base_dir` (a profile's folder), else from the working directory. Raises AgentdError
     for a malformed spec, an unknown provider, a missing key or a bad rules file."""
     provider, sep, model = spec.partition(":")
@@ -40,10 +42,16 @@ def make_model(spec: str, home: Home, *, base_dir: Path | None = None) -> Model:
         path = Path(model).expanduser()
         return load_script(spec, path if path.is_absolute() else (base_dir or Path.cwd()) / path)
     # httpx is imported only when a model needs it: commands that make none skip it.
+    if provider == "local":
+        from agentd.providers.local import make_local
+
+        return make_local(spec, model, home, retry_policy(home), base_dir)
     if provider == "openai":
         from agentd.providers.openai import OpenAIModel
 
-        return OpenAIModel(spec, model, endpoint(home, spec, "openai", "OPENAI"), retry_policy(home))
+        text_calls = flag_setting(home, "openai", "text_tool_calls", default=False)
+        named = endpoint(home, spec, "openai", "OPENAI")
+        return OpenAIModel(spec, model, named, retry_policy(home), text_tool_calls=text_calls)
     from agentd.providers.anthropic import AnthropicModel
 
     return AnthropicModel(spec, model, endpoint(home, spec, "anthropic", "ANTHROPIC"), retry_policy(home))

@@ -9,6 +9,10 @@ tools go out as they are, POSTed to `BASE_URL/chat/completions`.
 The answer's length limit is sent as `max_completion_tokens` to OpenAI itself (its
 newer models refuse `max_tokens`) and as `max_tokens` to any other server, the name
 the compatible servers have long understood.
+
+With `text_tool_calls` (`[openai] text_tool_calls = true`; on for `local:` models) an
+answer with no structured tool call whose text is one is read as one
+(`agentd.providers.textcalls`).
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from agentd.providers.chat import assistant, tool_call
+from agentd.providers.chat import assistant, tool_call, tool_names
 from agentd.providers.client import encode, malformed, post_json, token_counts
 from agentd.providers.retry import RetryPolicy, with_retries
 from agentd.providers.settings import Endpoint
+from agentd.providers.textcalls import calls_in_text
 from improver import Completion, TokenUsage
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -30,11 +35,14 @@ OPENAI_HOST = "api.openai.com"
 
 
 class OpenAIModel:
-    def __init__(self, name: str, model: str, endpoint: Endpoint, policy: RetryPolicy) -> None:
+    def __init__(
+        self, name: str, model: str, endpoint: Endpoint, policy: RetryPolicy, *, text_tool_calls: bool = False
+    ) -> None:
         self.name = name
         self.model = model
         self.endpoint = endpoint
         self.policy = policy
+        self.text_tool_calls = text_tool_calls
         base = (endpoint.base_url or OPENAI_URL).rstrip("/")
         self._url = httpx.URL(f"{base}/chat/completions")
         self._headers = {"Authorization": f"Bearer {endpoint.api_key}", "Content-Type": "application/json"}
@@ -51,14 +59,31 @@ class OpenAIModel:
         if max_tokens is not None:
             params[self._limit_param] = max_tokens
         request = encode(self.name, params)
-        return await with_retries(self.name, self.policy, lambda: self._once(request))
+        completion = await with_retries(self.name, self.policy, lambda: self._once(request))
+        if self.text_tool_calls and tools:
+            return read_text_calls(completion, tool_names(tools), messages)
+        return completion
 
     async def _once(self, request: bytes) -> Completion:
         body = await post_json(self._url, self._headers, request, self._timeout, self.endpoint.key_hint)
-        return _completion(body, self.model)
+        return completion_of(body, self.model)
 
 
-def _completion(body: Any, requested: str) -> Completion:
+def read_text_calls(completion: Completion, offered: list[str], messages: list[dict[str, Any]]) -> Completion:
+    """`completion` with the tool calls its text holds made structured, when it has none;
+    ids follow the calls already in `messages`, so each stays unique in the transcript."""
+    message = completion.message
+    text = message.get("content")
+    if message.get("tool_calls") or not isinstance(text, str):
+        return completion
+    earlier = sum(len(m.get("tool_calls") or []) for m in messages)
+    rest, calls = calls_in_text(text, offered, earlier)
+    if not calls:
+        return completion
+    return Completion(assistant(rest, calls), completion.usage, completion.model)
+
+
+def completion_of(body: Any, requested: str) -> Completion:
     """The answer in our terms; anything missing is a malformed body."""
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices:

@@ -125,3 +125,25 @@ def _text_setting(home: Home, section: str, key: str, env: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise AgentdError(f"{home.config_path}: [{section}] {key} must be a string, not {value!r}")
     return value or None
+
+
+def flag_setting(home: Home, section: str, key: str, *, default: bool) -> bool:
+    """A true/false setting under [section]; `default` when unset."""
+    value = home.setting(section, key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise AgentdError(f"{home.config_path}: [{section}] {key} must be true or false, not {value!r}")
+    return value
+
+
+def int_setting(home: Home, section: str, key: str, *, lowest: int, highest: int) -> int | None:
+    """A whole-number setting under [section], within [lowest, highest]; None when unset."""
+    value = home.setting(section, key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lowest <= value <= highest:
+        raise AgentdError(
+            f"{home.config_path}: [{section}] {key} must be a whole number from {lowest} to {highest}, not {value!r}"
+        )
+    return value

