@@ -13,8 +13,9 @@ and proposer) in a home of their own, and the provider's cost: model calls a sec
 through `local:` beside raw HTTP calls to the same llama.cpp server, interleaved, each
 asked for the same 16 tokens (goal: the provider costs at most 10% over raw).
 
-    python bench/real.py                         # 16 sessions, 1 round, 2 runs: ~30 min here
-    python bench/real.py --sessions 6 --runs 1   # a quicker look
+    python bench/real.py                         # 12 sessions, 1 round, 1 run: ~30 min here
+    python bench/real.py --sessions 16 --runs 2  # more evidence, about twice as long
+    python bench/real.py --sessions 4            # a quicker look (about 9 min)
     python bench/real.py --json                  # the figures as one JSON object too
 """
 
@@ -221,9 +222,9 @@ def timed(what: str, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sessions", type=int, default=len(TASKS) + len(NEW_TASKS), help="live sessions (up to 16)")
+    parser.add_argument("--sessions", type=int, default=len(TASKS), help="live sessions (up to 16)")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout too")
     args = parser.parse_args()
     for var in ("AGENTD_LEDGER_URL", "AGENTD_WALLET_PASSPHRASE", "AGENTD_LOCAL_BASE_URL"):

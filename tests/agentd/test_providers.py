@@ -408,14 +408,16 @@ def test_back_off_doubles_within_its_cap_and_heeds_retry_after() -> None:
 
 def test_an_unknown_provider_names_the_ones_there_are(fast_home: Home) -> None:
     with pytest.raises(
-        AgentdError, match="unknown provider 'gemini' in 'gemini:pro'; the providers are openai, anthropic, script"
+        AgentdError, match="unknown provider 'gemini' in 'gemini:pro'; the providers are openai, anthropic, local, script"
     ):
         make_model("gemini:pro", fast_home)
 
 
 @pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai:  "])
 def test_a_malformed_spec_says_how_to_name_a_model(fast_home: Home, spec: str) -> None:
-    with pytest.raises(AgentdError, match="name one as openai:MODEL, anthropic:MODEL or script:PATH"):
+    with pytest.raises(
+        AgentdError, match="name one as openai:MODEL, anthropic:MODEL, local:NAME, local:PATH.gguf or script:PATH"
+    ):
         make_model(spec, fast_home)
 
 
