@@ -13,9 +13,9 @@ and proposer) in a home of their own, and the provider's cost: model calls a sec
 through `local:` beside raw HTTP calls to the same llama.cpp server, interleaved, each
 asked for the same 16 tokens (goal: the provider costs at most 10% over raw).
 
-    python bench/real.py                         # 12 sessions, 1 round, 1 run: ~30 min here
+    python bench/real.py                         # 12 sessions, 1 round, 1 run: ~19 min here
     python bench/real.py --sessions 16 --runs 2  # more evidence, about twice as long
-    python bench/real.py --sessions 4            # a quicker look (about 9 min)
+    python bench/real.py --sessions 4            # a quicker look (about 9 min; 4 sessions cannot seal much)
     python bench/real.py --json                  # the figures as one JSON object too
 """
 
