@@ -151,7 +151,8 @@ def _proposal(base: Variant, arguments: Any) -> Proposal:
         return Proposal(None, text, "its lessons are not text")
     if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
         return Proposal(None, text, "its models are not a list of provider:model names")
-    return Proposal(Variant(base.operator, lessons.strip(), tuple(models)), text)
+    # A model named twice is still one model (a real proposer repeated its own): the first place counts.
+    return Proposal(Variant(base.operator, lessons.strip(), tuple(dict.fromkeys(models))), text)
 
 
 def describe(change: Variant, base: Variant, width: int = 100) -> str:

@@ -84,3 +84,6 @@ def test_proposals_are_parsed_or_turned_down_with_a_reason() -> None:
     assert describe(made, BASE) == 'learns "Check payees."'
     both = Variant(BASE.operator, "x", ("openai:y",))
     assert describe(both, BASE) == 'learns "x" and runs on openai:y'
+    twice = _proposal(BASE, json.dumps({"lessons": "x", "models": [*BASE.models, *BASE.models]})).variant
+    assert twice is not None and twice.models == BASE.models
+    assert describe(twice, BASE) == 'learns "x"'
