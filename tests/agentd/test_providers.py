@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -408,7 +409,8 @@ def test_back_off_doubles_within_its_cap_and_heeds_retry_after() -> None:
 
 def test_an_unknown_provider_names_the_ones_there_are(fast_home: Home) -> None:
     with pytest.raises(
-        AgentdError, match="unknown provider 'gemini' in 'gemini:pro'; the providers are openai, anthropic, local, script"
+        AgentdError,
+        match="unknown provider 'gemini' in 'gemini:pro'; the providers are openai, anthropic, local, script",
     ):
         make_model("gemini:pro", fast_home)
 
@@ -416,7 +418,8 @@ def test_an_unknown_provider_names_the_ones_there_are(fast_home: Home) -> None:
 @pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai:  "])
 def test_a_malformed_spec_says_how_to_name_a_model(fast_home: Home, spec: str) -> None:
     with pytest.raises(
-        AgentdError, match="name one as openai:MODEL, anthropic:MODEL, local:NAME, local:PATH.gguf or script:PATH"
+        AgentdError,
+        match=re.escape("name one as openai:MODEL, anthropic:MODEL, local:NAME, local:PATH.gguf or script:PATH"),
     ):
         make_model(spec, fast_home)
 
