@@ -7,6 +7,7 @@ changed them, the models. Only the loop, `adopt` and `undo` write it.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -119,11 +120,22 @@ def load_profile(home: Home, name: str) -> Profile:
     folder = profile_dir(home, name)
     path = folder / "profile.toml"
     if not path.exists():
-        raise AgentdError(
-            f"no profile named {name!r} in {home.profiles_dir} (create it with: agentd profile new {name})"
-        )
+        raise AgentdError(f"no profile named {name!r} in {home.profiles_dir}; {_nearest(home, name)}")
     data = load_toml(path)
     return _parse(name, folder, path, data)
+
+
+def _nearest(home: Home, name: str) -> str:
+    """What to do about a profile that is not there: the nearest name when one is close
+    (a typo), else how to make it."""
+    close = difflib.get_close_matches(name, list_profiles(home), n=1)
+    return f"did you mean {close[0]!r}?" if close else f"create it with: agentd profile new {name}"
+
+
+def require_profile(home: Home, name: str) -> None:
+    """Raises load_profile's error for a profile that is not there, without parsing one that is."""
+    if not (profile_dir(home, name) / "profile.toml").is_file():
+        load_profile(home, name)
 
 
 def list_profiles(home: Home) -> list[str]:

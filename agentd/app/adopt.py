@@ -18,7 +18,7 @@ from filelock import FileLock, Timeout
 
 from agentd.errors import AgentdError
 from agentd.home import Home
-from agentd.profiles import Learned, Profile, load_profile, save_learned
+from agentd.profiles import Learned, Profile, load_profile, require_profile, save_learned
 from improver import (
     SETTINGS_FILE,
     Lineage,
@@ -40,7 +40,9 @@ def lineage_of(home: Home, profile: str) -> Lineage:
 
 @contextmanager
 def holding_loop_lock(home: Home, profile: str) -> Iterator[None]:
-    """One `improve run`, `adopt` or `undo` of a profile at a time, across processes."""
+    """One `improve run`, `adopt` or `undo` of a profile at a time, across processes. A
+    profile that is not there is refused first, so that no lock file is left for it."""
+    require_profile(home, profile)
     home.routes.root.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(home.routes.loop_lock(profile)), timeout=0)
     try:

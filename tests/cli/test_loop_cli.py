@@ -611,3 +611,17 @@ def test_a_change_interrupted_in_its_trial_may_be_proposed_again(home: Home) -> 
     asyncio.run(loop.run(1))
     assert loop.stopped is not None and "interrupted" in str(loop.stopped)
     assert loop.archive.tried == {loop.current.id}
+
+
+def test_a_mistyped_profile_names_the_nearest_one_and_leaves_no_lock_behind(agentd, home: Home) -> None:
+    assert agentd("init", "--example", "invoices").code == 0
+    for command in (
+        ["improve", "run", "invoicse", "--proposer", "script:x.toml"],
+        ["improve", "adopt", "invoicse", "ab12"],
+    ):
+        r = agentd(*command)
+        assert r.code != 0 and "did you mean 'invoices'?" in r.err and "profile new" not in r.err
+        assert "Traceback" not in r.err
+    assert not home.routes.loop_lock("invoicse").exists()
+    far = agentd("run", "payroll", "Pay everyone.")
+    assert far.code == 1 and "create it with: agentd profile new payroll" in far.err
