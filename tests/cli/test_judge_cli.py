@@ -69,3 +69,11 @@ def test_accept_all_marks_every_proposal_and_bad_usage_is_refused(agentd, sessio
     assert agentd("improve", "mark", good, "--good", "--accept-judged").code == 2
     r = agentd("improve", "mark", good, "--accept-judged")
     assert r.code == 1 and "no judged mark is proposed" in r.err
+
+
+def test_a_judge_that_fails_on_every_session_exits_1_and_says_so(agentd, sessions: list[str], home: Home) -> None:
+    (home.profiles_dir / "invoices" / "broken.toml").write_text('[[rule]]\nerror = "provider"\n')
+    r = agentd("improve", "judge", "invoices", "--model", "script:broken.toml", "--json")
+    assert r.code == 1 and "Traceback" not in r.err
+    assert json.loads(r.out)["proposed"] == []  # what it did is still reported
+    assert r.err.count("\n") == 1 and "proposed no mark: it failed on all 3 session(s)" in r.err

@@ -8,6 +8,7 @@ import click
 
 from agentd.app.judge import accept, decline, judge_profile, pending
 from agentd.cli.options import App, emit_json, json_option, pass_app
+from agentd.errors import AgentdError
 
 
 @click.command("judge")
@@ -49,15 +50,22 @@ def judge(
     SESSION --accept-judged`); an accepted mark goes on the ledger as the judge's
     (by: judge:MODEL) accepted by the signing wallet. Only sessions whose outcome is
     unknown are judged: they never became tasks, so none is sealed. A judge that errors or answers out of form proposes nothing for that
-    session; it is counted.
+    session; it is counted. A judge that fails on every session it is given exits 1.
     """
     if spec is None and not review and answer is None:
         raise click.UsageError(
             "give --model MODEL to propose marks, or --review / --accept all|none to settle proposed ones"
         )
     report: dict[str, Any] = {}
+    failed_all = ""  # what to say when the judge failed on every session it was given
     if spec is not None:
         run = judge_profile(app.home, profile, spec, rubric, limit)
+        if run.judged.failed and not run.judged.proposals:
+            first = next(iter(run.judged.failed.values()))
+            failed_all = (
+                f"the judge {spec} proposed no mark: it failed on all {len(run.judged.failed)} session(s) it was "
+                f"given (first: {first}); check the model and try again"
+            )
         report |= {
             "proposed": [p.to_json() for p in run.judged.proposals],
             "failed": run.judged.failed,
@@ -77,6 +85,8 @@ def judge(
         report |= _settle(app, profile, answer, wallet, as_json)
     if as_json:
         emit_json(report)
+    if failed_all:
+        raise AgentdError(failed_all)
 
 
 def _settle(app: App, profile: str, answer: str | None, wallet: str | None, as_json: bool) -> dict[str, list[str]]:
