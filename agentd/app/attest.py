@@ -48,7 +48,7 @@ from improver import (
     statement_about,
     statement_envelope,
 )
-from ledger import BOND_POST, Bond, Challenge, Entry, Ledger, RuleViolation, State, Wallet, bonds_in
+from ledger import BOND_POST, Bond, Challenge, Entry, Ledger, LedgerError, RuleViolation, State, Wallet, bonds_in
 
 RUNS = 4
 EXPIRES_DAYS = 90
@@ -225,7 +225,10 @@ def published(ledger: Ledger, ref: str, state: State | None = None) -> tuple[Ent
     found = None
     if RELEASE_ID.fullmatch(ref):
         found = release_claim_of(ledger.state() if state is None else state, ref)
-    entry = ledger.find(found["claim"] if found else ref)
+    try:
+        entry = ledger.find(found["claim"] if found else ref)
+    except LedgerError as exc:  # a malformed or unknown id: a wrong value, as for a bond's
+        raise WrongValue(f"release {ref}: {exc}") from None
     if entry.kind != RELEASE_KIND:
         raise AgentdError(f"claim {entry.claim_id[:16]} is a {entry.kind} entry, not a release ({RELEASE_KIND})")
     try:

@@ -193,7 +193,7 @@ def prove(
         raise click.UsageError("give either PULSE|CLAIM (inclusion) or --from-size M (consistency)")
     if remote is not None:
         kept = _read_checkpoint(checkpoint_file) if checkpoint_file else None
-        found = prove_remote(remote, ref, size, from_size, kept)
+        found = prove_remote(remote, ref if ref is None else _checked_ref(ref), size, from_size, kept)
         progress(
             f"checked here: the proof leads to the root the log's key signed at size {parse_checkpoint(found.checkpoint).size}"
         )
@@ -440,12 +440,18 @@ def import_(app: App, file: Path, checkpoint_file: Path | None, as_json: bool) -
         click.echo(scope)
 
 
-def _resolve(ledger: Ledger, ref: str) -> Entry:
-    """A Pulse (a number) or a claim id prefix; a long all-digit string is tried as a
-    claim first, since claim ids can be all digits too."""
+def _checked_ref(ref: str) -> str:
+    """`ref` stripped, or WrongValue when it can be neither a Pulse nor a claim id."""
     ref = ref.strip()
     if not _REF.fullmatch(ref):
         raise WrongValue(f"{ref!r} is neither a Pulse (a number) nor a claim id (4 to 64 hex digits)")
+    return ref
+
+
+def _resolve(ledger: Ledger, ref: str) -> Entry:
+    """A Pulse (a number) or a claim id prefix; a long all-digit string is tried as a
+    claim first, since claim ids can be all digits too."""
+    ref = _checked_ref(ref)
     if _PULSE.fullmatch(ref) and len(ref) < 8:
         return ledger.get(int(ref))
     if _PULSE.fullmatch(ref):

@@ -204,7 +204,7 @@ def test_what_is_handed_over_is_held_to_the_ledger_before_anything_is_built(agen
     other_commit = attest(**{"--source": str(elsewhere)})
     assert other_commit.code == 1 and "does not hold commit" in other_commit.err
     missing = agentd("improve", "attest", "0123456789abcdef", *handed(home, rid), "--wallet", "attester")
-    assert missing.code == 1 and "no claim 0123456789abcdef on the log" in missing.err
+    assert missing.code == 2 and "no claim 0123456789abcdef on the log" in missing.err
     unbonded = attest(**{"--bond": "10"})
     assert unbonded.code == 2 and "give --adjudicator WALLET too" in unbonded.err
     nowhere = attest(**{"--out": str(tmp_path / "no-such-folder" / "attestation.json")})
