@@ -12,6 +12,7 @@ mint or sign checkpoints for it.
 
 from __future__ import annotations
 
+import difflib
 import getpass
 import os
 import re
@@ -95,7 +96,7 @@ def wallet_id_of(home: Home, who: str) -> str:
     if who == "log" and log_key_id(home):
         return str(log_key_id(home))
     if NAME.fullmatch(who):
-        return wallet_info(home, who).id
+        return _read(_existing(home, who, own=False), who).id
     raise WrongValue(f"{who!r} is neither a wallet name nor a wallet id (32 hex digits)")
 
 
@@ -209,11 +210,21 @@ def _start_log_key(home: Home, path: Path) -> None:
         raise AgentdError(f"the log's key: {exc}") from None
 
 
-def _existing(home: Home, name: str) -> Path:
+def _existing(home: Home, name: str, *, own: bool = True) -> Path:
+    """Wallet NAME's file. Missing, the nearest name is suggested when one is close (a
+    typo); else, for a wallet that signs here (`own`), how to make it, and for anyone
+    else's, to give its id: a key made here would not be theirs."""
     path = wallet_path(home, name)
-    if not path.exists():
-        raise AgentdError(f"no wallet named {name} in {home.wallets_dir}; create it with `agentd wallet new {name}`")
-    return path
+    if path.exists():
+        return path
+    close = difflib.get_close_matches(name, [p.stem for p in home.wallets_dir.glob("*.json")], n=1)
+    if close:
+        advice = f"did you mean {close[0]!r}?"
+    elif own:
+        advice = f"create it with `agentd wallet new {name}`"
+    else:
+        advice = "for someone else's wallet give its id (32 hex digits), as its owner's `agentd wallet list` shows it"
+    raise AgentdError(f"no wallet named {name} in {home.wallets_dir}; {advice}")
 
 
 def _read(path: Path, name: str) -> KeyFile:

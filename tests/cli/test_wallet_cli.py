@@ -122,6 +122,15 @@ def test_unknown_missing_and_corrupt_wallets_are_one_line_each(agentd, home) -> 
     assert "bad wallet name" in one_error_line(agentd("wallet", "new", "../evil"))
 
 
+def test_a_mistyped_wallet_names_the_nearest_and_a_strangers_is_never_to_be_made_here(agentd, home) -> None:
+    agentd("wallet", "new", "carol")
+    assert "did you mean 'carol'?" in one_error_line(agentd("wallet", "show", "carl"))
+    # An adjudicator is someone else: the advice is their id, never a key made here in their name.
+    line = one_error_line(agentd("bond", "post", "carol", "1", "--adjudicator", "judge"))
+    assert "no wallet named judge" in line and "give its id (32 hex digits)" in line
+    assert "wallet new" not in line
+
+
 def test_a_corrupt_log_key_is_one_line(agentd, home) -> None:
     agentd("init")
     (home.root / "log-key.json").write_text("garbage")
