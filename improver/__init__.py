@@ -40,6 +40,9 @@ _SURFACE: dict[str, str] = {
     "TokenUsage": "base.protocol",
     "completion_from_json": "base.protocol",
     "decode_line": "base.protocol",
+    # JSON from outside, its nesting bounded
+    "TooDeep": "base.nesting",
+    "loads_bounded": "base.nesting",
     "encode_line": "base.protocol",
     # tasks, harvest, validation, episodes, export
     "MATCHES": "tasks.task",
@@ -191,6 +194,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
     from improver.base.digests import digest as digest
     from improver.base.errors import ImproverError as ImproverError
     from improver.base.files import append_line as append_line, read_lines as read_lines, write_atomic as write_atomic
+    from improver.base.nesting import TooDeep as TooDeep, loads_bounded as loads_bounded
     from improver.base.protocol import (
         ASK_PERSON_TOOL as ASK_PERSON_TOOL,
         ENDINGS as ENDINGS,

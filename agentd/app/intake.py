@@ -30,7 +30,7 @@ from agentd.home import Home
 from agentd.profiles import Profile, load_profile
 from agentd.sessions import ID_LENGTH, SessionRecord, keep, now, person_messages, protect
 from agentd.wallets import load_wallet
-from improver import ENDINGS, ImproverError, text_of, transcript_problem
+from improver import ENDINGS, ImproverError, TooDeep, loads_bounded, text_of, transcript_problem
 
 TOOL_SHAPE = '{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}'
 
@@ -95,9 +95,9 @@ def _documents(path: Path) -> list[tuple[str, Any]]:
 
 def _json(text: str, where: str) -> Any:
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise AgentdError(f"{where}: nested too deeply to be a transcript") from None
+        return loads_bounded(text)
+    except TooDeep as exc:
+        raise AgentdError(f"{where}: nested too deeply to be a transcript ({exc})") from None
 
 
 def _record(profile: Profile, doc: Any, where: str) -> tuple[SessionRecord, list[str]]:

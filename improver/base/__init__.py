@@ -19,6 +19,8 @@ _SURFACE = {
     "read_lines": "files",
     "write_atomic": "files",
     "holding": "locks",
+    "loads_bounded": "nesting",
+    "TooDeep": "nesting",
     "Agent": "protocol",
     "ASK_PERSON_TOOL": "protocol",
     "Budget": "protocol",

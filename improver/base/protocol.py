@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 from improver.base.errors import ImproverError
+from improver.base.nesting import TooDeep, loads_bounded
 
 T = TypeVar("T")
 
@@ -253,8 +254,8 @@ def encode_line(kind: str, payload: dict[str, Any]) -> bytes:
 def decode_line(line: bytes | str) -> tuple[str, dict[str, Any]]:
     """Parses one protocol line into (kind, payload); raises ValueError with the reason."""
     try:
-        data = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = loads_bounded(line)
+    except (json.JSONDecodeError, UnicodeDecodeError, TooDeep) as exc:
         raise ValueError(f"not a JSON line: {exc.msg if hasattr(exc, 'msg') else exc}") from None
     if not isinstance(data, dict) or len(data) != 1:
         raise ValueError("a protocol line must be a JSON object with exactly one key")

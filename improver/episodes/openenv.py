@@ -65,6 +65,7 @@ from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from improver.base.errors import ImproverError
+from improver.base.nesting import TooDeep, loads_bounded
 from improver.base.protocol import DEFAULT_MAX_TOKENS, Agent, Completion, EpisodeLimits, TokenUsage
 from improver.base.variant import Variant
 from improver.episodes.env import POLICY, POLICY_GRACE, checked_message, episode_models
@@ -280,8 +281,8 @@ class Connection:
     async def handle(self, text: str) -> dict[str, Any] | None:
         """The reply to one frame; None for `close`."""
         try:
-            frame = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
+            frame = loads_bounded(text)
+        except (json.JSONDecodeError, TooDeep) as exc:
             return error_frame("INVALID_JSON", f"not a JSON frame: {exc}")
         if not isinstance(frame, dict):
             return error_frame("VALIDATION_ERROR", 'a frame is a JSON object {"type": ..., "data": ...}')
@@ -497,8 +498,8 @@ class EnvServer:
             if not raw.strip():
                 return {}
             try:
-                return json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+                return loads_bounded(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError, TooDeep) as exc:
                 raise BadRequest(f"the body is not JSON: {exc}") from None
 
         def answer(call: Callable[[Any], Any]) -> Callable[[Request], Any]:

@@ -144,8 +144,16 @@ def test_a_transcript_imported_twice_is_one_session(agentd, invoices: Path, tmp_
             (json.dumps(TRANSCRIPT) + "\n").encode() + b'{"messages": ' + b"[" * 5000 + b"]" * 5000 + b"}\n",
             "line 2: nested too deeply",
         ),
+        # 495 levels parse, but used to overflow the walk that redacts secrets after
+        (
+            b'{"messages": [{"role": "user", "content": "Pay."}, {"role": "assistant", "content": '
+            + b"[" * 495
+            + b"]" * 495
+            + b"}]}",
+            "nested too deeply to be a transcript (nested deeper than 100 levels)",
+        ),
     ],
-    ids=["not UTF-8", "nested too deeply", "a line nested too deeply"],
+    ids=["not UTF-8", "nested too deeply", "a line nested too deeply", "a message 495 deep"],
 )
 def test_an_import_that_is_not_text_or_too_deep_is_one_line(
     agentd, invoices: Path, tmp_path: Path, data: bytes, expected: str

@@ -104,6 +104,12 @@ def test_a_candidate_that_prints_garbage_fails(tmp_path: Path) -> None:
     assert "not the protocol" in result.failures[0]
 
 
+def test_a_candidate_line_nested_beyond_any_parser_fails_its_run_not_the_round(tmp_path: Path) -> None:
+    result = run(program(tmp_path, "sys.stdout.write('[' * 200_000 + '\\n'); sys.stdout.flush()\n"))
+    assert result.outcome == "failed" and result.run.ended == "broken"
+    assert "nested deeper than 100 levels" in result.failures[0]
+
+
 def test_a_candidate_cannot_claim_a_pass(tmp_path: Path) -> None:
     result = run(program(tmp_path, "send('done', {'answer': 'Paid.', 'passed': True, 'reward': 1.0})\n"))
     assert result.outcome == "failed" and result.run.ended == "done"

@@ -210,6 +210,9 @@ def test_session_intake_needs_the_bearer_token(served_home: Home) -> None:
         assert session["id"] in listed.out
         assert httpx.post(url, params={"profile": "invoices"}, content=b"{", headers=good).status_code == 400
         assert httpx.post(url, params={"profile": "nobody"}, content=transcript, headers=good).status_code == 400
+        deep = b'{"messages": [{"role": "user", "content": ' + b"[" * 500 + b"]" * 500 + b"}]}"
+        answer = httpx.post(url, params={"profile": "invoices"}, content=deep, headers=good)
+        assert answer.status_code == 400 and "nested too deeply" in answer.json()["error"]
     finally:
         on.stop()
 
