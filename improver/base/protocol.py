@@ -94,8 +94,10 @@ class Model(Protocol):
 class EpisodeLimits:
     max_turns: int = 20
     max_tokens: int = 100_000
-    wall_seconds: float = 300.0
+    wall_seconds: float = 300.0  # the candidate's own time: waiting for the model is not counted
     max_output_bytes: int = 4_000_000
+    call_tokens: int = DEFAULT_MAX_TOKENS  # the longest answer one model call may be asked for
+    call_seconds: float = 300.0  # how long one model call may take before it is a provider fault
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,9 @@ class Budget:
 
     The wall time is the candidate's own: time spent waiting for the model's answers
     (`wait_for_model`) does not count against it, so a slow or rate-limited provider
-    never runs a candidate out of time. Each answer has a wall time of its own, as long
-    as the whole run's; a model that takes longer raises ProviderError, an
-    infrastructure fault, never the candidate's.
+    never runs a candidate out of time. Each answer has a deadline of its own
+    (`call_seconds`) and a length of its own (`call_tokens`); a model that takes longer
+    raises ProviderError, an infrastructure fault, never the candidate's.
     """
 
     def __init__(self, limits: EpisodeLimits) -> None:
@@ -194,11 +196,13 @@ class Budget:
         self.turns += 1
 
     def allowance(self, asked: int | None) -> int:
-        """The `max_tokens` a model call is given: what the candidate asked (or
-        DEFAULT_MAX_TOKENS), never more than the run has left of its token limit, so a
-        model that keeps within it cannot carry the run past that limit."""
+        """The `max_tokens` a model call is given: what the candidate asked, never more
+        than the call's own cap (`call_tokens`, also what it gets when it asks nothing)
+        nor than the run has left of its token limit, so a model that keeps within it
+        cannot carry the run past that limit, and one slow model call cannot take it all."""
         left = self.limits.max_tokens - self.usage.total
-        return min(DEFAULT_MAX_TOKENS if asked is None else asked, left)
+        cap = self.limits.call_tokens
+        return min(cap if asked is None else min(asked, cap), left)
 
     def spend(self, usage: TokenUsage) -> None:
         self.usage = self.usage + usage
@@ -211,19 +215,21 @@ class Budget:
 
     async def wait_for_model(self, answer: Awaitable[T]) -> T:
         """Awaits a model's `answer` on the model's time; ProviderError when it takes
-        longer than the run's wall time."""
+        longer than `call_seconds`."""
         if not self._waiting:
             self._since = time.monotonic()
         self._waiting += 1
         self._reschedule()
-        deadline = asyncio.timeout(self.limits.wall_seconds)
+        deadline = asyncio.timeout(self.limits.call_seconds)
         try:
             async with deadline:
                 return await answer
         except TimeoutError:
             if not deadline.expired():
                 raise  # the model's own time-out, not this one
-            raise ProviderError(f"the model did not answer within {self.limits.wall_seconds:g} seconds") from None
+            raise ProviderError(
+                f"the model did not answer within {self.limits.call_seconds:g} seconds (the call's limit, call_seconds)"
+            ) from None
         finally:
             self._waiting -= 1
             if not self._waiting:

@@ -65,7 +65,6 @@ from typing import Any, Literal
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import (
-    DEFAULT_MAX_TOKENS,
     Agent,
     Budget,
     Case,
@@ -368,7 +367,9 @@ class TaskEpisode:
         view = user_view(user, self.task.task, [*self.turns_with_user, (answer, None)])
         try:
             model = self.models(user.model)
-            completion = await self.budget.wait_for_model(model.complete(view, [], min(DEFAULT_MAX_TOKENS, left)))
+            completion = await self.budget.wait_for_model(
+                model.complete(view, [], min(self.budget.limits.call_tokens, left))
+            )
         except ModelMisconfigured as exc:
             self.error, self.final = f"the simulated user: {exc}", True
             return None

@@ -29,7 +29,7 @@ STDIO = Command(runner(), python_request(("-m", "agentd", "case", "--stdio"), pa
 # candidate out whatever the machine's speed; the candidate's own time (a Python process
 # starting, for the program) has the whole 5 s, which a loaded machine does not use up.
 SLOW = 2.0
-WALL = EpisodeLimits(wall_seconds=2.5 * SLOW)
+WALL = EpisodeLimits(wall_seconds=2.5 * SLOW, call_seconds=2.5 * SLOW)
 
 
 def test_the_runtime_in_process_and_over_stdio_passes_a_task_it_does_right() -> None:
@@ -85,14 +85,16 @@ def test_the_time_a_slow_model_takes_is_not_the_candidates(
             assert result.turns == 3
 
 
-def test_a_model_that_does_not_answer_within_the_wall_time_errors_the_run(
+def test_a_model_that_does_not_answer_within_the_calls_time_errors_the_run(
     tmp_path: Path, home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with ModelServer("openai", delay=WALL.wall_seconds + 1) as server:  # longer than the wall: one way to end
+    with ModelServer("openai", delay=WALL.call_seconds + 1) as server:  # longer than the call may take: one way to end
         for candidate in (run_case, program(tmp_path, FOLLOWS_THE_PROTOCOL)):
             result = loopback_run(home, monkeypatch, server, candidate, WALL)
             assert (result.outcome, result.run.ended, result.failures) == ("errored", "errored", [])
-            assert result.reason == "openai:m: the model did not answer within 5 seconds"
+            assert (
+                result.reason == "openai:m: the model did not answer within 5 seconds (the call's limit, call_seconds)"
+            )
 
 
 def test_a_scripted_model_without_a_rule_for_the_conversation_errors_the_run_without_retries(

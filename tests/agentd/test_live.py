@@ -40,7 +40,7 @@ def invoices(agentd, home: Home, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.config_path.write_text("[providers]\nattempts = 2\nbackoff = 0.01\nbackoff_cap = 0.01\ntimeout = 30\n")
     toml = home.profiles_dir / "invoices" / "profile.toml"
     text = toml.read_text().replace('models = ["script:models/agent.toml"]', 'models = ["openai:m"]')
-    toml.write_text(text.replace("[limits]\n", f"[limits]\nwall_seconds = {WALL}\n"))
+    toml.write_text(text.replace("[limits]\n", f"[limits]\nwall_seconds = {WALL}\ncall_seconds = {WALL}\n"))
     return toml.parent
 
 
@@ -73,13 +73,13 @@ def test_the_time_a_slow_model_takes_is_not_the_agents(agentd, invoices: Path, m
     ]
 
 
-def test_a_model_that_does_not_answer_within_the_wall_time_errors_the_session(
+def test_a_model_that_does_not_answer_within_the_calls_time_errors_the_session(
     agentd, invoices: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with serving(monkeypatch, delay=WALL + 1):  # longer than the wall: it can only end one way
+    with serving(monkeypatch, delay=WALL + 1):  # longer than call_seconds: it can only end one way
         s = run_json(agentd)
     assert (s["ended"], s["outcome"]) == ("errored", "errored")
-    assert s["error"] == "the model did not answer within 5 seconds"
+    assert s["error"] == "the model did not answer within 5 seconds (the call's limit, call_seconds)"
 
 
 def test_a_body_that_is_not_text_errors_the_session_rather_than_crash(

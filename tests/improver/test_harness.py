@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from improver.base.protocol import Case, Completion, Ending, Episode, EpisodeLimits, ProviderError, TokenUsage
+from improver.base.protocol import Budget, Case, Completion, Ending, Episode, EpisodeLimits, ProviderError, TokenUsage
 from improver.base.variant import Variant
 from improver.episodes.harness import Command, RunResult, run_task
 from improver.seals.seal import make_canary
@@ -266,3 +266,16 @@ def test_a_program_inherits_no_keys_from_the_harness(tmp_path: Path, monkeypatch
     given = replace(tells.request, env={**tells.request.env, "OPENAI_API_KEY": "sk-given"})
     seen = json.loads(run(replace(tells, request=given)).run.answer)
     assert seen["OPENAI_API_KEY"] == "sk-given" and "ANTHROPIC_API_KEY" not in seen
+
+
+def test_one_model_call_is_held_to_its_own_length_and_deadline() -> None:
+    budget = Budget(EpisodeLimits(max_tokens=10_000, call_tokens=512, call_seconds=0.2, wall_seconds=60))
+    assert [budget.allowance(asked) for asked in (None, 100, 5_000)] == [512, 100, 512]
+    budget.spend(TokenUsage(9_800, 0))
+    assert budget.allowance(None) == 200  # what the run has left, when that is less
+
+    async def slow() -> None:
+        await asyncio.sleep(5)
+
+    with pytest.raises(ProviderError, match=r"did not answer within 0.2 seconds \(the call's limit, call_seconds\)"):
+        asyncio.run(budget.wait_for_model(slow()))
