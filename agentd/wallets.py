@@ -177,9 +177,20 @@ def seal_log_key(home: Home) -> Path:
 _LOG_KEYS: dict[Path, tuple[tuple[int, int, str | None], Wallet]] = {}
 
 
+def log_key_sealed(home: Home) -> bool:
+    """Whether this home's log key is sealed with a passphrase (read in the clear)."""
+    path = log_key_path(home)
+    return path.exists() and _read(path, LOG_KEY_NAME).encrypted
+
+
 def existing_log_key(home: Home) -> Wallet | None:
-    """The log's key when this home holds it; never makes one (for reading alone)."""
-    return log_key(home) if log_key_path(home).exists() else None
+    """The log's key when this home holds it and it opens without asking; never makes
+    one. For reading alone, which needs only the log's public key (its genesis entry
+    carries it): a sealed key with no AGENTD_LOG_PASSPHRASE set is left shut, so an
+    auditor needs no secret to list, verify or export a log."""
+    if not log_key_path(home).exists() or (log_key_sealed(home) and not os.environ.get(LOG_PASSPHRASE_ENV)):
+        return None
+    return log_key(home)
 
 
 def log_key_id(home: Home) -> str | None:

@@ -35,10 +35,12 @@ from agentd.home import PRIVATE_FILE, Home
 from agentd.server.api import app
 from agentd.server.ledgers import Ledgers
 from agentd.server.metrics import Metrics
+from agentd.wallets import log_key_sealed
 
 log = logging.getLogger("agentd.serve")
 TICK = 1.0  # how often checkpoints due are signed and the job store is looked at again
 JOB_THREADS = 4
+SECRETS_FILE = "serve.env"  # the passphrases the unit gives the daemon, beside the home's other secrets
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,21 @@ def _stop_jobs(scheduler: Any, timeout: float) -> int:
     return 0
 
 
+def _secrets_file(home: Home) -> list[str]:
+    """Where the unit reads the passphrases the daemon needs (a sealed log key signs
+    checkpoints; a sealed wallet signs what it publishes): a file of the owner's alone,
+    never the unit itself. Required when the log's key is sealed, so that a missing file
+    fails the start at once instead of a restart every few seconds."""
+    path = home.root / SECRETS_FILE
+    if not log_key_sealed(home):
+        return [f"EnvironmentFile=-{path}"]
+    return [
+        f"# The log's key is sealed: put AGENTD_LOG_PASSPHRASE=... in {path} (chmod 600), and",
+        "# AGENTD_WALLET_PASSPHRASE=... if a wallet the schedules publish with is sealed too.",
+        f"EnvironmentFile={path}",
+    ]
+
+
 def systemd_unit(home: Home, options: ServeOptions) -> str:
     """A unit file running this daemon as the current user, restarted when it fails."""
     command = f"{sys.executable} -m agentd --home {home.root} serve --host {options.host} --port {options.port}"
@@ -247,6 +264,7 @@ def systemd_unit(home: Home, options: ServeOptions) -> str:
             "Type=simple",
             f"User={getpass.getuser()}",
             f"Environment=AGENTD_HOME={home.root}",
+            *_secrets_file(home),
             f"ExecStart={command}",
             "Restart=on-failure",
             "RestartSec=5",

@@ -239,3 +239,21 @@ def test_no_balance_grows_past_the_largest_amount(agentd) -> None:
     assert "may not exceed" in one_error_line(agentd("wallet", "transfer", "bob", "alice", "0.01"))
     balances = {w["name"]: w["balance_cents"] for w in json.loads(agentd("wallet", "list", "--json").out)}
     assert balances == {"alice": 2**53 - 1, "bob": 1}
+
+
+def test_a_sealed_log_key_locks_no_auditor_out(agentd, home) -> None:
+    agentd("init")
+    agentd("wallet", "new", "alice")
+    assert agentd("wallet", "fund", "alice", "3").code == 0
+    assert agentd("wallet", "seal-log-key", env=LOG_PASS).code == 0
+    # Reading needs only the log's public key: no passphrase is asked for.
+    assert agentd("ledger", "verify").code == 0
+    assert [e["kind"] for e in json.loads(agentd("ledger", "log", "--json").out)][-1] == "funds.mint/v1"
+    copy = home.root.parent / "copy.jsonl"
+    assert agentd("ledger", "export", str(copy)).code == 0
+    assert len(copy.read_text().splitlines()) >= 2
+    assert {w["name"]: w["balance_cents"] for w in json.loads(agentd("wallet", "list", "--json").out)} == {"alice": 300}
+    # Signing still needs it.
+    assert "AGENTD_LOG_PASSPHRASE" in one_error_line(agentd("wallet", "fund", "alice", "1"))
+    unit = agentd("serve", "--print-systemd-unit").out
+    assert f"EnvironmentFile={home.root / 'serve.env'}\n" in unit and "AGENTD_LOG_PASSPHRASE=" in unit
