@@ -178,7 +178,7 @@ class SessionStore:
         self.engine: Engine | None = None
         if read_only:
             if self.path.exists():
-                self.engine = create_engine(_read_only_url(self.path), poolclass=NullPool)
+                self.engine = create_engine(read_only_url(self.path), poolclass=NullPool)
                 event.listen(self.engine, "connect", _pragmas)
             return
         if not self.path.exists():
@@ -306,7 +306,7 @@ def _recorded() -> Any:
     return col(SessionRecord.claim_id).is_not(None)
 
 
-def _read_only_url(path: Path) -> str:
+def read_only_url(path: Path) -> str:
     """SQLite's read-only URI; immutable when no WAL is beside the file in a folder this
     process cannot write (there SQLite could not make the -shm it would need)."""
     quiet = not path.with_name(path.name + "-wal").exists() and not os.access(path.parent, os.W_OK)

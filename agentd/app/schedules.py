@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+from sqlalchemy import create_engine, inspect
+from sqlalchemy.pool import NullPool
 
 from agentd.app.runners import sandbox_extras
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import PRIVATE_FILE, Home, load_toml
 from agentd.profiles import list_profiles, profile_dir
+from agentd.sessions import read_only_url
 from improver import write_atomic
 
 JOBS = ("improve", "harvest", "code")
@@ -176,6 +179,8 @@ def planned(home: Home) -> Plan:
 def job_store(home: Home) -> Any:
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
+    if not home.writable:  # a read-only copy or mount: read the jobs, never create or change one
+        return SQLAlchemyJobStore(url=read_only_url(home.agentd_db), tablename=TABLE)
     home.ensure()
     return SQLAlchemyJobStore(url=f"sqlite:///{home.agentd_db}", tablename=TABLE)
 
@@ -215,10 +220,15 @@ def sync(scheduler: Any, home: Home) -> Plan:
 
 
 @contextmanager
-def offline(home: Home) -> Iterator[Any]:
+def offline(home: Home, *, write: bool = False) -> Iterator[Any]:
     """A scheduler over the home's job store that has no thread and so never runs or
     moves a job: for the CLI and the status to read and change the jobs whether the
-    daemon runs or not (both use the same store; the daemon reads it again every tick)."""
+    daemon runs or not (both use the same store; the daemon reads it again every tick).
+    A read-only home (a copy or a mount an auditor was given) is read as it is, and
+    refused to a command that would change its jobs (`write`)."""
+    if write and not home.writable:
+        raise AgentdError(f"the home {home.root} is read-only here: its scheduled jobs cannot be changed")
+    from apscheduler.jobstores.memory import MemoryJobStore
     from apscheduler.schedulers.base import BaseScheduler
 
     class Offline(BaseScheduler):  # type: ignore[misc]  # apscheduler ships no types: BaseScheduler is Any
@@ -229,12 +239,26 @@ def offline(home: Home) -> Iterator[Any]:
             super().shutdown(wait)
 
     scheduler = Offline(timezone=UTC)
-    scheduler.add_jobstore(job_store(home), "home")
+    scheduler.add_jobstore(job_store(home) if _has_jobs_table(home) else MemoryJobStore(), "home")
     scheduler.start(paused=True)
     try:
         yield scheduler
     finally:
         scheduler.shutdown(wait=False)
+
+
+def _has_jobs_table(home: Home) -> bool:
+    """Whether the job store can be opened: always in a home this process may change (it
+    makes the table), and in a read-only one only when a daemon made it there before."""
+    if home.writable:
+        return True
+    if not home.agentd_db.exists():
+        return False
+    engine = create_engine(read_only_url(home.agentd_db), poolclass=NullPool)
+    try:
+        return inspect(engine).has_table(TABLE)
+    finally:
+        engine.dispose()
 
 
 # The outcome of each job's last run, kept in the home beside the job store.

@@ -65,7 +65,7 @@ def add(app: App, profile: str, job: str, cron: str, as_json: bool) -> None:
     if job == "code":
         require_code(profile, section)
     spec = JobSpec(profile, job, cron, "cli")
-    with offline(app.home) as scheduler:
+    with offline(app.home, write=True) as scheduler:
         add_job(scheduler, app.home, spec)
         found = scheduler.get_job(spec.id, jobstore="home").next_run_time
     next_run = found.isoformat() if found else None
@@ -85,7 +85,7 @@ def remove(app: App, profile: str, job: str, as_json: bool) -> None:
     removed there (the daemon schedules it again at its next start otherwise)."""
     if job in schedule_section(app.home, profile):
         raise AgentdError(f"{profile}.{job} comes from [schedule] in {profile}'s profile.toml: remove the line there")
-    with offline(app.home) as scheduler:
+    with offline(app.home, write=True) as scheduler:
         if scheduler.get_job(f"{profile}.{job}", jobstore="home") is None:
             raise AgentdError(f"no job {profile}.{job} is scheduled (see: agentd schedule list)")
         scheduler.remove_job(f"{profile}.{job}", jobstore="home")
@@ -106,7 +106,7 @@ def run_now(app: App, profile: str, job: str, as_json: bool) -> None:
     load_profile(app.home, profile)
     pid = running_pid(app.home)
     if pid is not None:
-        with offline(app.home) as scheduler:
+        with offline(app.home, write=True) as scheduler:
             found = scheduler.get_job(f"{profile}.{job}", jobstore="home")
             if found is not None:
                 found.modify(next_run_time=datetime.now(UTC))

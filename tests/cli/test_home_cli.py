@@ -173,6 +173,7 @@ READS = [
     ["lineage", PROFILE],
     ["lineage", PROFILE, "--check"],
     ["kill-switch", "status"],
+    ["schedule", "list"],
 ]
 WRITES = [
     ["kill-switch", "on"],
@@ -180,6 +181,8 @@ WRITES = [
     ["wallet", "fund", PROFILE, "1"],
     ["run", PROFILE, "Pay invoice 21 from Acme, 5 USD, to acme."],
     ["profile", "new", "other"],
+    ["schedule", "add", PROFILE, "harvest", "0 1 * * *"],
+    ["schedule", "remove", PROFILE, "code"],
 ]
 
 
@@ -189,6 +192,7 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("read-only") / "home"
     assert agentd_at(root, "demo").code == 0
     assert agentd_at(root, "ledger", "checkpoint").code == 0
+    assert agentd_at(root, "schedule", "add", PROFILE, "harvest", "15 1 * * *").code == 0  # the job store made
     return root
 
 
@@ -200,6 +204,8 @@ def test_a_read_only_home_is_read_and_verified(demo_home: Path, tmp_path: Path) 
         checked = agentd_at(view, "lineage", PROFILE, "--check")
         assert "confirmed on tasks sealed at Pulse" in checked.out
         assert len(json.loads(agentd_at(view, "sessions", "list", "--json").out)) == 24  # the two examples' twelve each
+        jobs = json.loads(agentd_at(view, "schedule", "list", "--json").out)
+        assert {(j["profile"], j["job"], j["cron"]) for j in jobs} >= {(PROFILE, "harvest", "15 1 * * *")}
         harvested = agentd_at(view, "improve", "harvest", PROFILE, "--out", str(tmp_path / "work.json"))
         assert harvested.code == 0, harvested.err
         for args in WRITES:
