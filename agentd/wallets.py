@@ -180,7 +180,10 @@ _LOG_KEYS: dict[Path, tuple[tuple[int, int, str | None], Wallet]] = {}
 def log_key_sealed(home: Home) -> bool:
     """Whether this home's log key is sealed with a passphrase (read in the clear)."""
     path = log_key_path(home)
-    return path.exists() and _read(path, LOG_KEY_NAME).encrypted
+    try:
+        return path.exists() and read_key_file(path).encrypted
+    except LedgerError:
+        return False  # a damaged file: opening it says what is wrong, in the log key's own words
 
 
 def existing_log_key(home: Home) -> Wallet | None:

@@ -312,6 +312,7 @@ def test_a_server_that_cannot_come_back_is_a_provider_fault_not_a_failed_run(
     assert isinstance(model, LocalModel) and model.server.pid is not None
     copy.unlink()  # the machine lost the model: no restart can load it
     os.kill(model.server.pid, signal.SIGKILL)
+    os.waitpid(model.server.pid, 0)  # gone for certain before the call (the server then sees ECHILD: exited)
     with pytest.raises(ProviderError) as failed:
         ask(model, max_tokens=8)
     assert not isinstance(failed.value, RequestRefused)  # held against the machine, never the candidate
