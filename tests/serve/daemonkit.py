@@ -13,10 +13,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from agentd.app.ledger import open_ledger
 from agentd.home import Home
+from agentd.wallets import log_key
+from ledger import MINT, Entry, Wallet
 from tests.homekit import run_in_process
 
 START_WAIT = 60.0
@@ -101,3 +105,17 @@ class Daemon:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         return self.process.wait(timeout)
+
+
+def signed_for(daemon: Daemon, wallet: Wallet, kind: str, body: dict[str, Any]) -> bytes:
+    """An entry by `wallet`, signed as the daemon's log expects its next one."""
+    where = httpx.get(f"{daemon.url}/v1/authors/{wallet.id}").json()
+    return Entry.create(wallet, kind, body, log=where["origin"], seq=where["next_sequence"]).raw
+
+
+def funded_stranger(home: Home, cents: int = 100) -> Wallet:
+    """A wallet of someone elsewhere, funded by the daemon's home (the log's key mints)."""
+    wallet = Wallet.generate()
+    with open_ledger(home) as ledger:
+        ledger.append(log_key(home), MINT, {"to": wallet.id, "cents": cents})
+    return wallet

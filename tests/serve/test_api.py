@@ -14,24 +14,9 @@ import httpx
 from agentd.app.ledger import open_ledger
 from agentd.home import Home
 from agentd.wallets import wallet_id_of
-from ledger import MINT, TRANSFER, Entry, InclusionProof, Wallet, parse_checkpoint, verify_checkpoint
+from ledger import TRANSFER, Entry, InclusionProof, Wallet, parse_checkpoint, verify_checkpoint
 from tests.homekit import run_in_process
-from tests.serve.daemonkit import Daemon
-
-
-def _sign(daemon: Daemon, wallet: Wallet, kind: str, body: dict) -> bytes:
-    where = httpx.get(f"{daemon.url}/v1/authors/{wallet.id}").json()
-    return Entry.create(wallet, kind, body, log=where["origin"], seq=where["next_sequence"]).raw
-
-
-def _funded(home: Home, cents: int = 100) -> Wallet:
-    """A wallet of someone elsewhere, funded by the daemon's home (the log's key mints)."""
-    from agentd.wallets import log_key
-
-    wallet = Wallet.generate()
-    with open_ledger(home) as ledger:
-        ledger.append(log_key(home), MINT, {"to": wallet.id, "cents": cents})
-    return wallet
+from tests.serve.daemonkit import Daemon, funded_stranger, signed_for
 
 
 def test_an_auditor_reads_entries_checkpoints_and_proofs(daemon: Daemon) -> None:
@@ -146,10 +131,10 @@ def test_unknown_things_are_404_with_one_line(daemon: Daemon) -> None:
 
 
 def test_a_signed_entry_from_anyone_is_recorded_and_bad_ones_are_refused(daemon: Daemon) -> None:
-    sender, receiver = _funded(daemon.home), Wallet.generate()
+    sender, receiver = funded_stranger(daemon.home), Wallet.generate()
     size = httpx.get(f"{daemon.url}/v1/head").json()["size"]
 
-    raw = _sign(daemon, sender, TRANSFER, {"to": receiver.id, "cents": 30})
+    raw = signed_for(daemon, sender, TRANSFER, {"to": receiver.id, "cents": 30})
     answer = httpx.post(f"{daemon.url}/v1/entries", content=raw)
     assert answer.status_code == 201, answer.text
     recorded = answer.json()
@@ -160,8 +145,8 @@ def test_a_signed_entry_from_anyone_is_recorded_and_bad_ones_are_refused(daemon:
 
     tampered = raw.replace(b'"sig":"', b'"sig":"A', 1)
     forged = Entry.create(Wallet.generate(), TRANSFER, {"to": receiver.id, "cents": 1}, log="x", seq=1).raw
-    unknown = _sign(daemon, sender, "made.up/v1", {})
-    overdraft = _sign(daemon, sender, TRANSFER, {"to": receiver.id, "cents": 10_000})
+    unknown = signed_for(daemon, sender, "made.up/v1", {})
+    overdraft = signed_for(daemon, sender, TRANSFER, {"to": receiver.id, "cents": 10_000})
     for bad, status in [
         (tampered, 400),
         (b"{not json", 400),

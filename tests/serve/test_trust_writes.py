@@ -11,27 +11,13 @@ import time
 import httpx
 from starlette.testclient import TestClient
 
-from agentd.app.ledger import open_ledger
 from agentd.home import Home
 from agentd.server.api import ENTRY_CAP, app
 from agentd.server.ledgers import Rates
-from agentd.wallets import log_key
-from ledger import MAX_ENTRY_BYTES, MINT, TRANSFER, Entry, Wallet
+from ledger import MAX_ENTRY_BYTES, TRANSFER, Entry, Wallet
 from tests.homekit import run_in_process
 from tests.ledger.ledgerkit import footprint
-from tests.serve.daemonkit import Daemon, free_port
-
-
-def _sign(daemon: Daemon, wallet: Wallet, kind: str, body: dict) -> bytes:
-    where = httpx.get(f"{daemon.url}/v1/authors/{wallet.id}").json()
-    return Entry.create(wallet, kind, body, log=where["origin"], seq=where["next_sequence"]).raw
-
-
-def _funded(home: Home, cents: int = 100) -> Wallet:
-    wallet = Wallet.generate()
-    with open_ledger(home) as ledger:
-        ledger.append(log_key(home), MINT, {"to": wallet.id, "cents": cents})
-    return wallet
+from tests.serve.daemonkit import Daemon, free_port, funded_stranger, signed_for
 
 
 def _verified(home: Home) -> None:
@@ -62,7 +48,7 @@ def _post_refused_transfers(daemon: Daemon) -> None:
     before = footprint(home.ledger_url)
     for _ in range(50):
         key = Wallet.generate()  # no funds, no entry of its own: the log knows nothing of it
-        raw = _sign(daemon, key, TRANSFER, {"to": receiver.id, "cents": 100_000, "memo": "x" * 500})
+        raw = signed_for(daemon, key, TRANSFER, {"to": receiver.id, "cents": 100_000, "memo": "x" * 500})
         answer = httpx.post(f"{daemon.url}/v1/entries", content=raw)
         assert answer.status_code == 422, answer.text
         error = answer.json()["error"]
@@ -78,8 +64,8 @@ def _post_refused_transfers(daemon: Daemon) -> None:
 
 
 def test_a_known_wallets_refused_entry_is_recorded_and_spends_its_number(daemon: Daemon) -> None:
-    sender = _funded(daemon.home, 100)
-    raw = _sign(daemon, sender, TRANSFER, {"to": Wallet.generate().id, "cents": 500})
+    sender = funded_stranger(daemon.home, 100)
+    raw = signed_for(daemon, sender, TRANSFER, {"to": Wallet.generate().id, "cents": 500})
     size = httpx.get(f"{daemon.url}/v1/head").json()["size"]
     answer = httpx.post(f"{daemon.url}/v1/entries", content=raw)
     assert answer.status_code == 422
@@ -93,7 +79,7 @@ def test_a_known_wallets_refused_entry_is_recorded_and_spends_its_number(daemon:
 
 
 def test_an_entry_over_the_cap_is_refused_naming_it(daemon: Daemon) -> None:
-    sender = _funded(daemon.home)
+    sender = funded_stranger(daemon.home)
     where = httpx.get(f"{daemon.url}/v1/authors/{sender.id}").json()
     big = Entry.create(sender, "agent.mark/v1", {"note": "x" * ENTRY_CAP}, log=where["origin"], seq=1).raw
     before = footprint(daemon.home.ledger_url)
@@ -107,7 +93,7 @@ def test_an_entry_over_the_cap_is_refused_naming_it(daemon: Daemon) -> None:
 def test_an_entry_over_the_ledgers_own_bound_is_a_413_naming_it(served_home: Home) -> None:
     # The daemon's cap on a posted body (64 kB) is well under the ledger's bound (1 MiB);
     # a server taking larger bodies still records no entry over the ledger's bound.
-    sender = _funded(served_home)
+    sender = funded_stranger(served_home)
     web = app(served_home)
     web.state.server.entry_cap = 2 * MAX_ENTRY_BYTES
     with TestClient(web) as client:
@@ -125,21 +111,21 @@ def test_an_entry_over_the_ledgers_own_bound_is_a_413_naming_it(served_home: Hom
 
 def test_a_wallet_posting_past_its_rate_hears_429_with_retry_after(served_home: Home) -> None:
     _configure(served_home, "entries_per_second = 0.25\nentries_burst = 3\n")
-    sender, other = _funded(served_home, 1000), _funded(served_home, 1000)
+    sender, other = funded_stranger(served_home, 1000), funded_stranger(served_home, 1000)
     daemon = Daemon(served_home).start()
     try:
-        first = _sign(daemon, sender, TRANSFER, {"to": other.id, "cents": 1, "memo": "0"})
+        first = signed_for(daemon, sender, TRANSFER, {"to": other.id, "cents": 1, "memo": "0"})
         assert httpx.post(f"{daemon.url}/v1/entries", content=first).status_code == 201
         # Replaying a wallet's recorded entry, which anyone can read, spends none of its tokens...
         for _ in range(5):
             answer = httpx.post(f"{daemon.url}/v1/entries", content=first)
             assert answer.status_code == 422 and "recorded once" in answer.json()["error"]
         for i in (1, 2):  # ...so the burst of 3 is still there
-            raw = _sign(daemon, sender, TRANSFER, {"to": other.id, "cents": 1, "memo": str(i)})
+            raw = signed_for(daemon, sender, TRANSFER, {"to": other.id, "cents": 1, "memo": str(i)})
             answer = httpx.post(f"{daemon.url}/v1/entries", content=raw)
             assert answer.status_code == 201, answer.text
         # A fourth entry at once is past its rate.
-        fourth = _sign(daemon, sender, TRANSFER, {"to": other.id, "cents": 1, "memo": "3"})
+        fourth = signed_for(daemon, sender, TRANSFER, {"to": other.id, "cents": 1, "memo": "3"})
         size = httpx.get(f"{daemon.url}/v1/head").json()["size"]
         answer = httpx.post(f"{daemon.url}/v1/entries", content=fourth)
         assert answer.status_code == 429, answer.text
@@ -151,7 +137,7 @@ def test_a_wallet_posting_past_its_rate_hears_429_with_retry_after(served_home: 
         )
         assert httpx.get(f"{daemon.url}/v1/head").json()["size"] == size  # nothing recorded
         # Another wallet has its own bucket.
-        elsewhere = _sign(daemon, other, TRANSFER, {"to": sender.id, "cents": 1})
+        elsewhere = signed_for(daemon, other, TRANSFER, {"to": sender.id, "cents": 1})
         assert httpx.post(f"{daemon.url}/v1/entries", content=elsewhere).status_code == 201
         time.sleep(wait)
         answer = httpx.post(f"{daemon.url}/v1/entries", content=fourth)  # the same bytes, in time
