@@ -183,6 +183,15 @@ _SURFACE: dict[str, str] = {
     "append_line": "base.files",
     "read_lines": "base.files",
     "write_atomic": "base.files",
+    # public benchmarks as tasks, and their authors' scorers beside agentd's
+    "BFCL_SETS": "benchmarks.bfcl:SETS",
+    "TAU2_DOMAINS": "benchmarks.tau2world:DOMAINS",
+    "Imported": "benchmarks.packages",
+    "Skipped": "benchmarks.packages",
+    "import_bfcl_set": "benchmarks.bfcl:import_set",
+    "import_tau2_domain": "benchmarks.tau2:import_domain",
+    "bfcl_set_problem": "benchmarks.bfcl:set_problem",
+    "tau2_domain_problem": "benchmarks.tau2:domain_problem",
 }
 
 __all__ = sorted(_SURFACE)
@@ -217,6 +226,14 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
     )
     from improver.base.routes import Routes as Routes
     from improver.base.variant import Variant as Variant
+    from improver.benchmarks.bfcl import (
+        SETS as BFCL_SETS,
+        import_set as import_bfcl_set,
+        set_problem as bfcl_set_problem,
+    )
+    from improver.benchmarks.packages import Imported as Imported, Skipped as Skipped
+    from improver.benchmarks.tau2 import domain_problem as tau2_domain_problem, import_domain as import_tau2_domain
+    from improver.benchmarks.tau2world import DOMAINS as TAU2_DOMAINS
     from improver.code.codeloop import CodeLoop as CodeLoop, Workshop as Workshop
     from improver.code.git import apply_to as apply_to, init_checkout as init_checkout
     from improver.code.patchlimits import (
@@ -361,6 +378,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
 
     # Renamed imports are not exports to a type checker unless __all__ names them.
     __all__ += [
+        "BFCL_SETS",
         "DEFAULT_ENV_HOST",
         "DEFAULT_ENV_PORT",
         "ENV_IDLE_SECONDS",
@@ -368,6 +386,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         "MAX_ENV_SESSIONS",
         "RELEASE_KIND",
         "SETTINGS_FILE",
+        "TAU2_DOMAINS",
         "AttestSetup",
         "InstallReview",
         "LineageReport",
@@ -375,11 +394,14 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         "PublishedRelease",
         "VerifiedStatement",
         "attest_release",
+        "bfcl_set_problem",
         "check_lineage",
         "env_address",
         "env_socket",
         "export_work",
         "harvest_sessions",
+        "import_bfcl_set",
+        "import_tau2_domain",
         "installed_release",
         "judge_sessions",
         "published_release",
@@ -388,6 +410,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         "review_install",
         "statement_about",
         "statement_envelope",
+        "tau2_domain_problem",
         "validate_tasks",
         "verify_statement",
     ]

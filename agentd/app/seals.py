@@ -50,12 +50,17 @@ class Sealed:
     shown: int = 0  # tasks kept to choose on for having been shown to a proposer before
 
 
-def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wallet: str | None) -> Sealed:
-    """Seals a validated task set of PROFILE; with a wallet, publishes it before anything is tried."""
+def seal_tasks(
+    home: Home, profile: str, tasks: Path, request: SealRequest, wallet: str | None, sealed: Path | None = None
+) -> Sealed:
+    """Seals a validated task set of PROFILE (or, with `sealed`, seals that set and keeps
+    `tasks` to choose on); with a wallet, publishes it before anything is tried."""
     load_profile(home, profile)
     taskset = load_tasks(tasks)
-    if taskset.profile != profile:
-        raise AgentdError(f"{tasks} holds tasks of profile {taskset.profile}, not {profile}")
+    given = load_tasks(sealed) if sealed is not None else None
+    for path, each in ((tasks, taskset), (sealed, given)):
+        if each is not None and each.profile != profile:
+            raise AgentdError(f"{path} holds tasks of profile {each.profile}, not {profile}")
     signer = load_wallet(home, wallet) if wallet else None  # a wrong passphrase fails before anything is written
     home.ensure()
     with home.writing(), open_ledger(home) as ledger:
@@ -65,7 +70,7 @@ def seal_tasks(home: Home, profile: str, tasks: Path, request: SealRequest, wall
         try:
             separation = separation_of(home, profile, ledger)
             try:
-                staged = make_seal(taskset, Routes(folder), request, separation)
+                staged = make_seal(taskset, Routes(folder), request, separation, given)
             except ShownTasks as exc:  # too few never-shown tasks for the --share given
                 raise WrongValue(str(exc)) from None
             shown = sum(1 for t in taskset.tasks if t.content_key in separation.shown)

@@ -81,10 +81,12 @@ from improver.base.protocol import (
     encode_line,
 )
 from improver.base.variant import Variant
+from improver.tasks import worlds
 from improver.tasks.rubric import score_run
 from improver.tasks.runs import Call, Run
 from improver.tasks.simuser import USER_TURNS, continued, leaked, reply_of, user_view
 from improver.tasks.task import Task
+from improver.tasks.worlds import World, WorldFailed
 from sandbox import OutputLimit, Process, Request, Result, Runner, SandboxError
 
 ModelFactory = Callable[[str], Model]
@@ -290,6 +292,7 @@ class TaskEpisode:
         self.user_tokens = user_tokens  # what the simulated user may spend in this attempt
         self.user_usage = TokenUsage()
         self._model: Model | None = None
+        self.world: World | None = None  # the task's world, while the run has it (improver.tasks.worlds)
 
     async def model(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int | None
@@ -347,7 +350,13 @@ class TaskEpisode:
         self.calls.append(call)
         if self.counts_calls:
             self.count_output(len(arguments.encode()))
-        return self.standins.answer(call)
+        if self.world is None:
+            return self.standins.answer(call)
+        try:
+            return await self.world.answer(call.tool, call.arguments)
+        except WorldFailed as exc:  # the harness's side failed: the run errors, never the candidate's
+            self.error = str(exc)
+            raise ProviderError(self.error) from None
 
     async def person(self, answer: str) -> str | None:
         """The simulated user's reply to the agent's `answer`, or None when the task has
@@ -459,19 +468,43 @@ async def attempt_task(
     over_stdio = isinstance(candidate, Command)
     episode = TaskEpisode(task, variant.models[0] if variant.models else None, models, limits, over_stdio, user_tokens)
     case = case_for(task, variant, limits)
+    if task.world is not None:
+        try:
+            episode.world = await worlds.pool().take(task.world)
+        except WorldFailed as exc:
+            episode.error = str(exc)
+            return _scored(task, episode, CandidateEnd("errored"), attempt)
     if isinstance(candidate, Command):
         ended = await _run_command(candidate, case, episode)
     else:
         ended = await _run_agent(candidate, case, episode)
-    return _scored(task, episode, ended, attempt)
+    return _scored(task, episode, ended, attempt, await _world_state(episode))
 
 
-def _scored(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int) -> RunResult:
-    result = _judged(task, episode, ended, attempt)
+async def _world_state(episode: TaskEpisode) -> str:
+    """The state the run left its world in; the world goes back to the pool only when
+    it answered to the end (one that failed errors the run, and is ended)."""
+    world, episode.world = episode.world, None
+    if world is None:
+        return ""
+    try:
+        state = await world.state() if not episode.error else ""
+    except WorldFailed as exc:
+        episode.error = str(exc)
+        state = ""
+    if episode.error:
+        await worlds.pool().discard(world)
+    else:
+        worlds.pool().give_back(world)
+    return state
+
+
+def _scored(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int, state: str = "") -> RunResult:
+    result = _judged(task, episode, ended, attempt, state)
     return replace(result, user=tuple(episode.turns_with_user), user_usage=episode.user_usage)
 
 
-def _judged(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int) -> RunResult:
+def _judged(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int, state: str) -> RunResult:
     usage, turns, calls = episode.budget.usage, episode.budget.turns, tuple(episode.calls)
     if episode.leak:
         # Not the candidate's doing and no test of it: errored, never scored, not retried
@@ -482,12 +515,12 @@ def _judged(task: Task, episode: TaskEpisode, ended: CandidateEnd, attempt: int)
         run = Run(calls, ended.answer, "errored")
         return RunResult(task.name, "errored", 0.0, [], run, episode.error, usage, turns, attempt, not episode.final)
     if episode.fault:
-        run = Run(calls, ended.answer, "broken")
+        run = Run(calls, ended.answer, "broken", state=state)
         checked = score_run(task.checks, task.tools, run, task.rubric)
         failures = [f"the candidate broke the run: it {episode.fault}", *checked.failures]
         return RunResult(task.name, "failed", 0.0, failures, run, episode.fault, usage, turns, attempt)
     how = "limit" if episode.limit else ended.how
-    run = Run(calls, ended.answer, how)
+    run = Run(calls, ended.answer, how, state=state)
     checked = score_run(task.checks, task.tools, run, task.rubric)
     outcome: RunOutcome = "passed" if checked.passed else "failed"
     reason = episode.limit or ended.reason
@@ -618,6 +651,8 @@ async def _answer_tool(payload: dict[str, Any], episode: TaskEpisode) -> tuple[s
         return None
     try:
         answer = await episode.tool(str(call_id or ""), name, arguments)
+    except ProviderError:  # the task's world failed: the run errors (episode.error says why)
+        return None
     except LimitReached as exc:
         if episode.fault:
             return None

@@ -349,14 +349,23 @@ class SealRequest:
     test: str = "newcombe"
 
 
-def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, separation: Separation) -> Seal:
+def make_seal(
+    taskset: TaskSet, routes: Routes, request: SealRequest, separation: Separation, given: TaskSet | None = None
+) -> Seal:
     """Splits a validated task set and writes both files; refuses bad requests whole, and
     any task exported or sealed before (improver.seals.separation). Tasks a proposer was shown
-    stay to choose on (`split`)."""
+    stay to choose on (`split`). With `given`, a split made already (a benchmark's own
+    test split) is the sealed side and `taskset` the side to choose on: the share is what
+    they make, the seed names the split, and the terms' set is both together."""
     _check_request(taskset, request)
-    separation.check_sealable(taskset.tasks)
-    seed = request.seed if request.seed is not None else secrets.token_hex(8)
-    choose, sealed = split(taskset, request.share, seed, separation.shown)
+    if given is not None:
+        choose, sealed, seed = _given_split(taskset, given, separation)
+        taskset = TaskSet(taskset.profile, taskset.operator, (*choose, *sealed), validated=True)
+        request = replace(request, share=max(1, min(99, round(100 * len(sealed) / len(taskset.tasks)))))
+    else:
+        separation.check_sealable(taskset.tasks)
+        seed = request.seed if request.seed is not None else secrets.token_hex(8)
+        choose, sealed = split(taskset, request.share, seed, separation.shown)
     if not choose or not sealed:
         part = "tasks to choose on" if not choose else "sealed tasks"
         raise ImproverError(
@@ -400,6 +409,30 @@ def make_seal(taskset: TaskSet, routes: Routes, request: SealRequest, separation
     }
     write_atomic(path, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
     return seal
+
+
+def _given_split(taskset: TaskSet, given: TaskSet, separation: Separation) -> tuple[list[Task], list[Task], str]:
+    """(tasks to choose on, sealed tasks, the seed that names the split) for a split
+    made already; refused when the sides share a task (by content) or a name, when the
+    sealed side was ever shown to a proposer, or holds a task exported or sealed before."""
+    if not given.validated:
+        raise ImproverError("the sealed tasks are not validated: run agentd improve validate FILE on them first")
+    if given.profile != taskset.profile:
+        raise ImproverError(
+            f"the sealed tasks are of profile {given.profile}, the tasks to choose on of {taskset.profile}"
+        )
+    keys = {t.content_key: t.name for t in taskset.tasks}
+    for task in given.tasks:
+        if task.content_key in keys or task.name in taskset.names:
+            raise ImproverError(
+                f"task {task.name} is on both sides (as {keys.get(task.content_key, task.name)}): the sides must not share a task"
+            )
+        if task.content_key in separation.shown:
+            raise ImproverError(
+                f"task {task.name} was shown to a proposer by {separation.shown[task.content_key]}, so it cannot be sealed"
+            )
+    separation.check_sealable((*taskset.tasks, *given.tasks))
+    return list(taskset.tasks), list(given.tasks), f"given:{given.digest}"
 
 
 def _check_request(taskset: TaskSet, request: SealRequest) -> None:

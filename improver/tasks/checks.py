@@ -14,6 +14,11 @@ A check is a small JSON object, `{"check": KIND, ...}`:
 - `avoids` {tool, arguments}: it never calls `tool` with exactly these arguments.
 - `says` / `not_says` {text}: the final answer holds (or does not hold) `text`, case
   ignored. Canaries use `says` with a code word the agent is never told.
+- `calls_nothing`: the run calls no tool at all (a task no offered tool can help with).
+- `call_set` {calls}: the run's calls are exactly these, in any order, each argument any
+  of several values (improver.tasks.callsets: how BFCL's authors grade a call).
+- `ends_in` {state}: the task's world (improver.tasks.worlds) ends the run in this state,
+  named by its digest: an outcome judged by a database's final state, not by the calls.
 
 The checks are the harness's, over what the harness answered: a candidate cannot claim
 a pass. Reward = the share of a task's checks that held; passed = every one held. Each
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from improver.base.digests import canonical
+from improver.tasks import callsets
 from improver.tasks.runs import Run, arguments_text
 
 # Each kind, with the fields it requires (beyond "check").
@@ -40,8 +46,11 @@ KINDS: dict[str, tuple[str, ...]] = {
     "avoids": ("tool", "arguments"),
     "says": ("text",),
     "not_says": ("text",),
+    "calls_nothing": (),
+    "call_set": ("calls",),
+    "ends_in": ("state",),
 }
-FIELD_TYPES: dict[str, type] = {"tool": str, "arguments": dict, "text": str, "times": int}
+FIELD_TYPES: dict[str, type] = {"tool": str, "arguments": dict, "text": str, "times": int, "calls": list, "state": str}
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,9 @@ def problem(check: Any) -> str | None:
             return f"check {kind!r}: field {name!r} must be a {FIELD_TYPES[name].__name__}"
     if kind == "makes" and check.get("times", 1) < 1:
         return "check 'makes': field 'times' must be at least 1"
+    if kind == "call_set":
+        wrong = callsets.problem(check["calls"])
+        return f"check 'call_set': {wrong}" if wrong else None
     return None
 
 
@@ -86,6 +98,12 @@ def describe(check: dict[str, Any]) -> str:
         return "it changes nothing else"
     if kind == "avoids":
         return f"it never calls {check['tool']} with {arguments_text(check['arguments'])}"
+    if kind == "calls_nothing":
+        return "it calls no tool"
+    if kind == "call_set":
+        return callsets.describe(check["calls"])
+    if kind == "ends_in":
+        return f"it leaves its world in state {check['state'][:12]}"
     if kind == "says":
         return f"its answer says {json.dumps(check['text'], ensure_ascii=False)}"
     return f"its answer does not say {json.dumps(check['text'], ensure_ascii=False)}"
@@ -113,6 +131,12 @@ def holds(check: dict[str, Any], checks: list[dict[str, Any]], tools: list[dict[
         return not _other_changes(checks, tools, run)
     if kind == "avoids":
         return _made(run).get(_key(check), 0) == 0
+    if kind == "calls_nothing":
+        return not run.calls
+    if kind == "call_set":
+        return callsets.matches(check["calls"], tools, run.calls)
+    if kind == "ends_in":
+        return bool(run.state == check["state"])
     said = check["text"].casefold() in run.answer.casefold()
     return said if kind == "says" else not said
 

@@ -59,11 +59,14 @@ class Run:
     answer: str = ""
     ended: str = "done"
     why: str = ""  # for a task's failures: what kind of wrong run this is
+    state: str = ""  # the digest of the state its world was left in (improver.tasks.worlds); none without one
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"calls": [c.to_json() for c in self.calls], "answer": self.answer, "ended": self.ended}
         if self.why:
             data["why"] = self.why
+        if self.state:
+            data["state"] = self.state
         return data
 
     @classmethod
@@ -74,6 +77,7 @@ class Run:
             answer=data["answer"],
             ended=data["ended"],
             why=data.get("why", ""),
+            state=data.get("state", ""),
         )
 
 

@@ -7,8 +7,10 @@ outcome, claim}` for a harvested task), a `solution` (a run that passes every ch
 `{calls: [{tool, arguments}], answer, ended}`), its `failures` (runs of the same shape,
 each with a `why`, that must each fail a check), a `rubric` when its profile declares
 one (improver.tasks.rubric; absent otherwise), for a conversation its simulated `user`
-(`{model, said}`, improver.tasks.simuser; absent otherwise), and its `digest`: SHA-256 of the
-task's RFC 8785 canonical JSON without the digest.
+(`{model, said}`, improver.tasks.simuser; absent otherwise), for a task whose tools a
+domain's own code answers its `world` (`{kind, domain}`, improver.tasks.worlds; absent
+otherwise), and its `digest`: SHA-256 of the task's RFC 8785 canonical JSON without the
+digest.
 
 A task set file: `{profile, operator, tasks, excluded: [{task, reason}], validated,
 digest}`. The set's digest is SHA-256 of the canonical JSON of `{profile, operator,
@@ -36,6 +38,7 @@ from improver.tasks.rubric import Rubric, parse_rubric
 from improver.tasks.runs import RUN_ENDINGS, Run
 from improver.tasks.simuser import SimulatedUser
 from improver.tasks.standins import StandIns
+from improver.tasks.worlds import world_problem
 
 TASK_FIELDS: dict[str, type] = {
     "name": str,
@@ -74,12 +77,14 @@ class Task:
     failures: tuple[Run, ...]
     rubric: Rubric | None = None  # the profile's, when it declares one (improver.tasks.rubric)
     user: SimulatedUser | None = None  # a conversation's simulated user (improver.tasks.simuser)
+    world: dict[str, Any] | None = None  # what answers its tools instead of stand-ins (improver.tasks.worlds)
 
     def content(self) -> dict[str, Any]:
         """The task as JSON, without its digest: what the digest is taken over. A task
         without a rubric has no "rubric" field, so its digest is what it always was."""
         rubric = {"rubric": self.rubric.to_json()} if self.rubric is not None else {}
         user = {"user": self.user.to_json()} if self.user is not None else {}
+        world = {"world": self.world} if self.world is not None else {}
         return {
             "name": self.name,
             "profile": self.profile,
@@ -92,6 +97,7 @@ class Task:
             "failures": [f.to_json() for f in self.failures],
             **rubric,
             **user,
+            **world,
         }
 
     @cached_property
@@ -268,6 +274,9 @@ def build_task(data: Any, where: str, index: int = 1, profile: str | None = None
         except ImproverError as exc:
             raise ImproverError(f"{where}: field 'rubric': {exc}") from None
     user = SimulatedUser.from_json(data["user"], where) if "user" in data else None
+    wrong = world_problem(data["world"]) if "world" in data else None
+    if wrong:
+        raise ImproverError(f"{where}: field 'world': {wrong}")
     _run(data["solution"], f"{where}: field 'solution'")
     for i, failure in enumerate(data["failures"]):
         _run(failure, f"{where}: field 'failures': failure #{i + 1}", why=True)
@@ -283,6 +292,7 @@ def build_task(data: Any, where: str, index: int = 1, profile: str | None = None
         failures=tuple(Run.from_json(f) for f in data["failures"]),
         rubric=rubric,
         user=user,
+        world=data.get("world"),
     )
 
 

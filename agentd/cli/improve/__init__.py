@@ -2,13 +2,13 @@
 are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py, practice
 tasks in practice.py, code changes and releases in code.py, attesting a release in
 attest.py, installing one in install.py, pass@k in evaluate.py, the judge in judge.py,
-the improver improved in improver.py."""
+the improver improved in improver.py, public benchmarks' tasks in imports.py."""
 
 from __future__ import annotations
 
 import click
 
-from agentd.cli.improve import attest, code, evaluate, improver, install, judge, loop, practice, tasks
+from agentd.cli.improve import attest, code, evaluate, imports, improver, install, judge, loop, practice, tasks
 
 
 @click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
@@ -34,5 +34,6 @@ command.add_command(judge.judge)
 command.add_command(improver.improver)
 command.add_command(install.install_command)
 command.add_command(attest.attest_command)
+command.add_command(imports.import_group)
 
 lineage = loop.lineage  # also `agentd lineage`

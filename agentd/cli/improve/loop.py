@@ -41,6 +41,12 @@ from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Sett
     "--share", type=click.IntRange(1, 99), default=50, show_default=True, help="The percentage of tasks sealed (1-99)."
 )
 @click.option(
+    "--sealed",
+    "sealed_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Seal this validated set as it is (a benchmark's test split), and keep --tasks to choose on.",
+)
+@click.option(
     "--confirmations",
     type=click.IntRange(min=1),
     default=4,
@@ -73,6 +79,7 @@ def seal(
     profile: str,
     tasks_file: Path,
     share: int,
+    sealed_file: Path | None,
     confirmations: int,
     canaries: int,
     seed: str | None,
@@ -86,9 +93,13 @@ def seal(
 
     A task an earlier seal had to choose on (here, or in any home sharing the ledger) was
     shown to a proposer: it stays to choose on and is never sealed, and the share is
-    sealed from the other tasks; too few of those for --share is refused."""
+    sealed from the other tasks; too few of those for --share is refused. With --sealed,
+    the split is given (a benchmark's own test split): that set is sealed whole, --tasks
+    is kept to choose on, and a task on both sides or shown to a proposer before is refused."""
     request = SealRequest(share, confirmations, canaries, seed, reusable, test)
-    sealed = seal_tasks(app.home, profile, tasks_file, request, wallet)
+    if sealed_file is not None and seed is not None:
+        raise click.UsageError("--seed draws a split; --sealed gives one: give either")
+    sealed = seal_tasks(app.home, profile, tasks_file, request, wallet, sealed_file)
     _warn_if_powerless(sealed)
     if as_json:
         emit_json(_seal_json(sealed))
