@@ -11,6 +11,8 @@ each with one line on stdout:
   (an error as `Error: ...`, as τ² words it), the database changed as the tool changes it;
 - `{"state": true}` -> `{"state": digest}`: τ²'s own hash of the database now.
 
+It exits when its input ends, or when it has been asked nothing for IDLE_SECONDS.
+
 Only τ²'s package is imported here, never in agentd's own process: its tools are code
 from elsewhere, and a run's calls reach them.
 """
@@ -19,10 +21,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import select
 import sys
 from typing import Any
 
 DOMAINS = ("airline", "retail", "mock")
+# A world asked nothing for this long exits: a pool's idle world outlives no program that
+# forgot it (its client asks one thing at a time, so no second line waits in the buffer).
+IDLE_SECONDS = 60.0
 
 
 def main(domain: str) -> None:
@@ -33,7 +39,10 @@ def main(domain: str) -> None:
     message = importlib.import_module("tau2.data_model.message")
     env = module.get_environment()
     pristine = env.tools.db.model_copy(deep=True)
-    for line in sys.stdin:
+    while select.select([sys.stdin], [], [], IDLE_SECONDS)[0]:
+        line = sys.stdin.readline()
+        if not line:
+            return
         request = json.loads(line)
         if request.get("describe"):
             tools = [

@@ -12,7 +12,9 @@ or stops answering is the harness's fault: the run errors, and is never scored.
 
 Starting a world costs a second or two (the domain's code and database load), so a
 `WorldPool` keeps worlds that ended cleanly and sets them back to the database as
-shipped (`reset`) for the next run of the same kind and domain.
+shipped (`reset`) for the next run of the same kind and domain. A world asked nothing
+for a minute exits on its own, so one left idle in a pool outlives no run; the pool
+then starts another.
 """
 
 from __future__ import annotations

@@ -65,3 +65,12 @@ def test_tau2_retail_tasks_agree_with_tau2s_own_evaluation() -> None:
     ]
     assert wrong == []
     assert {ours for _, _, ours in verdicts} == {True, False}
+
+
+@needs("tau2")
+def test_with_a_user_model_a_tau2_task_is_a_conversation_its_customer_holding_the_rest() -> None:
+    imported, _ = asyncio.run(tau2.import_domain("retail", "tau2-retail", user_model="script:customer.toml", limit=2))
+    task = imported.tasks[0]
+    assert task.user is not None and task.user.model == "script:customer.toml"
+    assert "Yusuf Rossi" in task.user.said[0] and "Yusuf Rossi" not in task.task  # what the customer knows is held back
+    assert asyncio.run(check_task(task)) is None  # validated with the recorded person in the customer's seat

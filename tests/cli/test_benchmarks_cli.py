@@ -4,14 +4,17 @@ imported tasks with scripted models; and what bad input gets."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from importlib import resources
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 
 from agentd.home import Home
 from improver import load_tasks
+from improver.benchmarks import bfcl
 from tests.agentd.benchkit import needs
 
 PROPOSER = resources.files("agentd") / "examples" / "invoices" / "models" / "proposer.toml"
@@ -22,7 +25,7 @@ def answering_script(path: Path, tasks: Path, right: int) -> Path:
     and every other one with no call at all."""
     rules = []
     for task in load_tasks(tasks).tasks[:right]:
-        rules.append(f"[[rule]]\nturn = 1\ntask_matches = {json.dumps(re.escape(task.task.lower()[:60]))}")
+        rules.append(f"[[rule]]\nturn = 1\ntask_matches = {json.dumps(re.escape(task.task.lower()[-60:]))}")
         for call in task.solution.calls:
             rules.append(f"[[rule.calls]]\nname = {json.dumps(call.tool)}\narguments = {_toml(call.arguments)}")
     rules.append('[[rule]]\ntext = "Done."')
@@ -74,6 +77,12 @@ def test_tau2_retail_split_sealed_by_its_test_split_and_run_on(agentd, home: Hom
     assert r.code == 0, r.err
     terms = json.loads(r.out)
     assert terms["sealed_tasks"] == len(test.tasks) and terms["train_tasks"] == len(train.tasks)
+    # The agent, through its worlds: the tasks the script answers pass (those with nothing
+    # to tell the customer), the others fail.
+    r = agentd("improve", "eval", "tau2-retail", "--tasks", out / "train.json", "--runs", "1", "--json")
+    passed = {t["task"]: t["passed"] for t in json.loads(r.out)["tasks"]}
+    answered = {t.name for t in train.tasks[:3] if not any(c["check"] == "says" for c in t.checks)}
+    assert {name for name, n in passed.items() if n} == answered and answered
     r = agentd(
         "improve", "run", "tau2-retail", "--proposer", f"script:{PROPOSER}", "--runs", "1", "--baseline-runs", "1"
     )
@@ -106,3 +115,31 @@ def test_an_unknown_set_or_domain_names_the_known_ones(agentd, args: list[str], 
     r = agentd("improve", "import", *args)
     assert r.code == 2 and said in r.err and "Traceback" not in r.err
     assert not (tmp_path / "x.json").exists()
+
+
+@needs("bfcl_eval")
+def test_a_malformed_row_in_the_package_is_named_skipped_and_counted(
+    agentd_process, home: Home, tmp_path: Path
+) -> None:
+    """A copy of BFCL's package with two broken rows in a set, found first on the path."""
+    real = bfcl.data_dir()
+    copy = tmp_path / "site" / "bfcl_eval"
+    (copy / "data" / "possible_answer").mkdir(parents=True)
+    (copy / "__init__.py").write_text("")
+    lines = (real / "BFCL_v4_multiple.json").read_text().splitlines()[:5]
+    lines[1] = '{"id": "multiple_1", "question": [[{"role": "user"'  # cut short
+    lines[3] = '{"id": "multiple_3"}'  # no functions
+    (copy / "data" / "BFCL_v4_multiple.json").write_text("\n".join(lines) + "\n")
+    answers = real / "possible_answer" / "BFCL_v4_multiple.json"
+    (copy / "data" / "possible_answer" / "BFCL_v4_multiple.json").write_text(answers.read_text())
+    out = tmp_path / "multiple.json"
+    env = {**os.environ, "PYTHONPATH": f"{copy.parent}:{os.environ.get('PYTHONPATH', '')}"}
+    done = agentd_process(
+        "improve", "import", "bfcl", "--set", "multiple", "--out", out, env=env, stdout=PIPE, stderr=PIPE
+    )
+    said, err = (b.decode() for b in done.communicate(timeout=120))
+    assert done.returncode == 0, err
+    assert "imported 3 tasks: 3 validated, 0 excluded, 2 skipped" in said
+    assert "skipped BFCL_v4_multiple.json:2: not a JSON object" in err
+    assert "skipped multiple_3: it has no id or no functions" in err
+    assert [t.source["id"] for t in load_tasks(out).tasks] == ["multiple_0", "multiple_2", "multiple_4"]
