@@ -12,8 +12,9 @@ local model on BFCL simple scored both ways.
    right-but-different runs of improver.benchmarks.agreement, scored by agentd's checks
    and by BFCL's own AST checker; and τ² retail tasks through the harness and worlds,
    scored by τ²'s own evaluators (DB and COMMUNICATE, its default reward).
-4. With agentd[local]: the packaged smollm2-135m model, as the agent, on BFCL
-   simple_python tasks; each run scored by agentd and by BFCL's checker.
+4. With agentd[local]: a packaged model (Qwen2.5-Coder-0.5B unless --model says),
+   as the agent, on BFCL simple_python tasks; each run scored by agentd and by BFCL's
+   own checker.
 
     python bench/benchmarks.py                # the whole bench, a few minutes
     python bench/benchmarks.py --quick        # fewer tasks
@@ -70,8 +71,8 @@ def timed(work):
 
 def import_speed(retail: int) -> list[Task]:
     print("1. import")
-    parse, _ = timed(lambda: rows_of("simple_python"))
     made, imported = timed(lambda: bfcl.import_set("simple_python", "bfcl"))
+    parse, _ = timed(lambda: rows_of("simple_python"))
     n = len(imported.tasks)
     checked, done = timed(lambda: asyncio.run(validate(TaskSet("bfcl", "", tuple(imported.tasks)))))
     print(
@@ -121,7 +122,29 @@ def overhead(home: Home, retail: list[Task], episodes: int) -> None:
         ("τ² retail (world)", kept, max(episodes // 50, 5)),
     ):
         each = asyncio.run(replays(task, n))
-        print(f"   {label:<22} {len(task.solution.calls)} calls: {each * 1e3:8.2f} ms an episode ({n} episodes)")
+        print(f"   {label:<22} {len(task.solution.calls)} call(s): {each * 1e3:8.2f} ms an episode ({n} episodes)")
+    n = max(episodes // 50, 5)
+    print(
+        f"   τ² itself, in this process (no sandbox): {tau2_raw(kept, n) * 1e3:.2f} ms for the same (fresh database, calls, hash)"
+    )
+
+
+def tau2_raw(task: Task, n: int) -> float:
+    """What τ²'s own code takes for one episode's worth of the world's work, unsandboxed:
+    the floor under a world's episode."""
+    from loguru import logger
+    from tau2.data_model.message import ToolCall
+    from tau2.domains.retail.environment import get_environment
+
+    logger.disable("tau2")
+    pristine = get_environment().tools.db
+    started = time.perf_counter()
+    for _ in range(n):
+        env = get_environment(db=pristine.model_copy(deep=True))
+        for call in task.solution.calls:
+            env.get_response(ToolCall(id="c", name=call.tool, arguments=call.arguments))
+        env.get_db_hash()
+    return (time.perf_counter() - started) / n
 
 
 def bfcl_agreement() -> None:
@@ -161,15 +184,15 @@ def tau2_agreement(tasks: list[Task]) -> None:
         print(f"     differs: {line}")
 
 
-def local_model(home: Home, count: int) -> None:
+def local_model(home: Home, spec: str, count: int) -> None:
     if importlib.util.find_spec("xllamacpp") is None:
         print("4. local model: skipped (pip install 'agentd[local]')")
         return
-    print(f"4. local:smollm2-135m on the first {count} BFCL simple_python tasks (one run each)")
+    print(f"4. {spec} on the first {count} BFCL simple_python tasks (one run each)")
     rows, truths = rows_of("simple_python")
     tasks = bfcl.import_set("simple_python", "bfcl", limit=count).tasks
     models = model_factory(home)
-    variant = Variant("You answer by calling the tool that does what is asked.", "", ("local:smollm2-135m",))
+    variant = Variant("You answer by calling the tool that does what is asked.", "", (spec,))
 
     async def runs() -> list:
         return [await run_task(t, variant, AGENT, models) for t in tasks]
@@ -182,9 +205,10 @@ def local_model(home: Home, count: int) -> None:
         for t, r in zip(tasks, results, strict=True)
         if r.outcome != "errored"
     )
+    called = sum(bool(r.run.calls) for r in results)
     print(
-        f"   agentd passes {ours} of {count}, BFCL's checker {theirs} of {count} ({errored} errored), "
-        f"{seconds / count:.1f} s a task"
+        f"   agentd passes {ours} of {count}, BFCL's checker {theirs} of {count} ({errored} errored; "
+        f"{called} made a call), {seconds / count:.1f} s a task"
     )
 
 
@@ -192,6 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Fewer tasks, for a look.")
     parser.add_argument("--local", type=int, default=20, help="BFCL simple tasks for the local model (0: none).")
+    parser.add_argument("--model", default="local:qwen2.5-coder-0.5b", help="The local model (agentd local list).")
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
@@ -202,7 +227,7 @@ def main() -> None:
         bfcl_agreement()
         tau2_agreement(retail[: 3 if args.quick else 12])
         if args.local:
-            local_model(home, min(args.local, 5) if args.quick else args.local)
+            local_model(home, args.model, min(args.local, 5) if args.quick else args.local)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
