@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from improver.base.protocol import Model, TokenUsage
+from improver.decide import codewords
 from improver.loop.proposer import Failed, Tried
 
 INSTRUCTIONS = """\
@@ -139,7 +140,7 @@ async def code(
         message = completion.message
         text = str(message.get("content") or "")
         wanted = message.get("tool_calls") or []
-        said += [text, *(json.dumps(c, ensure_ascii=False) for c in wanted)]
+        said += [text, *codewords.call_texts(wanted)]
         if not wanted:
             summary = " ".join(text.split())[:SUMMARY_CHARS] or "(the coder said nothing)"
             problem = "" if calls else "the coder made no tool call"

@@ -95,9 +95,15 @@ class Comparison:
 
 
 def percent(x: float) -> str:
-    """A signed whole percentage: +34%, -25%, +0%."""
-    rounded = round(x * 100)
-    return f"{'-' if rounded < 0 else '+'}{abs(rounded)}%"
+    """A signed percentage, whole unless that would hide which side of zero it is on:
+    +34%, -25%, +0.46% (never "+0%" beside "better beyond chance"), +0% for zero itself."""
+    if x == 0:
+        return "+0%"
+    for digits in range(4):
+        text = f"{x * 100:+.{digits}f}"
+        if float(text) != 0:
+            return f"{text}%"
+    return f"{x * 100:+.1e}%"
 
 
 def confidence_label(level: float) -> str:

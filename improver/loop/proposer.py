@@ -15,6 +15,7 @@ from typing import Any
 
 from improver.base.protocol import Model, TokenUsage
 from improver.base.variant import Variant
+from improver.decide import codewords
 from improver.decide.archive import Archive, Archived
 from improver.seals.settings import Settings
 from improver.tasks.task import Task
@@ -132,9 +133,7 @@ async def propose(
     calls = [c for c in every if c.get("function", {}).get("name") == TOOL_NAME]
     proposals = [_proposal(base, c["function"].get("arguments")) for c in calls[: settings.changes_per_round]]
     # Every call counts for the canary check, those past changes_per_round and other tools too.
-    said = "\n".join(
-        [str(completion.message.get("content") or ""), *(json.dumps(c, ensure_ascii=False) for c in every)]
-    )
+    said = "\n".join([str(completion.message.get("content") or ""), *codewords.call_texts(every)])
     return Proposals(proposals, completion.usage, said)
 
 

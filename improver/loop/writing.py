@@ -27,6 +27,7 @@ from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import Model, TokenUsage
+from improver.decide import codewords
 from improver.episodes.validate import CARELESS_RUN_PASSES, NO_RUN_PASSES, refusal
 from improver.loop.gates import SealedText
 from improver.tasks.task import Task, build_task
@@ -184,7 +185,7 @@ async def write_tasks(writer: Model, brief: Brief) -> Writing:
 
 def _check_canary(brief: Brief, message: dict[str, Any], calls: list[dict[str, Any]]) -> None:
     # Every call counts, those past the count and other tools' too.
-    said = "\n".join([str(message.get("content") or ""), *(json.dumps(c, ensure_ascii=False) for c in calls)])
+    said = "\n".join([str(message.get("content") or ""), *codewords.call_texts(calls)])
     canary = brief.canary_in(said)
     if canary:
         raise SealReached(

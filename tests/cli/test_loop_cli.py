@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 import os
 import shutil
@@ -107,18 +108,29 @@ def test_the_proposer_is_never_shown_a_sealed_task(home: Home) -> None:
 
 def variants(word: str) -> list[str]:
     """A code word as a proposer or an agent might pass it on without saying it verbatim."""
+    encoded = base64.b64encode(f"the word: {word}".encode()).decode()
     return [
         word,
         word.upper(),
         word.replace("-", " "),
         word.replace("-", "").title(),
         " ".join(word),
-        base64.b64encode(f"the word: {word}".encode()).decode(),
+        encoded,
         word.encode().hex(),
+        f"{word[:9]}\n{word[9:]}",  # over two lines, inside the call's JSON-encoded arguments
+        word.replace("e", "\N{CYRILLIC SMALL LETTER IE}").replace("a", "\N{GREEK SMALL LETTER ALPHA}"),
+        "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in word),  # fullwidth
+        word[::-1],
+        word.split("-")[1],  # the random part alone
+        "".join(f"%{b:02X}" for b in word.encode()),
+        "".join(f"&#{ord(c)};" for c in word),
+        codecs.encode(word, "rot13"),
+        base64.b32encode(word.encode()).decode(),
+        f"{encoded[:10]}\n{encoded[10:]}",  # base64 wrapped over lines
     ]
 
 
-@pytest.mark.parametrize("variant", range(7))
+@pytest.mark.parametrize("variant", range(len(variants("kestrel-1a2b3c4d5e"))))
 def test_a_canary_code_word_in_a_proposal_stops_the_loop(agentd, home: Home, variant: int) -> None:
     seal = sealed(home).seal
     word = variants(code_word(seal.canaries[0]))[variant]

@@ -286,3 +286,11 @@ def test_thompson_pick_favours_the_productive_arm_and_still_explores() -> None:
 def test_thompson_refuses_counts_it_cannot_sample(passed, failed) -> None:
     with pytest.raises(ImproverError):
         thompson_draws(passed, failed, np.random.default_rng(0))
+
+
+def test_an_interval_end_is_printed_on_the_side_of_zero_it_is_on() -> None:
+    """A lower end of +0.46% beside "better beyond chance" must not read "+0%"."""
+    from improver.decide.stats import percent
+
+    assert [percent(x) for x in (0.34, -0.25, 0.0)] == ["+34%", "-25%", "+0%"]
+    assert percent(0.0046) == "+0.5%" and percent(-0.003) == "-0.3%" and percent(0.00004) == "+0.004%"
