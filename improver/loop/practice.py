@@ -29,6 +29,7 @@ from improver.episodes.harness import Candidate, ModelFactory
 from improver.episodes.trials import Halted, TaskTally, TrialResult, run_trials
 from improver.loop.writing import TOOL_NAME, TURNS, Brief, Writing, write_tasks
 from improver.seals.seal import Seal
+from improver.tasks import twins
 from improver.tasks.runs import arguments_text
 from improver.tasks.task import Task, TaskSet
 
@@ -203,12 +204,18 @@ def with_practice(seal: Seal, practice: TaskSet | None) -> TaskSet:
         return chosen
     if practice.profile != chosen.profile:
         raise ImproverError(f"the practice tasks are profile {practice.profile}'s, not {chosen.profile}'s")
-    sealed = {t.content_key for t in seal.real_tasks}
-    copied = next((t.name for t in practice.tasks if t.content_key in sealed), None)
-    if copied:
-        raise ImproverError(
-            f"practice task {copied} is a sealed task: the practice set cannot be used with seal {seal.id}"
-        )
+    sealed = twins.Twins[str]()
+    keys = {}
+    for task in seal.real_tasks:
+        sealed.add(task.sketch, task.name)
+        keys.update({task.content_key: task.name, task.twin_key: task.name})
+    for task in practice.tasks:
+        twin = keys.get(task.content_key) or keys.get(task.twin_key) or sealed.near(task.sketch)
+        if twin:
+            raise ImproverError(
+                f"practice task {task.name} is a sealed task or its twin (of {twin}): the practice set cannot be "
+                f"used with seal {seal.id}"
+            )
     taken = {t.name for t in chosen.tasks} & {t.name for t in practice.tasks}
     if taken:
         raise ImproverError(

@@ -30,6 +30,7 @@ from improver.base.protocol import Model, TokenUsage
 from improver.decide import codewords
 from improver.episodes.validate import CARELESS_RUN_PASSES, NO_RUN_PASSES, refusal
 from improver.loop.gates import SealedText
+from improver.tasks import twins
 from improver.tasks.task import Task, build_task
 
 TOOL_NAME = "write_task"
@@ -243,7 +244,10 @@ def _leave_out_repeats(brief: Brief, writing: Writing) -> None:
     """Marks each borne-out task that repeats one to choose on, one written before it, or
     a sealed task; the writer is not told which, so no sealed task is described to it."""
     chosen = {t.content_key for t in brief.chosen}
-    sealed = {t.content_key for t in brief.sealed}
+    sealed = {t.content_key for t in brief.sealed} | {t.twin_key for t in brief.sealed}
+    near_sealed = twins.Twins[str]()  # a written near-twin of a sealed task repeats it (improver.tasks.twins)
+    for task in brief.sealed:
+        near_sealed.add(task.sketch, task.name)
     words = SealedText.of(brief.sealed).beyond(brief.shown)
     written: set[str] = set()
     for i, attempt in enumerate(writing.attempts):
@@ -254,7 +258,7 @@ def _leave_out_repeats(brief: Brief, writing: Writing) -> None:
             REPEATS_CHOSEN
             if key in chosen
             else REPEATS_SEALED
-            if key in sealed
+            if key in sealed or attempt.task.twin_key in sealed or near_sealed.near(attempt.task.sketch)
             else REPEATS_WRITTEN
             if key in written
             else SHARES_SEALED

@@ -46,6 +46,7 @@ from improver.decide import codewords, levels
 from improver.decide.holdout import Answer, Holdout
 from improver.episodes.validate import check_task
 from improver.seals.separation import Separation
+from improver.tasks import twins
 from improver.tasks.runs import Run
 from improver.tasks.task import Task, TaskSet, load_tasks, parse_set
 
@@ -272,32 +273,35 @@ def split(
     The draw is made within each outcome (tasks from sessions that went well, badly, or
     neither), so both parts hold the agent's mistakes in the same proportion: a change
     can only be shown better where there is something to get right. Within an outcome,
-    the groups of identical tasks (one content key) are ranked by a hash of the set's
-    digest, the seed and the key, and whole groups are sealed in that order until the
-    share is reached, so a group is never split (and may take the share past the mark).
+    the groups of twins (identical tasks, tasks that differ only in case, spacing and
+    punctuation, and near-twins: improver.tasks.twins) are ranked by a hash of the set's
+    digest, the seed and the group's key, and whole groups are sealed in that order until
+    the share is reached, so a group is never split (and may take the share past the mark).
 
-    A task in `shown` (content key -> the seal that showed it) was on an earlier seal's
-    side to choose on, so a proposer has seen it: it stays to choose on and is never
-    drawn. The share is still of the whole set, so when an outcome's never-shown tasks
+    A task in `shown` (content key -> the seal that showed it, or its twin or near-twin)
+    was on an earlier seal's side to choose on, so a proposer has seen it: it stays to
+    choose on with its group and is never drawn. The share is still of the whole set, so when an outcome's never-shown tasks
     fall short of it the split is refused (ShownTasks) rather than made smaller.
     """
     shown = shown or {}
-    sealed: set[str] = set()  # content keys
+    group = twins.groups(taskset.tasks)  # task name -> its group: the task, its twins and near-twins
+    shown_groups = {group[t.name] for t in taskset.tasks if t.content_key in shown}
+    sealed: set[str] = set()  # groups
     for outcome in sorted({str(t.source.get("outcome")) for t in taskset.tasks}):
-        keys = [t.content_key for t in taskset.tasks if str(t.source.get("outcome")) == outcome]
+        keys = [group[t.name] for t in taskset.tasks if str(t.source.get("outcome")) == outcome]
         wanted = round(len(keys) * share / 100)
-        sizes = Counter(key for key in keys if key not in shown)
+        sizes = Counter(key for key in keys if key not in shown_groups)
         if sum(sizes.values()) < wanted:
             raise ShownTasks(_too_few(taskset, share, outcome, len(keys), wanted, sum(sizes.values()), shown))
-        taken = sum(n for key, n in sizes.items() if key in sealed)  # identical tasks of another outcome
+        taken = sum(n for key, n in sizes.items() if key in sealed)  # twins of another outcome
         for key in sorted(sizes, key=lambda k: _draw(taskset.digest, seed, k)):
             if taken >= wanted:
                 break
             if key not in sealed:
                 sealed.add(key)
                 taken += sizes[key]
-    return [t for t in taskset.tasks if t.content_key not in sealed], [
-        t for t in taskset.tasks if t.content_key in sealed
+    return [t for t in taskset.tasks if group[t.name] not in sealed], [
+        t for t in taskset.tasks if group[t.name] in sealed
     ]
 
 
@@ -365,7 +369,8 @@ def make_seal(
     else:
         separation.check_sealable(taskset.tasks)
         seed = request.seed if request.seed is not None else secrets.token_hex(8)
-        choose, sealed = split(taskset, request.share, seed, separation.shown)
+        shown = {t.content_key: by for t in taskset.tasks if (by := separation.shown_by(t))}
+        choose, sealed = split(taskset, request.share, seed, shown)
     if not choose or not sealed:
         part = "tasks to choose on" if not choose else "sealed tasks"
         raise ImproverError(
@@ -427,10 +432,9 @@ def _given_split(taskset: TaskSet, given: TaskSet, separation: Separation) -> tu
             raise ImproverError(
                 f"task {task.name} is on both sides (as {keys.get(task.content_key, task.name)}): the sides must not share a task"
             )
-        if task.content_key in separation.shown:
-            raise ImproverError(
-                f"task {task.name} was shown to a proposer by {separation.shown[task.content_key]}, so it cannot be sealed"
-            )
+        shown = separation.shown_by(task)
+        if shown:
+            raise ImproverError(f"task {task.name} was shown to a proposer by {shown}, so it cannot be sealed")
     separation.check_sealable((*taskset.tasks, *given.tasks))
     return list(taskset.tasks), list(given.tasks), f"given:{given.digest}"
 
@@ -458,4 +462,11 @@ def claim_body(seal: Seal) -> dict[str, Any]:
         **seal.terms.to_json(),
         "contents": sorted({t.content_key for t in seal.real_tasks}),
         "shown": sorted({t.content_key for t in seal.train().tasks}),
+        # What survives editing a task (improver.tasks.twins), so no home seals a twin or
+        # near-twin of these either: twin keys, and sketches (hashes of runs of words,
+        # which tell a near-twin without holding the task).
+        "twins": sorted({t.twin_key for t in seal.real_tasks}),
+        "sketches": sorted({twins.sketch_text(t.sketch) for t in seal.real_tasks}),
+        "shown_twins": sorted({t.twin_key for t in seal.train().tasks}),
+        "shown_sketches": sorted({twins.sketch_text(t.sketch) for t in seal.train().tasks}),
     }

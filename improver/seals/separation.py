@@ -3,7 +3,11 @@ twins; never seal a task twice, nor a task a proposer was shown.
 
 A task is known by its content key (improver.tasks.task.Task.content_key: what was asked,
 its stand-ins and checks, whatever it is named), so a twin (the same request made in
-another session) is the same task here. What is sealed comes from two places: the seal
+another session) is the same task here; and by what survives editing it
+(improver.tasks.twins): its twin key (the same but for case, spacing and punctuation)
+and its sketch, which a near-twin's agrees with ("Please pay" for "Pay"). Every rule
+below holds for twins and near-twins as for the task itself, and a refusal names the
+earlier task a near-twin is one of. What is sealed comes from two places: the seal
 files of this home, and the `agent.seal/v1` claims on the ledger, each of which carries
 the content keys of the tasks it sealed. What was shown comes from the same places: a
 seal's tasks to choose on are shown to the proposer (they and their runs' outcomes), so
@@ -30,6 +34,7 @@ from typing import Any
 
 from improver.base.errors import ImproverError
 from improver.tasks.task import Task
+from improver.tasks.twins import Twins, sketch_of_text
 from improver.train.export import ExportRecord
 from ledger import Ledger
 
@@ -39,12 +44,17 @@ SEAL_KIND = "agent.seal/v1"
 
 @dataclass(frozen=True)
 class Separation:
-    """What is sealed (by content key, with the seal that sealed it) and what was exported."""
+    """What is sealed (by content and twin key, and by sketch, with the seal that sealed
+    it), what a proposer was shown (alike), and what was exported."""
 
     sealed: Mapping[str, str]  # content key -> "seal ID (claim ...)"
     sealed_sessions: frozenset[str]  # the sessions this home's sealed tasks came from
     exported: ExportRecord
     shown: Mapping[str, str] = field(default_factory=dict)  # content key -> the first seal that had it to choose on
+    sealed_twins: Mapping[str, str] = field(default_factory=dict)  # twin key -> the seal
+    shown_twins: Mapping[str, str] = field(default_factory=dict)
+    sealed_near: Twins[str] = field(default_factory=Twins)  # sketch -> the seal, and the task where it is known
+    shown_near: Twins[str] = field(default_factory=Twins)
 
     @classmethod
     def of(
@@ -55,27 +65,33 @@ class Separation:
     ) -> Separation:
         """From this home's seals (id, claim or None, real sealed tasks, tasks to choose
         on), the ledger's seal claims (claim id, body) and the record of exports."""
-        sealed: dict[str, str] = {}
-        shown: dict[str, str] = {}
+        sealed, shown = _Known(), _Known()
         sessions: set[str] = set()
         for seal_id, claim, tasks, train in seals:
+            label = _label(seal_id, claim)
             for task in tasks:
-                sealed.setdefault(task.content_key, _label(seal_id, claim))
+                sealed.add(task, label)
                 if task.source.get("session") is not None:
                     sessions.add(str(task.source["session"]))
             for task in train:
-                shown.setdefault(task.content_key, _label(seal_id, claim))
+                shown.add(task, label)
         for claim, body in claims:
-            for key in body.get("contents") or ():
-                sealed[str(key)] = _label(str(body.get("seal")), claim)
-            # Claims published before `shown` was carried say nothing of their side to choose on.
-            for key in body.get("shown") or ():
-                shown.setdefault(str(key), _label(str(body.get("seal")), claim))
-        return cls(sealed, frozenset(sessions), exported, shown)
+            label = _label(str(body.get("seal")), claim)
+            sealed.read(body, ("contents", "twins", "sketches"), label, again=True)
+            # Claims published before `shown` (or `twins`, `sketches`) were carried say nothing of them.
+            shown.read(body, ("shown", "shown_twins", "shown_sketches"), label, again=False)
+        return cls(
+            sealed.keys, frozenset(sessions), exported, shown.keys, sealed.twins, shown.twins, sealed.near, shown.near
+        )
 
     def sealed_by(self, task: Task) -> str | None:
-        """The seal that sealed `task` (or its twin), if one did."""
-        return self.sealed.get(task.content_key)
+        """The seal that sealed `task`, its twin or a near-twin, if one did (for a
+        near-twin, which task of the seal's it is one of, where that is known)."""
+        return _found(self.sealed, self.sealed_twins, self.sealed_near, task)
+
+    def shown_by(self, task: Task) -> str | None:
+        """The first seal that showed `task`, its twin or a near-twin to a proposer."""
+        return _found(self.shown, self.shown_twins, self.shown_near, task)
 
     def check_sealable(self, tasks: Iterable[Task]) -> None:
         """Refuses, naming the first task and why, a set holding a task exported or sealed."""
@@ -119,6 +135,41 @@ class Separation:
 def seal_claims(ledger: Ledger) -> list[tuple[str, Mapping[str, Any]]]:
     """Every seal claim on the ledger, whoever published it: (claim id, body)."""
     return [(entry.claim_id, entry.body) for entry in ledger.entries(kind=SEAL_KIND)]
+
+
+@dataclass
+class _Known:
+    """Tasks known by content key, twin key and sketch, each with a seal's label."""
+
+    keys: dict[str, str] = field(default_factory=dict)
+    twins: dict[str, str] = field(default_factory=dict)
+    near: Twins[str] = field(default_factory=Twins)
+
+    def add(self, task: Task, label: str) -> None:
+        self.keys.setdefault(task.content_key, label)
+        self.twins.setdefault(task.twin_key, f"{label}, as a twin of its task {task.name}")
+        self.near.add(task.sketch, f"{label}, as a near-twin of its task {task.name}")
+
+    def read(self, body: Mapping[str, Any], names: tuple[str, str, str], label: str, again: bool) -> None:
+        """A claim's lists: content keys (a later claim's label wins when `again`), twin
+        keys and sketches (where this home knows the task already, the label naming it stays)."""
+        contents, twin_keys, sketches = (body.get(name) or () for name in names)
+        for each in contents:
+            if again:
+                self.keys[str(each)] = label
+            else:
+                self.keys.setdefault(str(each), label)
+        for each in twin_keys:
+            self.twins.setdefault(str(each), f"{label}, as a twin of one of its tasks")
+        for text in sketches:
+            sketch = sketch_of_text(text)
+            if sketch is not None:
+                self.near.add(sketch, f"{label}, as a near-twin of one of its tasks")
+
+
+def _found(keys: Mapping[str, str], twin_keys: Mapping[str, str], near: Twins[str], task: Task) -> str | None:
+    """The label `task` is known by: as itself, as a twin, or as a near-twin (each label says which)."""
+    return keys.get(task.content_key) or twin_keys.get(task.twin_key) or near.near(task.sketch)
 
 
 def _label(seal_id: str, claim: str | None) -> str:

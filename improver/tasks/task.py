@@ -33,7 +33,7 @@ from typing import Any
 from improver.base.digests import canonical, digest
 from improver.base.errors import ImproverError
 from improver.base.files import write_atomic
-from improver.tasks import checks
+from improver.tasks import checks, twins
 from improver.tasks.rubric import Rubric, parse_rubric
 from improver.tasks.runs import RUN_ENDINGS, Run
 from improver.tasks.simuser import SimulatedUser
@@ -124,6 +124,17 @@ class Task:
                 "checks": sorted(self.checks, key=canonical),
             }
         )
+
+    @cached_property
+    def twin_key(self) -> str:
+        """What tasks differing only in case, spacing and punctuation share (improver.tasks.twins)."""
+        return twins.twin_key(self.task, self.standins, self.checks)
+
+    @cached_property
+    def sketch(self) -> twins.Sketch:
+        """The task's checks key and MinHash sketch: near-twins share the one and agree in
+        most places of the other (improver.tasks.twins)."""
+        return twins.checks_key(self.checks), twins.sketch(twins.shingles(self.task, self.standins, self.checks))
 
     def schemas(self) -> list[dict[str, Any]]:
         return [tool_schema(t) for t in self.tools]

@@ -35,6 +35,7 @@ from improver.base.locks import holding
 from improver.decide.archive import Archive
 from improver.tasks.chat import transcript_problem
 from improver.tasks.task import Task, TaskSet
+from improver.tasks.twins import Twins, sketch_of_text, sketch_text
 from improver.train.groups import GROUPS, make_groups, readme_section
 
 SFT = "sft.jsonl"
@@ -70,16 +71,34 @@ class ExportRecord:
     sessions: frozenset[str] = frozenset()  # sft lines' sessions and exported tasks' sources
     tasks: frozenset[str] = frozenset()  # task digests
     contents: frozenset[str] = frozenset()  # task content keys: a task under any name
+    twins: frozenset[str] = frozenset()  # task twin keys (improver.tasks.twins)
+    sketches: tuple[str, ...] = ()  # the exported tasks' sketches (improver.tasks.twins), for near-twins
 
     def covers(self, task: Task) -> bool:
         """Whether a model may have been trained on `task`: the session it came from went
         out (as a line of sft.jsonl or as an exported task's source), or a task with the
-        same content did, under whatever name (export names tasks tasks-N, harvest work-N)."""
+        same content did, under whatever name (export names tasks tasks-N, harvest work-N),
+        or its twin or near-twin did (improver.tasks.twins)."""
         return (
             task.digest in self.tasks  # what a record from before content keys holds
             or task.content_key in self.contents
+            or task.twin_key in self.twins
             or task.source.get("session") in self.sessions
+            or self.near().near(task.sketch) is not None
         )
+
+    def near(self) -> Twins[str]:
+        found = _NEAR.get(self.sketches)
+        if found is None:
+            found = _NEAR[self.sketches] = Twins()
+            for text in self.sketches:
+                signature = sketch_of_text(text)
+                if signature is not None:
+                    found.add(signature, "exported")
+        return found
+
+
+_NEAR: dict[tuple[str, ...], Twins[str]] = {}  # each record's index, made once
 
 
 @dataclass
@@ -208,6 +227,8 @@ def read_exported(path: Path) -> ExportRecord:
             frozenset(map(str, data["sessions"])),
             frozenset(map(str, data["tasks"])),
             frozenset(map(str, data.get("contents", []))),
+            frozenset(map(str, data.get("twins", []))),
+            tuple(map(str, data.get("sketches", []))),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ImproverError(
@@ -217,7 +238,8 @@ def read_exported(path: Path) -> ExportRecord:
 
 def record_exported(path: Path, sessions: list[str], tasks: Sequence[Task]) -> ExportRecord:
     """Merges an export into the record under its lock (written whole, or not at all):
-    the sessions of its lines, and each task's digest, content key and source session."""
+    the sessions of its lines, and each task's digest, content and twin keys, sketch and
+    source session."""
     sources = {str(t.source["session"]) for t in tasks if t.source.get("session") is not None}
     with holding(path):
         before = read_exported(path)
@@ -225,8 +247,16 @@ def record_exported(path: Path, sessions: list[str], tasks: Sequence[Task]) -> E
             before.sessions | set(sessions) | sources,
             before.tasks | {t.digest for t in tasks},
             before.contents | {t.content_key for t in tasks},
+            before.twins | {t.twin_key for t in tasks},
+            tuple(sorted(set(before.sketches) | {sketch_text(t.sketch) for t in tasks})),
         )
-        body = {"sessions": sorted(after.sessions), "tasks": sorted(after.tasks), "contents": sorted(after.contents)}
+        body = {
+            "sessions": sorted(after.sessions),
+            "tasks": sorted(after.tasks),
+            "contents": sorted(after.contents),
+            "twins": sorted(after.twins),
+            "sketches": list(after.sketches),
+        }
         write_atomic(path, json.dumps(body, indent=2) + "\n")
     return after
 
