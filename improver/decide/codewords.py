@@ -87,10 +87,17 @@ def fold(text: str) -> str:
 
 def says(text: str, word: str) -> bool:
     """Whether `text` holds `word` (or its random part) however it is written (above)."""
-    targets = [t for t in (fold(word), *_random_part(word)) if t]
-    if not targets:
-        return False
-    return any(target in fold(candidate) for candidate in readings(text) for target in targets)
+    return said_of(text, [word]) is not None
+
+
+def said_of(text: str, words: list[str]) -> int | None:
+    """The index of the first of `words` that `text` holds however it is written, or
+    None: the text's readings are made once for all of them."""
+    targets = [[t for t in (fold(word), *_random_part(word)) if t] for word in words]
+    if not any(targets):
+        return None
+    folded = [fold(candidate) for candidate in readings(text)]
+    return next((i for i, each in enumerate(targets) if any(t in f for f in folded for t in each)), None)
 
 
 def _random_part(word: str) -> list[str]:

@@ -157,7 +157,9 @@ class Seal:
     def canary_in(self, text: str) -> str | None:
         """The name of the canary whose code word `text` holds, if any, however it is
         written (improver.decide.codewords)."""
-        return next((t.name for t in self.canaries if codewords.says(text, code_word(t))), None)
+        canaries = self.canaries
+        found = codewords.said_of(text, [code_word(t) for t in canaries])
+        return canaries[found].name if found is not None else None
 
     def state(self) -> SealState:
         return _read(self.path)[2]

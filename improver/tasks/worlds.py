@@ -66,7 +66,12 @@ class World:
         if not line:
             result = await self.process.finish(0)
             raise WorldFailed(f"the {self._name} world ended: {result.describe()}; {' '.join(result.tail(2))}")
-        reply: dict[str, Any] = json.loads(line)
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise WorldFailed(f"the {self._name} world answered something that is not a JSON object: {line[:80]!r}")
         if "error" in reply:
             raise WorldFailed(f"the {self._name} world: {reply['error']}")
         return reply

@@ -26,6 +26,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -84,21 +85,18 @@ class ExportRecord:
             or task.content_key in self.contents
             or task.twin_key in self.twins
             or task.source.get("session") in self.sessions
-            or self.near().near(task.sketch) is not None
+            or self.near.near(task.sketch) is not None
         )
 
+    @cached_property
     def near(self) -> Twins[str]:
-        found = _NEAR.get(self.sketches)
-        if found is None:
-            found = _NEAR[self.sketches] = Twins()
-            for text in self.sketches:
-                signature = sketch_of_text(text)
-                if signature is not None:
-                    found.add(signature, "exported")
+        """The exported tasks' sketches, indexed (made once per record)."""
+        found: Twins[str] = Twins()
+        for text in self.sketches:
+            sketch = sketch_of_text(text)
+            if sketch is not None:
+                found.add(sketch, "exported")
         return found
-
-
-_NEAR: dict[tuple[str, ...], Twins[str]] = {}  # each record's index, made once
 
 
 @dataclass

@@ -252,10 +252,11 @@ def _leak(result: TrialResult, canaries: list[Task]) -> str | None:
         tally = result.per_task.get(canary.name)
         if tally and tally.passed:
             return f"{canary.name} was passed: the sealed answers reached the agent or its scoring was gamed"
+    words = [code_word(c) for c in canaries]
     for run in result.results:
-        said = next((c.name for c in canaries if codewords.says(run.run.answer, code_word(c))), None)
-        if said:
-            return f"a run's answer holds the code word of {said}: the sealed answers reached the agent"
+        said = codewords.said_of(run.run.answer, words)
+        if said is not None:
+            return f"a run's answer holds the code word of {canaries[said].name}: the sealed answers reached the agent"
     return None
 
 
