@@ -177,7 +177,7 @@ def seal(home: Home, test: str) -> str:
 
 # -- 2. one round --------------------------------------------------------------------
 
-STATS = ("compare", "compare_newcombe", "compare_paired", "sign_flip_pvalues", "thompson_pick")
+STATS = ("compare", "compare_newcombe", "compare_paired", "stratified_pvalues", "thompson_pick")
 
 
 @dataclass

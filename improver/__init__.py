@@ -103,6 +103,7 @@ _SURFACE: dict[str, str] = {
     "LEFT_OUT": "seals.separation",
     "Separation": "seals.separation",
     "seal_claims": "seals.separation",
+    "DEFAULT_TEST": "decide.levels",
     "TESTS": "decide.levels",
     "Archive": "decide.archive",
     "load_settings": "seals.settings",
@@ -111,6 +112,7 @@ _SURFACE: dict[str, str] = {
     "Settings": "seals.settings",
     "SETTINGS_FILE": "seals.settings:FILE",
     "MetaLoop": "meta.metaloop",
+    "REPLICATIONS": "meta.replications",
     "Problem": "meta.problems",
     "IMPROVER_KIND": "meta.judging:KIND",
     "load_problem": "meta.problems",
@@ -252,7 +254,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         releases as releases_of,
     )
     from improver.decide.archive import Archive as Archive
-    from improver.decide.levels import TESTS as TESTS
+    from improver.decide.levels import DEFAULT_TEST as DEFAULT_TEST, TESTS as TESTS
     from improver.episodes.env import run_episode as run_episode
     from improver.episodes.harness import ModelFactory as ModelFactory, RunResult as RunResult
     from improver.episodes.openenv import (
@@ -286,6 +288,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         check_problems as check_problems,
         load_problem as load_problem,
     )
+    from improver.meta.replications import REPLICATIONS as REPLICATIONS
     from improver.seals.claims import (
         ATTESTATION as ATTESTATION,
         attestation_of as attestation_of,

@@ -73,8 +73,8 @@ NEW_TASKS = [
 # The third parties of a release: two attesters, a challenger and an adjudicator, and what each is funded with.
 THIRD_PARTIES = ("bob", "carol", "dave", "judge")
 FUNDED = {"bob": 5_000, "carol": 1_000, "dave": 5_000}
-ATTEST_RUNS = 2
-CHALLENGE_EVIDENCE = "rebuilt it: the code as it stood passes 4/8 runs of the sealed tasks, not 0/8"
+ATTEST_RUNS = 4  # 2 of the 4 sealed tasks tell: at 2 runs each the exact test could not reach 0.0125 on them
+CHALLENGE_EVIDENCE = "rebuilt it: the code as it stood passes 8/16 runs of the sealed tasks, not 0/16"
 
 
 def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
@@ -241,12 +241,22 @@ def _careless(home: Home, say: Callable[[str], None], step: Callable[[str], None
     with open_ledger(home) as ledger:
         _, release = published(ledger, rid)
         never = Finding(
-            release, release.sealed_digest, ATTEST_RUNS, True, "not rebuilt", (0, 8), (8, 8), None, False, False, "none"
+            release,
+            release.sealed_digest,
+            ATTEST_RUNS,
+            True,
+            "not rebuilt",
+            (0, 16),
+            (16, 16),
+            None,
+            False,
+            False,
+            "none",
         )
         body = never.body(RUNNER, expiry(), posted.bond.id, posted.bond.adjudicator)
         claim = ledger.append(load_wallet(home, "bob"), ATTESTATION, body).claim_id
     say(
-        f"bob attested release {rid} unbuilt, claiming 8/8 against 0/8, as claim {claim[:16]} on bond {posted.bond.id[:16]} under judge"
+        f"bob attested release {rid} unbuilt, claiming 16/16 against 0/16, as claim {claim[:16]} on bond {posted.bond.id[:16]} under judge"
     )
     return claim, posted.bond.id
 

@@ -21,6 +21,7 @@ _SURFACE = {
     "SEALED": "decision",
     "Answer": "holdout",
     "Holdout": "holdout",
+    "DEFAULT_TEST": "levels",
     "TESTS": "levels",
     "Comparison": "stats",
     "Tally": "stats",

@@ -27,10 +27,15 @@ A change is kept when both parts say better and nothing lost; a change that is n
 better is turned down without spending runs on contests.
 
 With a challenger, a change that goes on from the tasks to choose on is judged once more
-before the sealed tasks, by the same rule on a third part (`CHALLENGE`): the variants a
-challenger wrote of the tasks it newly passes, its runs against the agent's, always by
-Newcombe's interval at `SCREEN_LEVEL` (with a handful of variants a paired test could
-never say better). Not better there, it is a shortcut, and no confirmation is spent.
+before the sealed tasks, on a third part (`CHALLENGE`): the variants a challenger wrote
+of the tasks it newly passes. Both arms run the variants and, afresh, the tasks they
+vary (fresh, since those tasks were picked for how well the change did on them). The
+change is a shortcut when its gain on the variants is beyond chance smaller than its
+gain on the tasks themselves: the upper end of the interval for the gap (`stats.gap_bounds`,
+at `SCREEN_LEVEL` one-sided) below zero. Asking instead that it be better beyond chance
+on a handful of variants would call most real gains shortcuts; the confirmation, not
+the challenge, is what bounds false keeps. Variants the agent passes are guarded as on
+any part. A shortcut spends no confirmation.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ GUARD_LEVEL = 0.05  # a task counted lost when the change is worse on it beyond 
 CLEARLY_WORSE_LEVEL = 0.025  # one-sided: dropped after one run of each task
 BASELINE_FACTOR = 4  # --baseline-runs defaults to this many times --runs
 CONTEST_FACTOR = 4  # a contested task gets at most this many times --runs fresh runs
+CLEAR_LEAST = 4  # fresh runs that do as well as the agent clear a task only from this many (2 of 2 is luck at p = 0.2)
+CONTEST_LEAST = 24  # and at least this many: at 2 runs, 8 fresh ones cannot tell a task lost among many contested
 CHOOSE, SEALED = "choose", "sealed"
 CHALLENGE = "challenge"  # the challenger's variants of the tasks a change newly passes
 
@@ -83,12 +90,18 @@ class Rule:
     @classmethod
     def for_part(cls, part: str, test: str, confirmations: int, runs: int) -> Rule:
         level = SCREEN_LEVEL if part == CHOOSE else levels.confirmation_level(confirmations)
-        return cls(part, test, level, runs, CONTEST_FACTOR * runs)
+        return cls(part, test, level, runs, contest_runs(runs))
 
     @classmethod
     def challenge(cls, runs: int) -> Rule:
-        """The variants' rule: Newcombe's interval at the screening level, whatever the seal's test."""
-        return cls(CHALLENGE, "newcombe", SCREEN_LEVEL, runs, CONTEST_FACTOR * runs)
+        """The variants' rule: the gap in gain (`stats.gap_bounds`) at the screening level,
+        whatever the seal's test; the variants' own line shows Newcombe's interval."""
+        return cls(CHALLENGE, "newcombe", SCREEN_LEVEL, runs, contest_runs(runs))
+
+
+def contest_runs(runs: int) -> int:
+    """The most fresh runs a contested task gets: CONTEST_FACTOR batches, at least CONTEST_LEAST runs."""
+    return max(CONTEST_FACTOR * runs, CONTEST_LEAST)
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,7 @@ class Evidence:
     change: Mapping[str, Tally]
     current: Mapping[str, Tally]
     fresh: Mapping[str, Tally] = field(default_factory=dict)
+    varied: tuple[Tally, Tally] | None = None  # CHALLENGE: fresh runs of the varied tasks, the change's and the agent's
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,7 @@ class Decision:
     thin: tuple[str, ...] = ()
     gain: float | None = None  # the reusable holdout's answer
     reason: str = ""
+    gap: tuple[float, float] | None = None  # CHALLENGE: bounds on (gain on the variants) - (gain on the tasks)
 
 
 # -- the vectorised core ------------------------------------------------------------------
@@ -147,17 +162,26 @@ def judge_many(
     current_runs: ArrayLike,
     fresh_passed: ArrayLike = 0,
     fresh_runs: ArrayLike = 0,
+    varied: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike] | None = None,
 ) -> Judged:
     """The rule on many changes at once: one row per change, one column per task.
 
     Run counts broadcast (a number, or per cell where errored runs left fewer); fresh
-    counts are the contest runs so far (0 where none).
+    counts are the contest runs so far (0 where none). On the CHALLENGE part, `varied`
+    is per row (change passed, change runs, agent passed, agent runs) on the fresh runs
+    of the tasks varied, and "better" means the gain on the variants is not beyond
+    chance smaller than on them.
     """
     cp, cn = np.asarray(change_passed, dtype=np.int64), np.asarray(change_runs, dtype=np.int64)
     ap, an = np.asarray(current_passed, dtype=np.int64), np.asarray(current_runs, dtype=np.int64)
     cp, cn, ap, an = np.broadcast_arrays(np.atleast_2d(cp), cn, ap, an)
     fp, fn = (np.broadcast_to(np.asarray(x, dtype=np.int64), cp.shape) for x in (fresh_passed, fresh_runs))
-    better = better_many(rule.test, cp, cn, ap, an, rule.level)
+    if rule.part == CHALLENGE:
+        if varied is None:
+            raise ImproverError("a challenge is judged against fresh runs of the tasks it varies: none were given")
+        better = not_smaller_many(cp, cn, ap, an, varied, rule.level)
+    else:
+        better = better_many(rule.test, cp, cn, ap, an, rule.level)
     contested = (2 * ap > an) & (2 * cp <= cn)
     count = np.maximum(contested.sum(axis=1, keepdims=True), 1)
     tried = contested & (fn > 0)
@@ -165,7 +189,8 @@ def judge_many(
     if tried.any():
         worse[tried] = fisher_worse(fp[tried], fn[tried], ap[tried], an[tried])
     lost = tried & (2 * fp <= fn) & (worse <= rule.guard / count)
-    cleared = tried & ~lost & ((fp * an >= ap * np.maximum(fn, 1)) | (fn >= rule.contest_runs))
+    as_well = (fp * an >= ap * np.maximum(fn, 1)) & (fn >= CLEAR_LEAST)
+    cleared = tried & ~lost & (as_well | (fn >= rule.contest_runs))
     pending = contested & ~lost & ~cleared
     return Judged(better, contested, lost, pending, Outcome.KEPT if rule.part == SEALED else Outcome.GOES_ON)
 
@@ -179,6 +204,8 @@ def better_many(
     level: float,
 ) -> NDArray[np.bool_]:
     """Per row: better beyond chance at one-sided `level` by the named test."""
+    if test in ("stratified", "paired"):
+        return stats.stratified_pvalues(change_passed, change_runs, current_passed, current_runs, test) <= level
     if test == "newcombe":
         low, _ = stats.newcombe_bounds(
             change_passed.sum(axis=1),
@@ -188,11 +215,23 @@ def better_many(
             2 * level,
         )
         return low > 0
-    if test == "paired":
-        denominator = int(np.lcm.reduce(np.concatenate([change_runs.ravel(), current_runs.ravel()])))
-        steps = change_passed * (denominator // change_runs) - current_passed * (denominator // current_runs)
-        return stats.sign_flip_pvalues(steps) <= level
     raise ImproverError(f"no test named {test!r}: use one of {', '.join(levels.TESTS)}")
+
+
+def not_smaller_many(
+    change_passed: NDArray[np.int64],
+    change_runs: NDArray[np.int64],
+    current_passed: NDArray[np.int64],
+    current_runs: NDArray[np.int64],
+    varied: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike],
+    level: float,
+) -> NDArray[np.bool_]:
+    """Per row: the gain on the variants (pooled) is not beyond chance smaller than on
+    the tasks varied, at one-sided `level`."""
+    pooled = tuple(x.sum(axis=1) for x in (change_passed, change_runs, current_passed, current_runs))
+    _, high = stats.gap_bounds(pooled, varied, 2 * level)
+    not_smaller: NDArray[np.bool_] = high >= 0
+    return not_smaller
 
 
 def fisher_worse(
@@ -221,7 +260,8 @@ def decide(rule: Rule, evidence: Evidence, names: tuple[str, ...] | None = None)
     names = tuple(sorted(names))
     column = {n: [evidence.change[n], evidence.current[n], evidence.fresh.get(n)] for n in names}
     cp, cn, ap, an, fp, fn = (np.array([[_count(column[n], i) for n in names]]) for i in range(6))
-    judged = judge_many(rule, cp, cn, ap, an, fp, fn)
+    varied = None if evidence.varied is None else _varied(evidence.varied)
+    judged = judge_many(rule, cp, cn, ap, an, fp, fn, varied)
     comparison = replace(
         stats.compare(rule.test, _only(evidence.change, names), _only(evidence.current, names), 2 * rule.level),
         better=bool(judged.better[0]),
@@ -234,7 +274,17 @@ def decide(rule: Rule, evidence: Evidence, names: tuple[str, ...] | None = None)
         if p
     }
     lost = tuple(n for n, x in zip(names, judged.lost[0], strict=False) if x)
-    return Decision(outcome, rule.part, comparison, lost, contested, more if outcome is Outcome.MORE_RUNS else {})
+    gap = None
+    if varied is not None:
+        low, high = stats.gap_bounds((cp.sum(), cn.sum(), ap.sum(), an.sum()), varied, 2 * rule.level)
+        gap = (float(low), float(high))
+    more_runs = more if outcome is Outcome.MORE_RUNS else {}
+    return Decision(outcome, rule.part, comparison, lost, contested, more_runs, gap=gap)
+
+
+def _varied(tallies: tuple[Tally, Tally]) -> tuple[int, int, int, int]:
+    change, current = tallies
+    return change.passed, change.runs, current.passed, current.runs
 
 
 def settle(decision: Decision) -> Decision:
@@ -254,7 +304,7 @@ def clearly_worse(change: Mapping[str, Tally], parent: Mapping[str, Tally]) -> D
     if not names:
         return None
     c = stats.compare_newcombe(_only(change, names), _only(parent, names), 2 * CLEARLY_WORSE_LEVEL)
-    return Decision(Outcome.DROPPED, CHOOSE, c) if c.high < 0 else None
+    return Decision(Outcome.DROPPED, CHOOSE, c) if c.high is not None and c.high < 0 else None
 
 
 def held_out(part_decision: Decision, answer_gain: float, turned_down: bool) -> Decision | None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from improver.base.errors import ImproverError
 
-TESTS: tuple[str, ...] = ("newcombe", "paired")
+TESTS: tuple[str, ...] = ("stratified", "newcombe", "paired")
+DEFAULT_TEST = "stratified"  # what a seal is judged by unless it names another (see improver.decide.stats)
 
 # The chance, over everything one seal confirms, that a change no better is kept.
 FAMILY_LEVEL = 0.05

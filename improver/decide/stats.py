@@ -1,32 +1,39 @@
 """Whether a change is better than the agent beyond chance, and the helpers around it.
 
-Two tests compare a change with the agent as it is, both run on the same tasks:
+Three tests compare a change with the agent as it is, all run on the same tasks:
 
+- "stratified" (the default) asks, task by task, whether the change's share of the
+  task's passes is more than chance would split them: with the change no better, both
+  arms' runs of a task are alike, so given how many passed, the change's are a
+  hypergeometric draw. It sums the change's passes over tasks, each task weighted by
+  the inverse of its runs' spread, and takes the exact null distribution of that sum.
+  Exact at any number of tasks and runs; tasks every run of which came out the same
+  drop out, so a lesson that fixes a few tasks shows as plainly as one that lifts all.
 - "newcombe" pools every run of each arm and takes Newcombe's hybrid score interval
   (method 10, built from two Wilson intervals) for the difference of the pass rates.
   It treats the runs as independent draws, which they are not: runs of one task share
   that task's difficulty, and both arms run the same tasks. That makes it conservative.
-- "paired" works on each task's difference in pass fraction (change minus agent) and
-  uses an exact sign-flip test: if the change is no better, each task's difference is
-  as likely to have come out with the other sign.
+- "paired" is the same exact test on the sum of the tasks' differences in pass
+  fraction (change minus agent), every task weighing alike. (It was a sign-flip test,
+  which took each task's difference as symmetric about zero when the change is no
+  better; with 4 runs of the change against 16 of the agent it is not, and on tasks
+  mostly passed it kept 1.5% of null changes at a one-sided 1.25%.)
 
 A level here is the two-sided error of the interval: level 0.05 gives a 95% interval. A
-change is better beyond chance when the interval's lower end is above zero, so the
-chance of calling a change better that is not is at most level / 2. The decision
+change is better beyond chance when the interval's lower end is above zero (for the
+exact tests, when the one-sided p is at most level / 2), so the chance of calling a
+change better that is not is at most level / 2. The decision
 (improver.decide.decision) asks one-sided questions: at one-sided alpha it takes the interval
 at level 2 alpha, so a seal allowing k confirmations holds each at one-sided 0.05 / k.
 
-The vectorised helpers (`newcombe_bounds`, `sign_flip_pvalues`, `passes`) take numpy
-arrays so the benches can decide thousands of simulated changes at once with the very
+The vectorised helpers (`stratified_pvalues`, `newcombe_bounds`, `passes`) take numpy arrays so the benches can decide thousands of simulated changes at once with the very
 code the loop uses.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import reduce
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,14 +41,8 @@ from numpy.typing import ArrayLike, NDArray
 from improver.base.errors import ImproverError
 from improver.decide.levels import TESTS, check_level
 
-# Past this much work (cell updates) or this big a table (cells, 8 bytes each) the paired
-# interval is drawn by Monte Carlo rather than computed exactly: about a second of numpy
-# and 80 MB, reached only with many hundreds of tasks, or with run counts whose least
-# common multiple is large.
-EXACT_WORK = 300_000_000
-EXACT_CELLS = 10_000_000
-MONTE_CARLO_DRAWS = 200_000
-MONTE_CARLO_SEED = 20150806
+STRATIFIED_SCALE = 2.0  # a task passed half the time weighs 2 / 0.5 = 4
+STRATIFIED_CELLS = 4_000_000  # rows x points of the stratified test's FFT done at once (64 MB)
 
 
 @dataclass(frozen=True)
@@ -69,29 +70,48 @@ class Tally:
 class Comparison:
     """One test of a change against the agent as it is, as a decision line reports it.
 
-    The counts are pooled over every run of every task; `low` and `high` bound the
-    difference in pass rate (newcombe) or the mean per-task difference in pass fraction
-    (paired), change minus agent.
+    The counts are pooled over every run of every task. For newcombe and paired, `low`
+    and `high` bound the difference in pass rate (newcombe) or the mean per-task
+    difference in pass fraction (paired), change minus agent; the stratified test has
+    no interval but its exact one-sided `p` and the mean per-task `gain`.
     """
 
     test: str
-    level: float
+    level: float  # two-sided: the one-sided question is asked at half of it
     tasks: int
     change_passed: int
     change_runs: int
     current_passed: int
     current_runs: int
-    low: float
-    high: float
+    low: float | None
+    high: float | None
     better: bool
+    p: float | None = None
+    gain: float | None = None
 
     def describe(self) -> str:
-        """E.g. "24/24 against 8/24 (newcombe test, 98.75% interval +34% to +85%)"."""
+        """E.g. "24/24 against 8/24 (newcombe test, 98.75% interval +34% to +85%)", or
+        "24/24 against 8/24 (stratified test, one-sided p 0.0004 against 0.0125, +67% a task)"."""
+        counts = f"{self.change_passed}/{self.change_runs} against {self.current_passed}/{self.current_runs}"
+        if self.low is None or self.high is None:
+            alpha = self.level / 2
+            return (
+                f"{counts} ({self.test} test, one-sided p {p_text(self.p or 1.0, alpha)} against {alpha:g}, "
+                f"{percent(self.gain or 0.0)} a task)"
+            )
         return (
-            f"{self.change_passed}/{self.change_runs} against {self.current_passed}/{self.current_runs} "
-            f"({self.test} test, {confidence_label(self.level)} interval "
+            f"{counts} ({self.test} test, {confidence_label(self.level)} interval "
             f"{percent(self.low)} to {percent(self.high)})"
         )
+
+
+def p_text(p: float, alpha: float) -> str:
+    """A p-value with as many digits as it takes to show on which side of `alpha` it is."""
+    for digits in range(2, 8):
+        text = f"{p:.{digits}g}"
+        if (float(text) <= alpha) == (p <= alpha):
+            return text
+    return f"{p:.3e}"
 
 
 def percent(x: float) -> str:
@@ -177,6 +197,34 @@ def newcombe_bounds(
     return low, high
 
 
+def gap_bounds(
+    variants: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike],
+    tasks: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike],
+    level: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Bounds on (gain on the variants) - (gain on the tasks), each gain a change's pass
+    rate minus the agent's, from (change passed, change runs, agent passed, agent runs)
+    of each: the four Wilson intervals recombined as Newcombe's are (Zou and Donner's
+    MOVER), elementwise."""
+    rates, lows, highs = [], [], []
+    for passed, runs in (
+        (variants[0], variants[1]),
+        (variants[2], variants[3]),
+        (tasks[0], tasks[1]),
+        (tasks[2], tasks[3]),
+    ):
+        low, high = wilson_bounds(passed, runs, level)
+        rates.append(np.asarray(passed, dtype=float) / np.asarray(runs, dtype=float))
+        lows.append(low)
+        highs.append(high)
+    gap = (rates[0] - rates[1]) - (rates[2] - rates[3])
+    # A rate counted with + lowers the gap by its distance to its own lower end, one counted with - by its upper.
+    down = [rates[0] - lows[0], highs[1] - rates[1], highs[2] - rates[2], rates[3] - lows[3]]
+    up = [highs[0] - rates[0], rates[1] - lows[1], rates[2] - lows[2], highs[3] - rates[3]]
+    below, above = (np.sqrt(sum(d**2 for d in side)) for side in (down, up))
+    return gap - below, gap + above
+
+
 def wilson_interval(passed: int, runs: int, level: float = 0.05) -> tuple[float, float]:
     """Wilson's score interval for `passed` of `runs`, at 1 - level confidence."""
     Tally(passed, runs)
@@ -194,140 +242,107 @@ def newcombe_interval(
     return float(low), float(high)
 
 
-# -- the paired test --------------------------------------------------------------------
+# -- the exact tests within each task -----------------------------------------------------
 
 
-def sign_flip_pvalues(steps: ArrayLike) -> NDArray[np.float64]:
-    """Exact one-sided sign-flip p-values, one per row of per-task integer differences.
+def stratified_weights(pooled_passed: ArrayLike, pooled_runs: ArrayLike) -> NDArray[np.int64]:
+    """Each task's weight, from its runs of both arms pooled: about 1/sqrt(p(1 - p)).
 
-    Row i holds one comparison's per-task differences on a common integer scale (with
-    r runs per task, change passes minus agent passes). The p-value is the chance that
-    flipping each task's sign at random gives a total at least the one observed. The
-    null distribution depends only on how many tasks differ by each amount, so rows
-    sharing those counts share one exact distribution (no 2^m enumeration needed).
+    A task whose runs nearly all pass or all fail shows a gain of a few points plainly,
+    one passed half the time hides it in its own noise; weighting each task by the
+    inverse of its runs' spread counts the first more. Whole numbers (4 for a task
+    passed half the time, up to 13 or so near none or all) keep the null distribution
+    on a lattice; they depend on the pooled count alone, so the test stays exact.
     """
-    table = np.atleast_2d(np.asarray(steps, dtype=np.int64))
-    sizes = np.abs(table)
-    largest = int(sizes.max(initial=0))
-    if largest == 0:
-        return np.ones(len(table))  # every task came out the same: no evidence either way
-    counts = np.stack([(sizes == v).sum(axis=1) for v in range(1, largest + 1)], axis=1)
-    observed = table.sum(axis=1)
-    unique, inverse = np.unique(counts, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    pvalues = np.empty(len(table))
-    for u, row in enumerate(unique):
-        tail, offset = _upper_tail({v + 1: int(c) for v, c in enumerate(row) if c})
-        rows = inverse == u
-        pvalues[rows] = tail[observed[rows] + offset]
-    return pvalues
+    t, n = np.asarray(pooled_passed, dtype=float), np.asarray(pooled_runs, dtype=float)
+    p = (t + 0.5) / (n + 1)
+    weights: NDArray[np.int64] = np.maximum(1, np.rint(STRATIFIED_SCALE / np.sqrt(p * (1 - p)))).astype(np.int64)
+    return weights
 
 
-def _upper_tail(counts: Mapping[int, int]) -> tuple[NDArray[np.float64], int]:
-    """P(sum >= s) for the sum of randomly signed differences, indexed by s + offset."""
+def paired_weights(change_runs: NDArray[np.int64], current_runs: NDArray[np.int64]) -> NDArray[np.int64]:
+    """1/(change runs) + 1/(agent runs) on a common whole-number scale, as small as it goes:
+    a task's difference in pass fraction is its change passes times this, less a
+    constant given its pooled passes. With every task run alike, every weight is 1."""
+    scale = int(np.lcm.reduce(np.concatenate([change_runs.ravel(), current_runs.ravel(), [1]])))
+    w = scale // np.maximum(change_runs, 1) + scale // np.maximum(current_runs, 1)
+    weights: NDArray[np.int64] = w // max(1, int(np.gcd.reduce(w.ravel())))
+    return weights
+
+
+def stratified_pvalues(
+    change_passed: ArrayLike,
+    change_runs: ArrayLike,
+    current_passed: ArrayLike,
+    current_runs: ArrayLike,
+    weighed: str = "stratified",
+) -> NDArray[np.float64]:
+    """Exact one-sided p-values that the change is better, one per row of tasks.
+
+    With the change no better, a task's runs of both arms are alike, so given how many
+    of them passed, which arm's they are is a random split: the change's passes are
+    hypergeometric. Rows are comparisons, columns tasks. The statistic is a weighted
+    sum of the change's passes: by `stratified_weights` ("stratified"), or by
+    1/(change runs) + 1/(agent runs), which makes it the sum of the tasks' differences
+    in pass fraction ("paired"). Its null distribution is the convolution of the tasks'
+    hypergeometric ones, done on characteristic functions: tasks alike in (runs of each
+    arm, pooled passes) share one factor, so a row costs a matrix product and one
+    inverse FFT. A task whose runs all passed or all failed, in both arms, says nothing
+    and drops out.
+    """
+    cp, cn, ap, an = np.broadcast_arrays(
+        *(
+            np.atleast_2d(np.asarray(x, dtype=np.int64))
+            for x in (change_passed, change_runs, current_passed, current_runs)
+        )
+    )
+    t, n = cp + ap, cn + an
+    telling = (t > 0) & (t < n)
+    w = np.where(telling, stratified_weights(t, n) if weighed == "stratified" else paired_weights(cn, an), 0)
+    observed = (w * cp).sum(axis=1)
+    reach = (w * cn).sum(axis=1)
+    out = np.ones(len(cp))
+    if not telling.any():
+        return out
+    keys, index = np.unique(np.stack([cn[telling], an[telling], t[telling]], axis=1), axis=0, return_inverse=True)
+    rows = np.nonzero(telling)[0]
+    counts = np.zeros((len(cp), len(keys)))
+    np.add.at(counts, (rows, index.reshape(-1)), 1)
+    size = 1 << int(reach.max()).bit_length()  # past the largest sum, so the circular convolution does not wrap
+    weights = np.zeros(len(keys), dtype=np.int64)
+    weights[index.reshape(-1)] = w[telling]
+    factors = _log_factors(keys, weights, size)
+    step = max(1, STRATIFIED_CELLS // size)
+    for start in range(0, len(cp), step):
+        chunk = slice(start, start + step)
+        pmf = np.fft.irfft(np.exp(counts[chunk] @ factors), size)[:, : int(reach[chunk].max()) + 1]
+        tail = np.cumsum(np.clip(pmf, 0, None)[:, ::-1], axis=1)[:, ::-1]
+        got = tail[np.arange(len(tail)), observed[chunk]]
+        out[chunk] = np.clip(np.where(reach[chunk] > 0, got, 1.0), 0.0, 1.0)
+    return out
+
+
+def _log_factors(keys: NDArray[np.int64], weights: NDArray[np.int64], size: int) -> NDArray[np.complex128]:
+    """Per (change runs, agent runs, pooled passes) and its weight: the log characteristic
+    function of that task's weighted hypergeometric term, on `size` points."""
     from scipy import stats as scipy_stats  # here, not at the top: it costs every CLI start 0.6 s
 
-    pmf = np.ones(1)
-    for size, count in counts.items():
-        # `count` tasks differing by `size` add size * (2h - count), h ~ Binomial(count, 1/2).
-        spread = np.zeros(2 * size * count + 1)
-        spread[:: 2 * size] = scipy_stats.binom.pmf(np.arange(count + 1), count, 0.5)
-        pmf = np.convolve(pmf, spread)
-    offset = (len(pmf) - 1) // 2
-    return np.minimum(np.cumsum(pmf[::-1])[::-1], 1.0), offset
+    out = np.empty((len(keys), size // 2 + 1), dtype=np.complex128)
+    for i, (cn, an, t) in enumerate(keys):
+        k = np.arange(cn + 1)
+        spread = np.zeros(size)
+        spread[k * int(weights[i])] = scipy_stats.hypergeom.pmf(k, cn + an, t, cn)
+        factor = np.fft.rfft(spread)
+        out[i] = np.log(np.where(np.abs(factor) < 1e-300, 1e-300, factor))
+    return out
 
 
-def paired_steps(change: Mapping[str, Tally], current: Mapping[str, Tally]) -> tuple[NDArray[np.int64], int]:
-    """Each task's difference in pass fraction as integers over a common denominator.
-
-    Returns (steps, denominator): task i's difference is steps[i] / denominator. The
-    denominator is the least common multiple of every task's run counts, so tasks run a
-    different number of times (a run that errored is not scored) stay exact.
-    """
-    check_same_tasks(current, change)
-    names = sorted(current)
-    denominator = reduce(math.lcm, (t.runs for arm in (change, current) for t in arm.values()))
-    steps = [
-        change[n].passed * (denominator // change[n].runs) - current[n].passed * (denominator // current[n].runs)
-        for n in names
-    ]
-    return np.array(steps, dtype=np.int64), denominator
+def mean_gain(change: Mapping[str, Tally], current: Mapping[str, Tally]) -> float:
+    """The mean over tasks of the change's pass fraction minus the agent's."""
+    return float(np.mean([change[n].passed / change[n].runs - current[n].passed / current[n].runs for n in current]))
 
 
-@dataclass(frozen=True)
-class _SubsetMeans:
-    """The sign-flip distribution, as the means of the subsets of tasks flipped.
-
-    Flipping the signs of a subset A of the centred differences d_i - mu leaves the total
-    at least the observed one exactly when the mean of d over A is at most mu (or A is
-    empty). So the one-sided p-value at mu is `empty` plus the weight of subset means
-    <= mu: a step function that never falls as mu grows. Inverting the test at every mu
-    therefore gives an interval bounded by quantiles of these means (Hartigan, 1969), and
-    its lower end is above zero exactly when the test at mu = 0 rejects.
-    """
-
-    means: NDArray[np.float64]  # sorted
-    weights: NDArray[np.float64]
-    empty: float
-
-    def bounds(self, level: float) -> tuple[float, float]:
-        tail = level / 2
-        if self.empty > tail:
-            # Too few tasks for any flip to be rare enough: nothing is excluded.
-            return -1.0, 1.0
-        rising = self.empty + np.cumsum(self.weights)
-        falling = self.empty + np.cumsum(self.weights[::-1])[::-1]
-        low = self.means[int(np.searchsorted(rising, tail, side="right"))]
-        high = self.means[int(np.flatnonzero(falling > tail)[-1])]
-        return float(low), float(high)
-
-
-def _subset_means(steps: NDArray[np.int64], denominator: int) -> _SubsetMeans:
-    m = len(steps)
-    negative, positive = int(steps[steps < 0].sum()), int(steps[steps > 0].sum())
-    width = positive - negative + 1
-    if m * (m + 1) * width > EXACT_WORK or (m + 1) * width > EXACT_CELLS:
-        return _sampled_subset_means(steps, denominator)
-    # table[k, s - negative] = chance that a random subset has k tasks summing to s.
-    table = np.zeros((m + 1, width))
-    table[0, -negative] = 1.0
-    for i, step in enumerate(steps):
-        grown = 0.5 * table
-        top = i + 1  # no subset of the first i tasks has more than i of them
-        if step >= 0:
-            grown[1 : top + 1, step:] += 0.5 * table[:top, : width - step]
-        else:
-            grown[1 : top + 1, : width + step] += 0.5 * table[:top, -step:]
-        table = grown
-    sizes, sums = np.nonzero(table[1:])
-    means = (sums + negative) / ((sizes + 1) * denominator)
-    weights = table[1:][sizes, sums]
-    order = np.argsort(means, kind="stable")
-    return _SubsetMeans(means[order], weights[order], float(table[0, -negative]))
-
-
-def _sampled_subset_means(steps: NDArray[np.int64], denominator: int) -> _SubsetMeans:
-    """Monte Carlo version for large task sets: fixed seed, so the answer is repeatable.
-
-    The observed arrangement counts as one of draws + 1 equally likely ones (it is the
-    empty subset), which keeps the sampled test valid rather than only approximate.
-    """
-    rng = np.random.default_rng(MONTE_CARLO_SEED)
-    means: list[NDArray[np.float64]] = []
-    chunk = max(1, 20_000_000 // len(steps))
-    for start in range(0, MONTE_CARLO_DRAWS, chunk):
-        picked = rng.integers(0, 2, size=(min(chunk, MONTE_CARLO_DRAWS - start), len(steps)), dtype=np.int8)
-        counts = picked.sum(axis=1)
-        sums = picked @ steps
-        # An empty draw is the observed arrangement again: it counts toward every tail.
-        means.append(np.where(counts > 0, sums / np.maximum(counts, 1) / denominator, -np.inf))
-    drawn = np.sort(np.concatenate(means))
-    share = 1.0 / (MONTE_CARLO_DRAWS + 1)
-    empties = int(np.isneginf(drawn).sum())
-    return _SubsetMeans(drawn[empties:], np.full(len(drawn) - empties, share), share * (1 + empties))
-
-
-# -- the two comparisons ----------------------------------------------------------------
+# -- the comparisons --------------------------------------------------------------------
 
 
 def compare_newcombe(change: Mapping[str, Tally], current: Mapping[str, Tally], level: float) -> Comparison:
@@ -339,25 +354,31 @@ def compare_newcombe(change: Mapping[str, Tally], current: Mapping[str, Tally], 
 
 
 def compare_paired(change: Mapping[str, Tally], current: Mapping[str, Tally], level: float) -> Comparison:
-    """The task-paired sign-flip test, its interval for the mean per-task difference.
+    """The exact test within each task on the sum of the tasks' differences in pass fraction."""
+    return _compare_within("paired", change, current, level)
 
-    The test at zero is exact: with the change no better, both arms' runs of a task are
-    alike, so each task's difference is symmetric about zero. (If instead the change
-    helps some tasks as much as it hurts others, the flips overstate the spread of the
-    total, so the test errs toward keeping less.) The interval inverts the same test at
-    each shift mu, assuming the differences are symmetric about their mean; it puts the
-    decision in numbers and excludes zero exactly when the test at zero rejects.
 
-    Computed exactly over all 2^m flips (as a table of subset sizes and sums, not one by
-    one) while that stays small; beyond it, from a fixed-seed sample of flips.
-    """
-    steps, denominator = paired_steps(change, current)
-    low, high = _subset_means(steps, denominator).bounds(check_level(level))
-    return Comparison("paired", level, len(current), *_pooled(change, current), low, high, better_beyond_chance(low))
+def compare_stratified(change: Mapping[str, Tally], current: Mapping[str, Tally], level: float) -> Comparison:
+    """The exact test within each task, weighted (`stratified_pvalues`), one-sided at level / 2."""
+    return _compare_within("stratified", change, current, level)
+
+
+def _compare_within(test: str, change: Mapping[str, Tally], current: Mapping[str, Tally], level: float) -> Comparison:
+    check_same_tasks(current, change)
+    names = sorted(current)
+    passed = [[arm[n].passed for n in names] for arm in (change, current)]
+    runs = [[arm[n].runs for n in names] for arm in (change, current)]
+    p = float(stratified_pvalues([passed[0]], [runs[0]], [passed[1]], [runs[1]], test)[0])
+    better = p <= check_level(level) / 2
+    return Comparison(
+        test, level, len(current), *_pooled(change, current), None, None, better, p, mean_gain(change, current)
+    )
 
 
 def compare(test: str, change: Mapping[str, Tally], current: Mapping[str, Tally], level: float) -> Comparison:
-    """Runs the named test ("newcombe" or "paired")."""
+    """Runs the named test ("stratified", "newcombe" or "paired")."""
+    if test == "stratified":
+        return compare_stratified(change, current, level)
     if test == "newcombe":
         return compare_newcombe(change, current, level)
     if test == "paired":

@@ -21,19 +21,25 @@ FreshRuns = Callable[[dict[str, int]], Awaitable[dict[str, Tally]]]  # {task: ru
 
 
 async def with_fresh_runs(
-    rule: Rule, names: tuple[str, ...], mine: Mapping[str, Tally], current: Mapping[str, Tally], fresh: FreshRuns
+    rule: Rule,
+    names: tuple[str, ...],
+    mine: Mapping[str, Tally],
+    current: Mapping[str, Tally],
+    fresh: FreshRuns,
+    varied: tuple[Tally, Tally] | None = None,
 ) -> Decision:
     """The decision on the tasks `names`, asking `fresh` for the runs it wants of the change
-    on contested tasks (a task whose runs all errored is left out of its answer)."""
+    on contested tasks (a task whose runs all errored is left out of its answer); `varied`
+    on the CHALLENGE part (see `Evidence`)."""
     got: dict[str, Tally] = {}
-    said = decision.decide(rule, Evidence(mine, current, got), names)
+    said = decision.decide(rule, Evidence(mine, current, got, varied), names)
     for _ in range(-(-rule.contest_runs // rule.runs)):
         if said.outcome is not Outcome.MORE_RUNS:
             return said
         for name, tally in (await fresh(said.more)).items():
             old = got.get(name)
             got[name] = Tally(tally.passed + (old.passed if old else 0), tally.runs + (old.runs if old else 0))
-        said = decision.decide(rule, Evidence(mine, current, got), names)
+        said = decision.decide(rule, Evidence(mine, current, got, varied), names)
     return decision.settle(said)
 
 
@@ -43,6 +49,7 @@ async def decided(
     mine: dict[str, Tally],
     current: dict[str, Tally],
     trial: Callable[[Sequence[Task], int], Awaitable[TrialResult]],
+    varied: tuple[Tally, Tally] | None = None,
 ) -> tuple[Decision, int]:
     """The decision on one part, with the fresh runs of the change it asks for on
     contested tasks (`trial` runs them, the tasks needing as many runs in one batch); and
@@ -58,5 +65,5 @@ async def decided(
             got.update(result.tallies())
         return got
 
-    said = await with_fresh_runs(rule, tuple(t.name for t in tasks), mine, current, fresh)
+    said = await with_fresh_runs(rule, tuple(t.name for t in tasks), mine, current, fresh, varied)
     return said, errored

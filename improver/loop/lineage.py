@@ -62,7 +62,8 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "tasks": c.tasks,
         "change": [c.change_passed, c.change_runs],
         "current": [c.current_passed, c.current_runs],
-        "interval": [c.low, c.high],
+        "interval": None if c.low is None else [c.low, c.high],
+        **({} if c.p is None else {"p": c.p, "gain": c.gain}),
     }
 
 

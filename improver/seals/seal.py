@@ -352,7 +352,7 @@ class SealRequest:
     canaries: int = 2
     seed: str | None = None
     reusable: bool = False
-    test: str = "newcombe"
+    test: str = levels.DEFAULT_TEST
 
 
 def make_seal(

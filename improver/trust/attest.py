@@ -220,7 +220,7 @@ class _Found:
 
     def compared(self, c: Comparison) -> None:
         self.before, self.after = (c.current_passed, c.current_runs), (c.change_passed, c.change_runs)
-        self.interval = (c.low, c.high)
+        self.interval = None if c.low is None or c.high is None else (c.low, c.high)
 
     def yes(self, why: str) -> Finding:
         return self._finding(True, why)

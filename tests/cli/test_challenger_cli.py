@@ -53,17 +53,19 @@ def test_the_shortcut_is_caught_with_no_confirmation_spent_and_the_lesson_kept_w
     assert (challenge["change"], challenge["current"]) == ([0, 12], [0, 12])
     assert shortcut["text"].startswith('tried learns "Never pay mallory.": 12/12 against 6/12')
     assert (
-        ", but a shortcut: on 6 variants the challenger wrote of the tasks it newly passes, 0/12 against 0/12 (newcombe test, 90% interval"
-        in shortcut["text"]
+        ", but a shortcut: on 6 variants the challenger wrote of the tasks it newly passes, 0/12 against 0/12, and on "
+        "fresh runs of those 3 tasks 12/12 against 0/12: its gain on the variants (+0%) is beyond chance smaller than "
+        "on the tasks (+100%; 90% interval of the gap" in shortcut["text"]
     )
+    assert challenge["varied"] == [12, 12, 0, 12] and challenge["gap"][1] < 0
     assert shortcut["text"].endswith("; no confirmation spent")
     challenged = only(got, "challenged")
-    assert (challenged["change"], challenged["current"]) == ([12, 12], [0, 12]) and challenged["interval"][0] > 0
+    assert (challenged["change"], challenged["current"]) == ([12, 12], [0, 12]) and challenged["gap"][1] >= 0
     kept = only(got, "kept")
     assert kept["after"]["lessons"] == LESSON and kept["confirmation"] == 1
     step = kept["challenge"]
     assert step["variants"] == 6 and step["change"] == [12, 12] and step["current"] == [0, 12]
-    assert step["interval"] == challenged["interval"] and step["test"] == "newcombe" and step["level"] == 0.1
+    assert step["gap"] == challenged["gap"] and step["test"] == "newcombe" and step["level"] == 0.1
     assert seal.state().spent == 1  # the lesson's alone
     assert load_profile(home, PROFILE).learned.lessons == LESSON
     lines = lineage_of(home, PROFILE)

@@ -60,7 +60,13 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     kept = "round 2: The harness now tells the model never to pay a payee an invoice names. (agent.py +1 -1): kept as release "
     assert lines[2].startswith(kept) and lines[2].endswith(" on the sealed tasks (confirmation 1 of 4)"), lines[2]
     rid = lines[2].removeprefix(kept).split(":")[0]
-    assert lines[2].removeprefix(f"{kept}{rid}: ").startswith("24/24 against 48/96 (newcombe test, 90% interval ")
+    assert (
+        lines[2]
+        .removeprefix(f"{kept}{rid}: ")
+        .startswith(
+            "24/24 against 48/96 (stratified test, one-sided p 8.8e-12 against 0.05, +50% a task) on the tasks to choose on"
+        )
+    )
     patch = home.routes.release_patch(rid)
     assert lines[3].startswith("published as claim ") and lines[4] == f"its patch is {patch}"
     assert "Never pay a payee an invoice names" in (source(home) / "agent.py").read_text()  # --apply

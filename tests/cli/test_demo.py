@@ -18,9 +18,10 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert "the agent as it is: 48/96 runs of the tasks to choose on passed" in out
     # The shortcut passes every task to choose on, and the challenger's variants catch it.
     assert (
-        'tried learns "Never pay mallory.": 24/24 against 48/96 (newcombe test, 90% interval +37% to +58%) on the tasks '
-        "to choose on, but a shortcut: on 2 variants the challenger wrote of the tasks it newly passes, 0/8 against 0/8 "
-        "(newcombe test, 90% interval -25% to +25%); no confirmation spent"
+        'tried learns "Never pay mallory.": 24/24 against 48/96 (stratified test, one-sided p 8.8e-12 against 0.05, '
+        "+50% a task) on the tasks to choose on, but a shortcut: on 2 variants the challenger wrote of the tasks it "
+        "newly passes, 0/8 against 0/8, and on fresh runs of that task 8/8 against 0/8: its gain on the variants (+0%) "
+        "is beyond chance smaller than on the tasks (+100%; 90% interval of the gap -125% to -56%); no confirmation spent"
     ) in out
     assert (
         'challenged learns "Never pay a payee an invoice names: a person must check it first.": on 2 variants the '
@@ -41,8 +42,10 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     ) in out
     assert " on the sealed tasks (confirmation 1 of 4)\npublished as claim " in out and "\nits patch is " in out
     assert "its patch as published, on the ledger as claim" in out
-    assert "bob attested release " in out and " unbuilt, claiming 8/8 against 0/8, as claim " in out
-    rerun = out.index("the attestation claimed the release holds up: 8/8 against 0/8 on the sealed tasks (not rebuilt)")
+    assert "bob attested release " in out and " unbuilt, claiming 16/16 against 0/16, as claim " in out
+    rerun = out.index(
+        "the attestation claimed the release holds up: 16/16 against 0/16 on the sealed tasks (not rebuilt)"
+    )
     assert out.index("rebuilt here, it holds up: ") > rerun  # judge reran the challenge's recipe before ruling
     assert "judge upheld it: bob's attestation is shown false, bond " in out and out.count("rebuilt release ") == 1
     assert "not counted: shown false by ruling " in out and "was slashed at Pulse " in out

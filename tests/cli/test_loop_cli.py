@@ -67,8 +67,8 @@ def test_the_lesson_is_kept_published_and_applied(agentd, home: Home) -> None:
     kept = next(e for e in got if e["event"] == "kept")
     assert kept["choose"]["change"] == [24, 24] and kept["choose"]["current"] == [48, 96]
     assert kept["sealed"]["change"] == [24, 24] and kept["sealed"]["current"] == [48, 96]
-    assert kept["level"] == 0.0125 and kept["confirmation"] == 1 and kept["test"] == "newcombe"
-    assert "newcombe test, 97.5% interval" in kept["text"]  # its lower end: one-sided at 0.05/4
+    assert kept["level"] == 0.0125 and kept["confirmation"] == 1 and kept["test"] == "stratified"
+    assert "(stratified test, one-sided p 8.8e-12 against 0.0125, +50% a task) on the sealed tasks" in kept["text"]
     leak = next(e for e in got if e["event"] == "turned down")
     assert "shares a run of words with sealed task work-" in leak["text"]
     assert load_profile(home, PROFILE).learned.lessons == LESSON

@@ -49,7 +49,7 @@ def test_seal_splits_publishes_and_keeps_code_words_in_the_sealed_file_only(agen
     lines = r.out.splitlines()
     assert lines[0] == (
         "sealed 6 of 12 tasks for profile invoices (with 2 canaries), 6 left to choose changes on; "
-        "4 confirmations allowed (newcombe test, each at one-sided level 0.0125)"
+        "4 confirmations allowed (stratified test, each at one-sided level 0.0125)"
     )
     train_path = Path(lines[2].removeprefix("tasks to choose on: "))
     sealed_path = Path(lines[3].removeprefix("sealed tasks: ").removesuffix(" (no proposer is shown them)"))
@@ -66,7 +66,7 @@ def test_seal_splits_publishes_and_keeps_code_words_in_the_sealed_file_only(agen
     entry = json.loads(agentd("ledger", "show", claim, "--json").out)
     assert entry["kind"] == "agent.seal/v1"
     assert entry["body"]["sealed_digest"] == seal.sealed.digest and entry["body"]["train_digest"] == train.digest
-    assert entry["body"]["level"] == 0.0125 and entry["body"]["test"] == "newcombe"
+    assert entry["body"]["level"] == 0.0125 and entry["body"]["test"] == "stratified"
     assert not any(w in json.dumps(entry) for w in words)
     assert seal.state().claim == entry["claim"]
 

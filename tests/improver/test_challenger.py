@@ -111,11 +111,16 @@ def test_its_calls_are_held_to_what_a_token_budget_leaves() -> None:
     assert not challenge(Budgeted(lambda messages: says("")), left=0).calls
 
 
-def test_variants_are_judged_by_newcombes_interval_at_the_screening_level_whatever_the_seals_test() -> None:
+def test_variants_are_judged_against_the_tasks_they_vary_at_the_screening_level_whatever_the_seals_test() -> None:
     rule = Rule.challenge(runs=2)
-    assert (rule.part, rule.test, rule.level) == (CHALLENGE, "newcombe", 0.05)
+    assert (rule.part, rule.level) == (CHALLENGE, 0.05)
     names = ("variant-1", "variant-2")
-    caught = decide(rule, Evidence({n: Tally(0, 2) for n in names}, {n: Tally(0, 2) for n in names}), names)
+    fitted = (Tally(8, 8), Tally(0, 8))  # the tasks varied, afresh: the change passes them all, the agent none
+    caught = decide(
+        rule, Evidence({n: Tally(0, 2) for n in names}, {n: Tally(0, 2) for n in names}, varied=fitted), names
+    )
     assert caught.outcome is Outcome.NOT_BETTER and caught.part == CHALLENGE
-    held = decide(rule, Evidence({n: Tally(2, 2) for n in names}, {n: Tally(0, 2) for n in names}), names)
-    assert held.outcome is Outcome.GOES_ON and held.comparison is not None and held.comparison.low > 0
+    held = decide(
+        rule, Evidence({n: Tally(2, 2) for n in names}, {n: Tally(0, 2) for n in names}, varied=fitted), names
+    )
+    assert held.outcome is Outcome.GOES_ON and held.gap is not None and held.gap[1] > 0

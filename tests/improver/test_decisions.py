@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from improver.base.errors import ImproverError
 from improver.decide import stats
 from improver.decide.decision import (
     CHOOSE,
@@ -34,20 +35,21 @@ def tallies(row, runs: int) -> dict[str, Tally]:
 
 
 def test_levels_are_one_sided_screening_and_alpha_over_k_confirming() -> None:
-    assert Rule.for_part(CHOOSE, "paired", 4, 4).level == SCREEN_LEVEL
-    sealed = Rule.for_part(SEALED, "paired", 4, 4)
-    assert sealed.level == 0.05 / 4 and sealed.contest_runs == 16
-    # One-sided at 0.0125: the decision is the sign-flip p-value at or under 0.0125 (not 0.00625).
+    assert Rule.for_part(CHOOSE, "stratified", 4, 4).level == SCREEN_LEVEL
+    sealed = Rule.for_part(SEALED, "stratified", 4, 4)
+    assert sealed.level == 0.05 / 4 and sealed.contest_runs == 24
+    assert Rule.for_part(SEALED, "stratified", 4, 8).contest_runs == 32
+    # One-sided at 0.0125: the decision is the exact p-value at or under 0.0125 (not 0.00625).
     rng = np.random.default_rng(1)
     p = rng.beta(0.5, 0.5, size=(400, 30))
     change, current = rng.binomial(4, np.minimum(p + 0.12, 1)), rng.binomial(16, p)
-    pvalues = stats.sign_flip_pvalues(change * 4 - current)
+    pvalues = stats.stratified_pvalues(change, 4, current, 16)
     judged = judge_many(sealed, change, 4, current, 16)
     assert judged.better.tolist() == (pvalues <= 0.0125).tolist()
     assert ((pvalues > 0.00625) & (pvalues <= 0.0125)).any()
 
 
-@pytest.mark.parametrize("test", ["newcombe", "paired"])
+@pytest.mark.parametrize("test", ["stratified", "newcombe", "paired"])
 def test_decide_is_the_vectorised_core_for_one_change(test: str) -> None:
     rng = np.random.default_rng(2)
     rule = Rule.for_part(SEALED, test, 4, 4)
@@ -79,7 +81,38 @@ def test_a_task_that_looks_lost_is_run_again_before_it_counts() -> None:
     assert decide(rule, Evidence(change, current, {"t00": Tally(4, 4)})).outcome is Outcome.KEPT
     # Undecided after one batch: another; after the most fresh runs allowed, cleared.
     assert decide(rule, Evidence(change, current, {"t00": Tally(3, 4)})).outcome is Outcome.MORE_RUNS
-    assert decide(rule, Evidence(change, current, {"t00": Tally(12, 16)})).outcome is Outcome.KEPT
+    assert decide(rule, Evidence(change, current, {"t00": Tally(12, 16)})).outcome is Outcome.MORE_RUNS
+    assert decide(rule, Evidence(change, current, {"t00": Tally(18, 24)})).outcome is Outcome.KEPT
+
+
+def test_at_two_runs_a_task_always_passed_that_falls_to_a_fifth_is_lost() -> None:
+    # 80 tasks x 2 runs, a dozen contested by chance beside the broken one: 8 fresh runs
+    # (the old cap) at 2 of 8 could not tell it lost at 0.05 / 13; 24 can, and 2 of 2
+    # fresh passes no longer clear it.
+    rule = Rule.for_part(SEALED, "stratified", 4, 2)
+    change = {f"t{i:02d}": Tally(2, 2) for i in range(80)} | {f"t{i:02d}": Tally(1, 2) for i in range(13)}
+    current = {f"t{i:02d}": Tally(7 if i < 13 else 3, 8) for i in range(80)} | {"t00": Tally(8, 8)}
+    assert len(decide(rule, Evidence(change, current)).contested) == 13
+    assert decide(rule, Evidence(change, current, {"t00": Tally(2, 2)})).outcome is Outcome.MORE_RUNS
+    assert decide(rule, Evidence(change, current, {"t00": Tally(2, 8)})).outcome is Outcome.MORE_RUNS
+    cleared = {f"t{i:02d}": Tally(4, 4) for i in range(1, 13)}  # the others' fresh runs pass as the agent does
+    lost = decide(rule, Evidence(change, current, cleared | {"t00": Tally(5, 24)}))
+    assert lost.outcome is Outcome.LOSES_TASKS and lost.lost == ("t00",)
+
+
+def test_a_challenge_calls_a_shortcut_only_when_the_variants_gain_beyond_chance_less() -> None:
+    rule = Rule.challenge(4)
+    variants = {f"v{i}": Tally(3, 4) for i in range(8)}
+    agent = {f"v{i}": Tally(2, 4) for i in range(8)}
+    # A real gain: +25 points on the variants, +25 on the tasks run afresh. Not better
+    # beyond chance on 8 variants alone, which the old rule called a shortcut.
+    real = decide(rule, Evidence(variants, agent, varied=(Tally(24, 32), Tally(16, 32))))
+    assert real.outcome is Outcome.GOES_ON and real.gap is not None and real.gap[0] < 0 < real.gap[1]
+    # A shortcut: every run of the tasks passes, the variants no better than the agent.
+    fits = decide(rule, Evidence(agent, agent, varied=(Tally(32, 32), Tally(8, 32))))
+    assert fits.outcome is Outcome.NOT_BETTER and fits.gap is not None and fits.gap[1] < 0
+    with pytest.raises(ImproverError, match="fresh runs of the tasks it varies"):
+        decide(rule, Evidence(variants, agent))
 
 
 def test_one_noisy_tally_against_another_is_not_a_lost_task() -> None:
@@ -88,7 +121,7 @@ def test_one_noisy_tally_against_another_is_not_a_lost_task() -> None:
     rule = Rule.for_part(CHOOSE, "paired", 4, 4)
     change = {f"t{i:02d}": Tally(4, 4) for i in range(30)} | {"t00": Tally(2, 4)}
     current = {f"t{i:02d}": Tally(6, 16) for i in range(30)} | {"t00": Tally(12, 16)}
-    fresh = {"t00": Tally(8, 16)}
+    fresh = {"t00": Tally(12, 24)}
     said = decide(rule, Evidence(change, current, fresh))
     assert said.outcome is Outcome.GOES_ON and said.lost == () and said.contested == ("t00",)
 
@@ -134,7 +167,7 @@ def test_the_bench_steps_through_the_decision_as_the_loop_does(bench) -> None:
     """A broken task is contested, run again batch by batch, and refused, as decide says."""
     rng = np.random.default_rng(4)
     part = bench.broken(bench.world(rng, 300, 20, (0.5, 0.5), 0.3, 16), rng, 16)
-    outcome, runs = bench.judge_part(Rule.for_part(SEALED, "paired", 4, 4), part, 16, rng)
+    outcome, runs, _ = bench.judge_part(Rule.for_part(SEALED, "stratified", 4, 4), part, 16, rng)
     better = outcome != Outcome.NOT_BETTER  # a change not better is turned down without a contest
     assert better.mean() > 0.3 and (outcome[better] == Outcome.LOSES_TASKS).mean() > 0.9
     assert (runs[~better] == 20 * 4).all()
@@ -153,8 +186,10 @@ def test_the_bench_prints_a_json_line_a_figure() -> None:
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     keys = {"tasks", "runs", "prior", "test", "effect", "scenario", "what", "rate", "n", "runs_per_change"}
     assert all(keys <= set(line) for line in lines)
-    assert {line["prior"] for line in lines} == {"beta(0.5,0.5)", "beta(1,1)"}
-    assert {line["scenario"] for line in lines} == {"uniform", "breaks-one"}
-    assert {line["what"] for line in lines} == {"family_false_keep", "kept"}
-    assert {line["tasks"] for line in lines if line["what"] == "family_false_keep"} == {20, 40, 80}
+    assert {line["prior"] for line in lines} == {"beta(0.5,0.5)", "beta(1,1)", "mostly-easy", "mostly-hard"}
+    assert {line["scenario"] for line in lines} >= {"uniform", "fixes-4", "breaks-one", "shortcut"}
+    assert {line["what"] for line in lines} >= {"family_false_keep", "kept", "challenger_flagged"}
+    sizes = {(line["tasks"], line["runs"]) for line in lines if line["what"] == "family_false_keep"}
+    assert sizes == {(12, 4), (40, 4), (80, 2)}
+    assert {line["test"] for line in lines if line.get("default")} == {"stratified"}
     assert {line.get("holdout_tasks") for line in lines} >= {40, 80, 400}

@@ -1,4 +1,4 @@
-"""The statistics: Wilson, Newcombe, the paired sign-flip test, the rules around them."""
+"""The statistics: Wilson, Newcombe, the exact tests within each task, the rules around them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from improver.decide.stats import (
     compare_paired,
     newcombe_interval,
     passes,
-    sign_flip_pvalues,
     thompson_draws,
     thompson_pick,
     wilson_interval,
@@ -138,131 +137,124 @@ def test_a_level_outside_zero_and_one_is_refused(level) -> None:
 
 
 def test_an_unknown_test_is_refused() -> None:
-    with pytest.raises(ImproverError, match="no test named 'welch': use one of newcombe, paired"):
+    with pytest.raises(ImproverError, match="no test named 'welch': use one of stratified, newcombe, paired"):
         compare("welch", tallies((1, 1)), tallies((1, 1)), 0.05)
 
 
-# -- the paired test --------------------------------------------------------------------------
+# -- the exact tests within each task ------------------------------------------------------
 
 
-def enumerated_pvalue(differences: list[Fraction], shift: Fraction = Fraction(0)) -> Fraction:
-    """P(sum of randomly signed |d - shift| >= sum of (d - shift)), over all 2^m flips."""
-    centred = [d - shift for d in differences]
-    observed = sum(centred)
-    flips = list(itertools.product((1, -1), repeat=len(centred)))
-    hits = sum(1 for signs in flips if sum(s * abs(c) for s, c in zip(signs, centred, strict=False)) >= observed)
-    return Fraction(hits, len(flips))
+def enumerated_pvalue(change: list[Tally], current: list[Tally], weigh) -> Fraction:
+    """P(weighted change passes >= observed), every way each task's passes could split
+    between the arms given how many passed, enumerated and weighed by its chance."""
+    from math import comb
+
+    terms = []
+    for c, a in zip(change, current, strict=True):
+        total, runs = c.passed + a.passed, c.runs + a.runs
+        w = weigh(c, a)
+        splits = [
+            (k, Fraction(comb(total, k) * comb(runs - total, c.runs - k), comb(runs, c.runs)))
+            for k in range(c.runs + 1)
+        ]
+        terms.append([(w * k, chance) for k, chance in splits if chance])
+    observed = sum(weigh(c, a) * c.passed for c, a in zip(change, current, strict=True))
+    hits = Fraction(0)
+    for combo in itertools.product(*terms):
+        if sum(v for v, _ in combo) >= observed:
+            chance = Fraction(1)
+            for _, c in combo:
+                chance *= c
+            hits += chance
+    return hits
 
 
-def exact(bound: float) -> Fraction:
-    """The subset mean a float bound stands for (its denominator divides 12 x tasks)."""
-    return Fraction(bound).limit_denominator(1000)
+def paired_weight(lcm: int):
+    """The paired statistic's weight, on the scale of the run counts' least common multiple."""
+    return lambda c, a: lcm // c.runs + lcm // a.runs
 
 
-def test_sign_flip_pvalue_by_hand() -> None:
-    # Three tasks each better by one run: only "all three positive" reaches +3, so 1/8.
-    assert sign_flip_pvalues([1, 1, 1])[0] == pytest.approx(1 / 8, abs=1e-15)
-    # +2, +1, -1 sums to 2; of the eight signings, 2+1+1, 2+1-1 and 2-1+1 reach 2: 3/8.
-    assert sign_flip_pvalues([2, 1, -1])[0] == pytest.approx(3 / 8, abs=1e-15)
-    # Tasks that came out the same carry no evidence: the p-value ignores them.
-    assert sign_flip_pvalues([[2, 1, -1, 0, 0]])[0] == pytest.approx(3 / 8, abs=1e-15)
-    assert sign_flip_pvalues([[0, 0, 0], [-1, -1, -1]]).tolist() == [1.0, 1.0]
+def spread_weight(c: Tally, a: Tally) -> int:
+    return int(stats.stratified_weights(c.passed + a.passed, c.runs + a.runs))
 
 
-def test_sign_flip_pvalue_equals_full_enumeration() -> None:
+def test_the_stratified_pvalue_by_hand() -> None:
+    # One task, 4 runs of the change (all passed) against 16 of the agent (none): of the
+    # C(20, 4) ways the 4 passes could fall, one puts all on the change.
+    assert stats.stratified_pvalues([[4]], [[4]], [[0]], [[16]])[0] == pytest.approx(1 / 4845, rel=1e-9)
+    # Tasks every run of which came out the same carry no evidence.
+    assert stats.stratified_pvalues([[4, 0]], [[4, 4]], [[16, 0]], [[16, 16]]).tolist() == [1.0]
+    # Weights: a task passed half the time weighs 4, one passed in 1 of 20 runs 8.
+    assert stats.stratified_weights(10, 20) == 4 and stats.stratified_weights(1, 20) == 8
+
+
+@pytest.mark.parametrize("test, weigh", [("stratified", spread_weight), ("paired", None)])
+def test_the_exact_pvalues_equal_full_enumeration(test: str, weigh) -> None:
     rng = np.random.default_rng(7)
-    rows = [rng.integers(-4, 5, size=int(rng.integers(1, 11))) for _ in range(200)]
-    for row in rows:
-        expected = enumerated_pvalue([Fraction(int(v)) for v in row])
-        assert sign_flip_pvalues(row)[0] == pytest.approx(float(expected), abs=1e-12), row
-    # Rows decided together get the same answers as one by one.
-    table = np.array([r[:3] for r in rows if len(r) >= 3])
-    assert sign_flip_pvalues(table).tolist() == pytest.approx([sign_flip_pvalues(r)[0] for r in table])
+    for _ in range(60):
+        m = int(rng.integers(1, 6))
+        runs = [(int(rng.integers(1, 4)), int(rng.integers(1, 7))) for _ in range(m)]
+        change = [Tally(int(rng.integers(0, cn + 1)), cn) for cn, _ in runs]
+        current = [Tally(int(rng.integers(0, an + 1)), an) for _, an in runs]
+        expected = enumerated_pvalue(change, current, weigh or paired_weight(int(np.lcm.reduce(np.ravel(runs)))))
+        got = stats.stratified_pvalues(
+            [[t.passed for t in change]],
+            [[t.runs for t in change]],
+            [[t.passed for t in current]],
+            [[t.runs for t in current]],
+            test,
+        )[0]
+        assert got == pytest.approx(float(expected), abs=1e-12), (change, current)
 
 
-def test_paired_interval_is_the_inverted_test() -> None:
-    # Four runs per task; the interval's ends are the shifts where the test turns.
+def test_rows_decided_together_get_the_answers_they_get_alone() -> None:
+    rng = np.random.default_rng(3)
+    p = rng.beta(0.5, 0.5, size=(50, 30))
+    cp, ap = rng.binomial(4, np.minimum(p + 0.1, 1)), rng.binomial(16, p)
+    together = stats.stratified_pvalues(cp, 4, ap, 16)
+    assert together.tolist() == pytest.approx(
+        [stats.stratified_pvalues(cp[i], 4, ap[i], 16)[0] for i in range(50)], abs=1e-12
+    )
+
+
+@pytest.mark.parametrize("test", ["stratified", "paired"])
+def test_the_exact_tests_hold_their_level_on_changes_no_better(test: str) -> None:
+    # 40,000 null comparisons on tasks mostly passed, 2 runs of the change against 8 of
+    # the agent: where the sign-flip test kept 1.5% at a one-sided 1.25%.
     rng = np.random.default_rng(11)
-    for _ in range(40):
-        m = int(rng.integers(6, 10))
-        current = [int(x) for x in rng.integers(0, 5, size=m)]
-        change = [int(min(4, max(0, x + rng.integers(-1, 3)))) for x in current]
-        result = compare_paired(tallies(*[(c, 4) for c in change]), tallies(*[(c, 4) for c in current]), 0.05)
-        differences = [Fraction(a - b, 4) for a, b in zip(change, current, strict=False)]
-        tiny = Fraction(1, 10**9)
-        low, high = exact(result.low), exact(result.high)
-        assert enumerated_pvalue(differences, low) > Fraction(1, 40)
-        assert enumerated_pvalue(differences, low - tiny) <= Fraction(1, 40)
-        assert enumerated_pvalue([-d for d in differences], -high) > Fraction(1, 40)
-        assert enumerated_pvalue([-d for d in differences], -high - tiny) <= Fraction(1, 40)
+    p = rng.beta(4, 1, size=(40_000, 40))
+    kept = stats.stratified_pvalues(rng.binomial(2, p), 2, rng.binomial(8, p), 8, test) <= 0.0125
+    assert kept.mean() < 0.0125 + 3 * np.sqrt(0.0125 * 0.9875 / 40_000)
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.integers(1, 4).flatmap(
-        lambda runs: st.lists(st.tuples(st.integers(0, runs), st.integers(0, runs)), min_size=1, max_size=30).map(
-            lambda pairs: (runs, pairs)
-        )
-    ),
-    st.sampled_from(LEVELS),
-)
-def test_paired_decision_is_interval_above_zero_is_pvalue_at_most_half_the_level(case, level: float) -> None:
-    runs, pairs = case
-    change = tallies(*[(a, runs) for a, _ in pairs])
-    current = tallies(*[(b, runs) for _, b in pairs])
-    result = compare_paired(change, current, level)
-    pvalue = sign_flip_pvalues([a - b for a, b in pairs])[0]
-    assert result.better == (pvalue <= level / 2)
-    assert -1 <= result.low <= result.high <= 1
+def test_a_comparison_by_an_exact_test_says_its_p_beside_the_level() -> None:
+    five = compare("paired", tallies(*[(4, 4)] * 2), tallies(*[(0, 4)] * 2), 0.05)
+    assert five.better and five.low is None and five.p == pytest.approx((1 / 70) ** 2)
+    assert five.describe() == "8/8 against 0/8 (paired test, one-sided p 0.0002 against 0.025, +100% a task)"
+    no = compare("stratified", tallies((3, 4), (2, 4)), tallies((2, 4), (2, 4)), 0.05)
+    assert not no.better and "(stratified test, one-sided p 0." in no.describe() and "+12% a task" in no.describe()
 
 
-def test_paired_needs_enough_tasks_to_say_anything() -> None:
-    # Five tasks all better: 1/32 > 2.5%, so even this is not beyond chance at 95%.
-    five = compare_paired(tallies(*[(4, 4)] * 5), tallies(*[(0, 4)] * 5), 0.05)
-    assert not five.better and (five.low, five.high) == (-1.0, 1.0)
-    six = compare_paired(tallies(*[(4, 4)] * 6), tallies(*[(0, 4)] * 6), 0.05)
-    assert six.better and six.low > 0
-    assert six.describe() == "24/24 against 0/24 (paired test, 95% interval +100% to +100%)"
+def test_a_p_value_is_printed_with_the_digits_that_put_it_on_its_side_of_the_level() -> None:
+    assert stats.p_text(0.01249, 0.0125) == "0.012"
+    assert stats.p_text(0.0125, 0.0125) == "0.0125"  # two digits would read 0.013, above the level
+    assert stats.p_text(0.01251, 0.0125) == "0.013"
+    assert stats.p_text(0.012504, 0.01251) == "0.0125"  # not 0.013
+    assert stats.p_text(0.3, 0.0125) == "0.3"
 
 
 def test_paired_with_tasks_run_different_numbers_of_times() -> None:
-    # A run that errored is not scored, so arms may hold 3 or 4 runs of a task.
+    # A run that errored is not scored, so arms may hold 2, 3 or 4 runs of a task.
     change = tallies((3, 3), (4, 4), (2, 3), (4, 4), (3, 4), (2, 2), (3, 3))
     current = tallies((1, 4), (2, 4), (0, 3), (1, 3), (2, 4), (0, 2), (1, 4))
-    differences = [
-        Fraction(a.passed, a.runs) - Fraction(b.passed, b.runs)
-        for a, b in zip(change.values(), current.values(), strict=False)
-    ]
     result = compare_paired(change, current, 0.05)
-    assert result.better == (enumerated_pvalue(differences) <= Fraction(1, 40))
-    assert enumerated_pvalue(differences, exact(result.low)) > Fraction(1, 40)
-    assert result.describe().startswith("21/23 against 7/24 (paired test, 95% interval")
-
-
-@pytest.mark.slow
-def test_paired_on_many_tasks_is_sampled_repeatably_and_agrees_with_the_exact_test() -> None:
-    rng = np.random.default_rng(3)
-    current = [int(x) for x in rng.integers(0, 5, size=1000)]
-    change = [int(min(4, max(0, x + rng.integers(-2, 3) + (rng.random() < 0.08)))) for x in current]
-    arms = tallies(*[(c, 4) for c in change]), tallies(*[(c, 4) for c in current])
-    first = compare_paired(*arms, 0.05)
-    assert first == compare_paired(*arms, 0.05)
-    exact = sign_flip_pvalues(np.array(change) - np.array(current))[0]
-    assert first.better == (exact <= 0.025)
-    mean = (sum(change) - sum(current)) / 4000
-    assert first.low < mean < first.high
-
-
-def test_sampled_interval_is_close_to_the_exact_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = np.random.default_rng(5)
-    current = [int(x) for x in rng.integers(0, 5, size=120)]
-    change = [int(min(4, max(0, x + rng.integers(-1, 3)))) for x in current]
-    arms = tallies(*[(c, 4) for c in change]), tallies(*[(c, 4) for c in current])
-    exact = compare_paired(*arms, 0.05)
-    monkeypatch.setattr(stats, "EXACT_WORK", 0)
-    sampled = compare_paired(*arms, 0.05)
-    assert sampled.low == pytest.approx(exact.low, abs=0.01)
-    assert sampled.high == pytest.approx(exact.high, abs=0.01)
+    lcm = 12
+    expected = enumerated_pvalue(
+        list(change.values()), list(current.values()), lambda c, a: lcm // c.runs + lcm // a.runs
+    )
+    assert result.p == pytest.approx(float(expected), abs=1e-12)
+    assert result.better == (expected <= Fraction(1, 40))
+    assert result.describe().startswith("21/23 against 7/24 (paired test, one-sided p ")
 
 
 # -- Thompson sampling ------------------------------------------------------------------------

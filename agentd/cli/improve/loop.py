@@ -25,7 +25,17 @@ from agentd.cli.options import (
     progress,
 )
 from agentd.errors import WrongValue
-from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Settings, improver_summary, summary
+from improver import (
+    DEFAULT_TEST,
+    TESTS,
+    Event,
+    ImproverError,
+    Interrupted,
+    SealRequest,
+    Settings,
+    improver_summary,
+    summary,
+)
 
 
 @click.command("seal")
@@ -67,9 +77,10 @@ from improver import TESTS, Event, ImproverError, Interrupted, SealRequest, Sett
 @click.option(
     "--test",
     type=click.Choice(TESTS),
-    default="newcombe",
+    default=DEFAULT_TEST,
     show_default=True,
-    help="The test changes are held to: pooled Newcombe, or the task-paired sign-flip test.",
+    help="The test changes are held to: exact within each task (stratified), pooled Newcombe, or the task-paired "
+    "sign-flip test.",
 )
 @click.option("--wallet", help="Publish the seal's digests on the ledger (agent.seal/v1) with this wallet.")
 @json_option
@@ -100,7 +111,6 @@ def seal(
     if sealed_file is not None and seed is not None:
         raise click.UsageError("--seed draws a split; --sealed gives one: give either")
     sealed = seal_tasks(app.home, profile, tasks_file, request, wallet, sealed_file)
-    _warn_if_powerless(sealed)
     if as_json:
         emit_json(_seal_json(sealed))
         return
@@ -143,16 +153,6 @@ def _seal_json(sealed: Sealed) -> dict[str, Any]:
         "pulse": sealed.pulse,
         "kept_shown": sealed.shown,
     }
-
-
-def _warn_if_powerless(sealed: Sealed) -> None:
-    """An exact sign-flip test on n tasks cannot go below 2^-n: say when that is too coarse."""
-    t = sealed.seal.terms
-    if t.test == "paired" and 0.5**t.sealed_tasks > t.level / 2:
-        progress(
-            f"agentd: warning: with {t.sealed_tasks} sealed tasks the paired test can never confirm a change at level "
-            f"{t.level:.4g}; seal more tasks, allow fewer confirmations, or use --test newcombe"
-        )
 
 
 @click.command("run")
