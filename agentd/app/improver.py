@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, record_change
@@ -25,7 +26,9 @@ from agentd.profiles import Profile, check_name, list_profiles, load_profile
 from agentd.providers import make_model
 from agentd.wallets import load_wallet
 from improver import (
+    REPLICATIONS,
     SETTINGS_FILE,
+    BudgetTooSmall,
     Event,
     ImproverError,
     Lineage,
@@ -53,6 +56,8 @@ class ImproverRequest:
     apply: bool = False
     wallet: str | None = None
     seed: int | None = None
+    replications: int = REPLICATIONS  # of each problem's grading loop, for each improver compared
+    max_tokens: int | None = None  # grading loops, trials and proposals together
 
 
 def profile_here(home: Home, name: str) -> Profile:
@@ -85,8 +90,8 @@ def improve_improver(
     `proposer` stands in for the model the request names; `progress` hears the lines of
     each loop that grades an improver."""
     profile = profile_here(home, name)
-    if min(request.runs, request.rounds, request.loop_rounds, request.confirmations) < 1:
-        raise WrongValue("--runs, --rounds, --loop-rounds and --confirmations must be at least 1")
+    if min(request.runs, request.rounds, request.loop_rounds, request.confirmations, request.replications) < 1:
+        raise WrongValue("--runs, --rounds, --loop-rounds, --confirmations and --replications must be at least 1")
     try:
         problems = [load_problem(p, name) for p in request.problems]
         held_out = [load_problem(p, name) for p in request.held_out]
@@ -103,7 +108,7 @@ def improve_improver(
         def apply(settings: Settings, step: str) -> None:
             make_improver_current(load_profile(home, name), settings, step)
 
-        loop = MetaLoop(
+        loop = _metaloop(
             profile=name,
             improver=improver,
             agent_variant=variant_of(profile),
@@ -117,6 +122,8 @@ def improve_improver(
             runs=request.runs,
             loop_rounds=request.loop_rounds,
             confirmations=request.confirmations,
+            replications=request.replications,
+            max_tokens=request.max_tokens,
             limits=profile.limits,
             publish=publisher(ledger, signer),
             apply=apply if request.apply else None,
@@ -127,6 +134,14 @@ def improve_improver(
         )
         asyncio.run(run_with_signals(loop, request.rounds))
         return loop.stopped
+
+
+def _metaloop(**given: Any) -> MetaLoop:
+    """The meta-loop, or a wrong value (exit 2) when --max-tokens is less than one run may cost."""
+    try:
+        return MetaLoop(**given)
+    except BudgetTooSmall as exc:
+        raise WrongValue(str(exc)) from None
 
 
 def make_improver_current(profile: Profile, settings: Settings, step: str) -> None:

@@ -2,14 +2,19 @@
 those held out, kept.
 
 A change is turned down before it is graded when it was tried already or is the improver
-as it is. Graded on the problems given (improver.meta.grading), it goes on when the
-agent ends better with it beyond chance at the screening level, losing no held task; it is
-kept when it does so again on the problems held out, at the level their confirmations
-allow (a confirmation spent, counted across runs in the lineage). The decisions are
-improver.decide.decision's, with fresh runs on contested tasks as the lesson loop's
-(improver.loop.contests). Every decision is a line in the improver lineage
-(improver.loop.record); a kept improver published with a wallet is an
-`agent.improver/v1` claim.
+as it is. Otherwise it and the improver as it is are graded afresh on the same
+replications of each problem's grading loop (improver.meta.grading), and each problem
+counts as the replications whose loop left the agent better than it was
+(improver.meta.replications: why the replication is the unit). It goes on when its
+replications did so more often beyond chance at the screening level, on no problem
+falling behind, and is kept when they do so again on the problems held out, at the
+level their confirmations allow: a confirmation spent, counted across runs in the
+lineage for the set of held-out problems and for each of their tasks
+(improver.meta.spending). The decisions are improver.decide.decision's, with fresh
+replications of the change's loop on contested problems as the lesson loop has fresh
+runs on contested tasks (improver.loop.contests). Every decision is a line in the
+improver lineage (improver.loop.record), naming the replications' seeds; a kept
+improver published with a wallet is an `agent.improver/v1` claim.
 """
 
 from __future__ import annotations
@@ -21,16 +26,17 @@ from typing import Any
 from improver.base.digests import digest
 from improver.base.errors import ImproverError
 from improver.decide import levels
-from improver.decide.decision import CHOOSE, SEALED, Decision, Outcome, Rule
+from improver.decide.decision import CHOOSE, SEALED, Decision, Outcome
 from improver.decide.stats import Comparison, Tally
-from improver.loop.contests import with_fresh_runs
 from improver.loop.keeping import Publish
-from improver.loop.lineage import Lineage, chosen_counts, comparison_json
+from improver.loop.lineage import chosen_counts, comparison_json
 from improver.loop.record import Record, how_it_went
-from improver.loop.running import Stop, Trials
-from improver.meta.grading import Grades
-from improver.meta.problems import Graded, Problem, held_digest
+from improver.loop.running import Trials
+from improver.meta.grading import Grades, Replicated
+from improver.meta.problems import Problem, held_digest, held_tasks
 from improver.meta.proposing import Proposed
+from improver.meta.replications import judged, part_rule
+from improver.meta.spending import Spent
 from improver.seals.claims import IMPROVER
 from improver.seals.settings import Settings, describe_change
 
@@ -55,7 +61,9 @@ class ImproverJudge:
 
     def __post_init__(self) -> None:
         self.held = held_digest(self.held_out)  # what names the held-out problems
+        self.held_tasks = held_tasks(self.held_out)  # and what they hold, task by task
         self.kept_by: dict[str, str] = {}  # improver id -> the step that kept it, in this run
+        self.shown: dict[str, Replicated] = {}  # improver id -> its latest grades on the problems given
         lines = [line for _, line in self.record.lineage.lines()]
         self.tried = {line["improver"] for line in lines if line.get("improver")}
         self.history = [(line["change"], line["went"]) for line in lines if line.get("went")]  # as the improver is told
@@ -65,9 +73,15 @@ class ImproverJudge:
                 f"these held-out problems were given with --confirmations {allowed.pop()} before: their level is fixed "
                 "by it, so give the same, or fresh held-out problems"
             )
+        self.spent().check_new()
         self.follows = next(
             (line["claim"] for line in reversed(lines) if line["decision"] == "kept" and line.get("claim")), None
         )
+
+    def spent(self) -> Spent:
+        """What the held-out problems, and each of their tasks, have spent so far."""
+        lines = tuple(line for _, line in self.record.lineage.lines())
+        return Spent(self.held, self.held_tasks, self.confirmations, lines)
 
     async def consider(self, proposal: Proposed, proposer: Settings, current: Settings) -> Settings:
         """Judges `proposal`, made by `proposer`, against `current` (the improver as it is);
@@ -86,38 +100,52 @@ class ImproverJudge:
         if why:
             self._decide("turned down", f"turned down: {label}: {why}", label, change, reason=why)
             return current
-        mine = await self.grades.of(change, self.problems)
-        theirs = await self.grades.as_it_is(current, self.problems)
-        said = await self._decided(Rule.for_part(CHOOSE, self.test, self.confirmations, self.runs), mine, theirs)
+        # Named by both improvers: no other comparison draws these replications.
+        comparison = digest({"change": change.id, "current": current.id})[:16]
+        mine, theirs = await self.grades.compared(change, current, self.problems, f"{comparison}/{CHOOSE}")
+        self.shown[current.id] = theirs
+        said = await self._decided(CHOOSE, mine, theirs, comparison)
+        graded = {"comparison": comparison, "replications": self.grades.replications, "seeds": {CHOOSE: mine.seeds()}}
         if said.outcome is Outcome.NOT_JUDGED:
-            self._not_judged(label, change, said)
+            self._not_judged(label, change, said, **graded)
             return current
         screen = said.comparison
         assert screen is not None
         if said.outcome is not Outcome.GOES_ON:
             self._decide(
                 "tried",
-                f"tried {label}: the agent ended at {screen.describe()} on the problems to choose on: {_verdict(said)}",
+                f"tried {label}: the agent ended {_above(screen)} on the problems to choose on: {_verdict(said)}",
                 label,
                 change,
                 choose=comparison_json(screen),
                 lost=list(said.lost),
+                **graded,
             )
             return current
-        return await self._confirm(change, label, screen, proposer, current)
+        return await self._confirm(change, label, (screen, mine), proposer, current, graded)
 
     async def _confirm(
-        self, change: Settings, label: str, screen: Comparison, proposer: Settings, current: Settings
+        self,
+        change: Settings,
+        label: str,
+        screened: tuple[Comparison, Replicated],
+        proposer: Settings,
+        current: Settings,
+        graded: dict[str, Any],
     ) -> Settings:
-        number = spent(self.record.lineage, self.held) + 1
-        if number > self.confirmations:
-            raise Stop(
-                f"the held-out problems have spent their {self.confirmations} confirmations: give fresh held-out problems"
-            )
-        mine = await self.grades.of(change, self.held_out)
-        theirs = await self.grades.as_it_is(current, self.held_out)
-        said = await self._decided(Rule.for_part(SEALED, self.test, self.confirmations, self.runs), mine, theirs)
-        counted = {"confirmation": number, "confirmations": self.confirmations, "held_out_digest": self.held}
+        screen, mine_given = screened
+        number = self.spent().next_number()
+        comparison = graded["comparison"]
+        mine, theirs = await self.grades.compared(change, current, self.held_out, f"{comparison}/{SEALED}")
+        said = await self._decided(SEALED, mine, theirs, comparison)
+        graded = {**graded, "seeds": {**graded["seeds"], SEALED: mine.seeds()}}
+        counted = {
+            "confirmation": number,
+            "confirmations": self.confirmations,
+            "held_out_digest": self.held,
+            "held_out_tasks": sorted(self.held_tasks),
+            **graded,
+        }
         if said.outcome is Outcome.NOT_JUDGED:
             self._not_judged(label, change, said, **counted)
             return current
@@ -126,8 +154,9 @@ class ImproverJudge:
         if said.outcome is not Outcome.KEPT:
             self._decide(
                 "not confirmed",
-                f"tried {label}: the agent ended at {screen.describe()} on the problems to choose on, but at "
-                f"{held.describe()} on those held out: {_verdict(said)} (confirmation {number} of {self.confirmations} spent)",
+                f"tried {label}: the agent ended {_above(screen)} on the problems to choose on, but in "
+                f"{held.describe()} of them on those held out: {_verdict(said)} (confirmation {number} of "
+                f"{self.confirmations} spent)",
                 label,
                 change,
                 choose=comparison_json(screen),
@@ -136,7 +165,8 @@ class ImproverJudge:
                 **counted,
             )
             return current
-        self._keep(change, label, (screen, held), number, proposer, current)
+        self.shown[change.id] = mine_given
+        self._keep(change, label, (screen, held), number, proposer, current, counted)
         return change
 
     def _keep(
@@ -147,9 +177,11 @@ class ImproverJudge:
         number: int,
         proposer: Settings,
         current: Settings,
+        counted: dict[str, Any],
     ) -> None:
         """Keeps `change` (its comparisons on the problems given and held out), replacing
-        `current`: the proposer, unless this round kept another first."""
+        `current`: the proposer, unless this round kept another first. `counted` is what its
+        line holds beside its claim: the confirmation's tasks, the replications' seeds."""
         screen, held = compared
         step = digest({"improver": change.id, "held_out": self.held, "confirmation": number})[:16]
         body = self._body(change, label, compared, number, step, current)
@@ -157,11 +189,12 @@ class ImproverJudge:
         parent_step = self.kept_by.get(proposer.id)
         self._decide(
             "kept",
-            f"kept {label}: with it the agent ended at {screen.describe()} on the problems to choose on, and at "
-            f"{held.describe()} on the problems held out (confirmation {number} of {self.confirmations}), as step {step}",
+            f"kept {label}: with it the agent ended {_above(screen)} on the problems to choose on, and in "
+            f"{held.describe()} of them on the problems held out (confirmation {number} of {self.confirmations}), as "
+            f"step {step}",
             label,
             change,
-            **body,
+            **{**counted, **body},  # the same confirmation, counted as its claim says it
             claim=claim,
             pulse=pulse,
             proposed_by=proposer.id,
@@ -212,6 +245,7 @@ class ImproverJudge:
                 self.confirmations
             ),  # one-sided; the intervals are two-sided at twice it
             "test": self.test,
+            "replications": self.grades.replications,  # a problem's, for each improver: the unit compared
         }
 
     def _not_judged(self, label: str, change: Settings, said: Decision, **data: Any) -> None:
@@ -225,23 +259,20 @@ class ImproverJudge:
             **data,
         )
 
-    async def _decided(self, rule: Rule, mine: list[Graded], current: list[Graded]) -> Decision:
-        """The decision on one part, over every problem's held tasks, with fresh runs of what
-        the change's loops kept on the contested tasks, one task at a time."""
-        tasks = {f"{i}/{t.name}": (g, t) for i, g in enumerate(mine) for t in g.problem.held.tasks}
-        ours = {f"{i}/{n}": tally for i, g in enumerate(mine) for n, tally in g.after.items()}
-        theirs = {f"{i}/{n}": tally for i, g in enumerate(current) for n, tally in g.after.items()}
+    async def _decided(self, part: str, mine: Replicated, theirs: Replicated, comparison: str) -> Decision:
+        """The decision on one part, each problem its replications, with fresh replications
+        of the change's loop on a contested problem (improver.meta.replications)."""
+        names = [p.name for p in mine.problems]
+        drawn = dict.fromkeys(names, self.grades.replications)  # the change's replications so far, per problem
 
-        async def fresh(more: dict[str, int]) -> dict[str, Tally]:
-            got = {}
-            for key, runs in more.items():
-                graded, task = tasks[key]
-                tally = (await self.trials.trial(graded.kept, [task], runs)).tallies().get(task.name)
-                if tally is not None:  # every fresh run errored: settled if it keeps on
-                    got[key] = tally
-            return got
+        async def more(name: str, count: int) -> list[dict[str, Tally]]:
+            problem = mine.problems[names.index(name)]
+            graded = await self.grades.more(mine.improver, problem, f"{comparison}/{part}", drawn[name], count)
+            drawn[name] += count
+            return [g.after for g in graded]
 
-        return await with_fresh_runs(rule, tuple(tasks), ours, theirs, fresh)
+        rule = part_rule(part, self.test, self.confirmations, self.grades.replications)
+        return await judged(rule, names, mine.afters(), theirs.afters(), more)
 
     def _decide(self, name: str, text: str, label: str, change: Settings | None, /, **data: Any) -> None:
         went = _went(name, data)
@@ -252,15 +283,18 @@ class ImproverJudge:
         self.record.decision(name, text, line)
 
 
-def spent(lineage: Lineage, held: str) -> int:
-    """The confirmations spent on the held-out problems named `held`, by every run so far."""
-    lines = lineage.lines()
-    return max((line.get("confirmation", 0) for _, line in lines if line.get("held_out_digest") == held), default=0)
+def _above(c: Comparison) -> str:
+    """E.g. "above the mean of both improvers' grading loops in 12/12 against 0/12 (stratified test, ...) of them":
+    how often a replication of each left the agent passing more held runs than the two's replications on average."""
+    return f"above the mean of both improvers' grading loops in {c.describe()} of them"
 
 
 def _verdict(said: Decision) -> str:
     if said.outcome is Outcome.LOSES_TASKS:
-        return f"the agent loses {', '.join(said.lost)}, which it passed with the improver as it is"
+        return (
+            f"its loops leave the agent above the mean less often on {', '.join(said.lost)}, where the improver "
+            "as it is mostly left it above"
+        )
     return "not better beyond chance"
 
 

@@ -18,7 +18,7 @@ from improver.base.errors import ImproverError
 from improver.base.variant import Variant
 from improver.decide.stats import Tally
 from improver.loop.gates import SealedText
-from improver.tasks.task import TaskSet, load_tasks
+from improver.tasks.task import Task, TaskSet, load_tasks
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,11 @@ class Problem:
     @property
     def digest(self) -> str:
         return digest({"train": self.train.digest, "held": self.held.digest})
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """Its TRAIN tasks and its HELD tasks."""
+        return (*self.train.tasks, *self.held.tasks)
 
 
 def load_problem(spec: str, profile: str) -> Problem:
@@ -68,11 +73,14 @@ def _taskset(path: Path, spec: str, profile: str) -> TaskSet:
 
 
 def check_problems(problems: Sequence[Problem], held_out: Sequence[Problem]) -> None:
-    """At least one problem to choose on; none held out that is also one to choose on."""
+    """At least one problem to choose on; each problem given once; none held out that is
+    also one to choose on, or shares a task with one."""
     if not problems:
         raise ImproverError("give at least one --problem TRAIN,HELD to grade improvers on")
     if not held_out:
         raise ImproverError("give at least one --held-out-problem TRAIN,HELD to confirm a kept improver on")
+    _once(problems, "--problem")
+    _once(held_out, "--held-out-problem")
     given = {p.digest: p.name for p in problems}
     again = next((p for p in held_out if p.digest in given), None)
     if again:
@@ -90,6 +98,18 @@ def check_problems(problems: Sequence[Problem], held_out: Sequence[Problem]) -> 
             )
 
 
+def _once(problems: Sequence[Problem], option: str) -> None:
+    """Each problem given once, by its digest: a problem named twice would count each of
+    its tasks twice (and, held out, be a fresh set of held-out problems to spend on)."""
+    seen: dict[str, str] = {}
+    for problem in problems:
+        first = seen.get(problem.digest)
+        if first is not None:
+            same = "" if first == problem.name else f" (the same tasks as {option} {first})"
+            raise ImproverError(f"{option} {problem.name} is given twice{same}: give each problem once")
+        seen[problem.digest] = problem.name
+
+
 def held_texts(problems: Sequence[Problem], held_out: Sequence[Problem]) -> list[tuple[Problem, SealedText]]:
     """Each held-out problem's words, to hold proposals against: only those no task of the
     problems given holds too (the proposer is shown those, so it may repeat them)."""
@@ -102,6 +122,13 @@ def held_digest(held_out: Sequence[Problem]) -> str:
     return digest(sorted(p.digest for p in held_out))
 
 
+def held_tasks(held_out: Sequence[Problem]) -> dict[str, str]:
+    """Every task of the held-out problems, TRAIN and HELD (both go into a confirmation: the
+    loop chooses on the one, the agent is measured on the other), by its content key: what
+    identical tasks share, however named and wherever they come from -> a name to say."""
+    return {t.content_key: f"{t.name} of {p.name}" for p in held_out for t in p.tasks}
+
+
 @dataclass(frozen=True)
 class Graded:
     """The agent on one problem's held tasks, before and after an improver's loop."""
@@ -111,3 +138,4 @@ class Graded:
     after: dict[str, Tally]
     kept: Variant  # what the loop kept: the agent as changed, or as it was
     wrong: dict[str, list[str]]  # per held task failed: what went wrong
+    seed: str = ""  # the replication of the grading loop (improver.meta.replications)

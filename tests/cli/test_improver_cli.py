@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from agentd.app.demo import PROFILE
 from agentd.home import Home
 from improver.seals.settings import INSTRUCTIONS
+from improver.tasks.task import load_tasks
 from tests.fakeservers import ModelServer
 
 PROPOSER = "script:models/improver.toml"
@@ -67,15 +69,17 @@ def test_the_readme_run_keeps_one_lesson_per_failure_applies_it_and_turns_down_t
     lines = r.out.splitlines()
     first = lines[0]
     assert first.startswith("the improver as it is (") and first.endswith(
-        "on the problems to choose on the agent passed 16/32 held-out runs before its changes and 16/32 after"
+        "on the problems to choose on the agent passed 64/128 held-out runs before its changes and 384/768 after, "
+        "over 12 grading loops"
     )
     default = first.split("(")[1].split(")")[0]
     assert lines[1] == f"round 1: the improver {default} proposed 1 change to itself"
     kept = lines[2]
     assert kept.startswith(
-        f'kept its instructions, adding "{SENTENCE}": with it the agent ended at 32/32 against 16/32 ('
+        f'kept its instructions, adding "{SENTENCE}": with it the agent ended above the mean of both improvers\' '
+        "grading loops in 12/12 against 0/12 (stratified test, "
     )
-    assert "on the problems to choose on, and at 16/16 against 8/16 (newcombe test, 97.5% interval" in kept
+    assert "of them on the problems to choose on, and in 6/6 against 0/6 (stratified test, one-sided p 0.0011" in kept
     assert "on the problems held out (confirmation 1 of 4), as step " in kept
     step = kept.rsplit(" ", 1)[1]
     assert lines[3].startswith("published as claim ")
@@ -93,10 +97,10 @@ def test_the_readme_run_keeps_one_lesson_per_failure_applies_it_and_turns_down_t
     listed = agentd("lineage", PROFILE)
     assert listed.code == 0, listed.err
     assert (
-        f'improver {lines[5].split()[4]}, step {step}: its instructions, adding "{SENTENCE}" — 32/32 against 16/32 on the '
+        f'improver {lines[5].split()[4]}, step {step}: its instructions, adding "{SENTENCE}" — 12/12 against 0/12 on the '
         in listed.out
     )
-    assert "16/16 against 8/16 on those held out (confirmation 1 of 4); claim " in listed.out
+    assert "6/6 against 0/6 on those held out (confirmation 1 of 4); claim " in listed.out
     assert [line["step"] for line in json.loads(agentd("lineage", PROFILE, "--json").out)["improvers"]] == [step]
     check = agentd("lineage", PROFILE, "--check")
     assert check.code == 0, check.err
@@ -183,6 +187,22 @@ def bad_inputs(home: Home, given: dict[str, str]) -> dict[str, tuple[list[str], 
             "is also a --problem",
         ),
         "no problem": ([f"--held-out-problem={given['p2']}"], "--problem is missing"),
+        "a problem twice": (
+            [f"--problem={given['p0']}", f"--problem={given['p0']}", f"--held-out-problem={given['p2']}"],
+            f"--problem {given['p0']} is given twice: give each problem once",
+        ),
+        "a held-out problem twice": (
+            [f"--problem={given['p0']}", f"--held-out-problem={given['p2']}", f"--held-out-problem={given['p2']}"],
+            f"--held-out-problem {given['p2']} is given twice: give each problem once",
+        ),
+        "a problem twice by another name": (
+            [
+                f"--problem={given['p0']}",
+                f"--problem={given['p0'].replace('/problems/', '/problems/../problems/')}",
+                *rest[1:],
+            ],
+            f"is given twice (the same tasks as --problem {given['p0']}): give each problem once",
+        ),
         "held out shares a task": (
             [f"--problem={given['p0']}", f"--held-out-problem={given['p2'].split(',')[0]},{given['p0'].split(',')[1]}"],
             "held-out problems must hold tasks the improvers were not chosen on",
@@ -201,6 +221,9 @@ def bad_inputs(home: Home, given: dict[str, str]) -> dict[str, tuple[list[str], 
         "held out is a problem",
         "no problem",
         "held out shares a task",
+        "a problem twice",
+        "a held-out problem twice",
+        "a problem twice by another name",
     ],
 )
 def test_bad_problems_are_refused_in_one_line_with_exit_2_and_nothing_written(
@@ -234,8 +257,44 @@ def test_json_streams_each_event_with_its_data(agentd, home: Home, given) -> Non
     assert r.code == 0, r.err
     events = [json.loads(line) for line in r.out.splitlines()]
     kept = next(e for e in events if e["event"] == "kept")
-    assert kept["choose"]["change"] == [32, 32] and kept["held"]["current"] == [8, 16] and kept["confirmation"] == 1
+    assert kept["choose"]["change"] == [12, 12] and kept["held"]["current"] == [0, 6] and kept["confirmation"] == 1
+    assert kept["replications"] == 6 and all(len(seeds) == 6 for seeds in kept["seeds"]["choose"].values())
     assert next(e for e in events if e["event"] == "published")["claim"] == kept["claim"]
+
+
+def test_a_held_out_task_spent_with_other_held_out_problems_is_refused_in_one_line(agentd, home: Home, given) -> None:
+    assert improve(agentd, given, "--confirmations", "1").code == 0  # p2's one confirmation spent, and kept
+    # Other held-out problems, of three of p2's held tasks: a set of its own, whose tasks are spent.
+    train, held = given["p2"].split(",")
+    some = load_tasks(Path(held))
+    replace(some, tasks=some.tasks[:3]).save(home.root / "three.json")
+    r = improve_with(agentd, given, f"{train},{home.root / 'three.json'}", "--confirmations", "1")
+    assert r.code == 1 and r.err.count("\n") == 1 and r.out == ""
+    assert r.err.startswith("agentd: error: held-out task ") and r.err.endswith(
+        "has spent 1 of 1 confirmations with earlier held-out problems, all that --confirmations 1 allows a task: "
+        "give fresh held-out problems\n"
+    )
+
+
+def improve_with(agentd, given: dict[str, str], held_out: str, *args: str):
+    return agentd(
+        "improve",
+        "improver",
+        PROFILE,
+        "--proposer",
+        PROPOSER,
+        "--problem",
+        given["p0"],
+        "--problem",
+        given["p1"],
+        "--held-out-problem",
+        held_out,
+        "--runs",
+        "4",
+        "--seed",
+        "0",
+        *args,
+    )
 
 
 def test_held_out_problems_keep_the_confirmations_first_given(agentd, home: Home, given) -> None:
@@ -330,3 +389,36 @@ def test_a_proposal_holding_a_held_out_problems_task_stops_the_run_and_nothing_i
     assert [line["decision"] for line in lines] == ["stopped"]
     assert not improver_file(home).exists()
     assert json.loads(agentd("lineage", PROFILE, "--json").out)["improvers"] == []
+
+
+def test_a_budget_smaller_than_one_run_is_refused_before_anything_is_spent(agentd, home: Home, given) -> None:
+    r = improve(agentd, given, "--max-tokens", "19999")
+    assert r.code == 2 and r.out == ""
+    assert r.err == (
+        "agentd: error: --max-tokens 19999 is less than one run may cost (the profile's limit of 20000 tokens a run): "
+        "give at least 20000\n"
+    )
+    assert not home.routes.improvers(PROFILE).exists()
+
+
+@pytest.mark.parametrize("budget", [20000, 150000, 400000])
+def test_a_token_budget_stops_the_run_before_it_is_passed(agentd, home: Home, given, budget: int) -> None:
+    r = improve(agentd, given, "--max-tokens", str(budget), "--json")
+    assert r.code == 1, r.err
+    got = [json.loads(line) for line in r.out.splitlines()]
+    tokens = next(e for e in got if e["event"] == "tokens")
+    used = tokens["tokens_in"] + tokens["tokens_out"]
+    stops = [e["text"] for e in got if e["event"] == "stopped"]
+    assert stops == [f"stopped: the next step could pass the budget of {budget} tokens ({used} used)"]
+    assert 0 < used <= budget if budget > 20000 else used <= budget
+    assert not any(e["event"] == "kept" for e in got)
+    lines = [json.loads(line) for line in home.routes.improvers(PROFILE).read_text().splitlines()]
+    assert lines[-1]["decision"] == "stopped"
+
+
+def test_help_says_what_replications_and_max_tokens_are(agentd) -> None:
+    r = agentd("improve", "improver", "--help")
+    assert r.code == 0
+    text = " ".join(r.out.split())
+    assert "--replications INTEGER RANGE" in text and "[default: 6; x>=1]" in text
+    assert "--max-tokens INTEGER RANGE Stop before this many tokens (proposals, grading loops and trials" in text

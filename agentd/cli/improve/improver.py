@@ -19,7 +19,7 @@ from agentd.cli.options import (
     progress,
 )
 from agentd.errors import WrongValue
-from improver import Event, Interrupted
+from improver import REPLICATIONS, Event, Interrupted
 
 
 @click.command("improver")
@@ -55,11 +55,27 @@ from improver import Event, Interrupted
     type=click.IntRange(min=1),
     default=4,
     show_default=True,
-    help="Improvers the held-out problems may confirm; each at one-sided level 0.05/k.",
+    help="Improvers the held-out problems, and each of their tasks, may confirm; each at one-sided level 0.05/k.",
+)
+@click.option(
+    "--replications",
+    type=click.IntRange(min=1),
+    default=REPLICATIONS,
+    show_default=True,
+    help="Replications of each problem's grading loop, seeded alike, on which both improvers of a comparison are "
+    "graded afresh; each is one draw of whether the loop left the agent better. Fewer than 5 with one held-out "
+    "problem can confirm nothing at the default --confirmations.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    help="Stop before this many tokens (proposals, grading loops and trials together) would be passed.",
 )
 @click.option("--apply", is_flag=True, help="Make each kept improver the profile's (its improver.json) at once.")
 @click.option("--wallet", help="Publish each kept improver as an agent.improver/v1 claim with this wallet.")
-@click.option("--seed", type=int, help="Seed the loops' draws (default: random).")
+@click.option(
+    "--seed", type=int, help="Seed every replication of the grading loops (default: random); the lineage names them."
+)
 @click.option("--show", is_flag=True, help="Print the profile's improver as it is: its instructions and settings.")
 @json_option
 @pass_app
@@ -73,6 +89,8 @@ def improver(
     rounds: int,
     loop_rounds: int,
     confirmations: int,
+    replications: int,
+    max_tokens: int | None,
     apply: bool,
     wallet: str | None,
     seed: int | None,
@@ -82,8 +100,9 @@ def improver(
     """Improve what writes PROFILE's changes: the proposer's instructions and three
     settings. Each round the improver proposes changes to itself; one is kept when the
     agent improves more with it, beyond chance, on the held tasks of the --problem
-    problems and then of the --held-out-problem ones. Exit 0 when every round ran, 1 when
-    it stopped early, 130 when interrupted."""
+    problems and then of the --held-out-problem ones: both improvers graded afresh on the
+    same --replications of each problem's grading loop, each replication one draw. Exit 0
+    when every round ran, 1 when it stopped early, 130 when interrupted."""
     if show:
         _show(app, profile, as_json)
         return
@@ -99,7 +118,18 @@ def improver(
             click.echo(event.text)
 
     request = ImproverRequest(
-        proposer, problems, held_out, runs, rounds, loop_rounds, confirmations, apply, wallet, seed
+        proposer,
+        problems,
+        held_out,
+        runs,
+        rounds,
+        loop_rounds,
+        confirmations,
+        apply,
+        wallet,
+        seed,
+        replications=replications,
+        max_tokens=max_tokens,
     )
     stopped = improve_improver(app.home, profile, request, say, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
