@@ -184,8 +184,11 @@ def test_the_bench_prints_a_json_line_a_figure() -> None:
         check=True,
     )
     lines = [json.loads(line) for line in done.stdout.splitlines()]
-    keys = {"tasks", "runs", "prior", "test", "effect", "scenario", "what", "rate", "n", "runs_per_change"}
+    keys = {"tasks", "runs", "prior", "test", "effect", "scenario", "what", "rate", "n"}
     assert all(keys <= set(line) for line in lines)
+    assert all("runs_per_change" in line for line in lines if line["what"] == "kept")
+    no_better = [line for line in lines if line["what"] == "improver_kept" and line["scenario"] == "no-better"]
+    assert {line["effect"] for line in no_better} == {30, 50, 80}
     assert {line["prior"] for line in lines} == {"beta(0.5,0.5)", "beta(1,1)", "mostly-easy", "mostly-hard"}
     assert {line["scenario"] for line in lines} >= {"uniform", "fixes-4", "breaks-one", "shortcut"}
     assert {line["what"] for line in lines} >= {"family_false_keep", "kept", "challenger_flagged"}
