@@ -41,6 +41,10 @@ class BudgetTooSmall(Stop):
     """--max-tokens is below what one run may cost: refused before anything is spent."""
 
 
+class OverBudget(Stop):
+    """The next step could pass --max-tokens: stopped before it."""
+
+
 @dataclass
 class Trials:
     """A loop's trials and steps: checked, counted, stopped when asked."""
@@ -79,7 +83,9 @@ class Trials:
         if why:
             raise Stop(why)
         if self.max_tokens is not None and self.used.total + expected > self.max_tokens:
-            raise Stop(f"the next step could pass the budget of {self.max_tokens} tokens ({self.used.total} used)")
+            raise OverBudget(
+                f"the next step could pass the budget of {self.max_tokens} tokens ({self.used.total} used)"
+            )
 
     async def unless_stopped(self, work: Awaitable[T], during: str) -> T:
         """`work`, unless a stop is asked for first: then it is cancelled (a sandboxed

@@ -31,7 +31,7 @@ from improver.episodes.harness import Candidate, ModelFactory, run_cost
 from improver.loop.lineage import Lineage
 from improver.loop.record import Event
 from improver.loop.rounds import Loop
-from improver.loop.running import Stop, Trials
+from improver.loop.running import OverBudget, Stop, Trials
 from improver.meta.problems import Graded, Problem
 from improver.meta.replications import replication_seed
 from improver.seals.seal import SealRequest, make_seal
@@ -200,7 +200,7 @@ class Grading:
                 self.loop = None
             self.trials.spend(loop.used)
             if loop.stopped is not None:
-                if left is not None and str(loop.stopped).startswith(f"the next step could pass the budget of {left} "):
+                if left is not None and isinstance(loop.stopped, OverBudget):
                     # The loop stopped before passing what the run's budget left it: the run's next
                     # step could pass the run's budget, said as the run says it.
                     self.trials.go(expected=left - loop.used.total + 1)
