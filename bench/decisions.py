@@ -51,8 +51,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]  # the project's `ledger` before this folder's ledger.py
+sys.path.append(str(ROOT / "bench"))  # bench/improvers.py, beside this one, when loaded from elsewhere
 
+import improvers  # type: ignore[import-not-found]  # a bench script beside this one
 import numpy as np
+from improvers import positive  # type: ignore[import-not-found]
 from numpy.typing import NDArray
 
 from improver.decide.decision import BASELINE_FACTOR, CHOOSE, SEALED, Outcome, Rule, judge_many
@@ -370,9 +373,6 @@ def _shortcut(
 
 def improver_figures(changes: int, seed: int) -> list[dict]:
     """bench/improvers.py's figures: a no-better improver at each grading randomness, and better ones."""
-    sys.path.append(str(ROOT / "bench"))
-    import improvers  # type: ignore[import-not-found]  # a bench script beside this one
-
     lines = [improvers.improver_kept(q, max(200, changes // 5), seed) for q in (0.3, 0.5, 0.8)]
     return lines + list(improvers.better_figures(max(200, changes // 5), seed))
 
@@ -414,12 +414,6 @@ def print_table(rows: list[dict]) -> None:
             f"{line['what']:<19} {size:>5} {line['prior']:<14} {line['test']:<10} {line['scenario']:<10} "
             f"{line['effect']:>+6} {line['rate']:8.2%} {line.get('runs_per_change', 0):11.0f}  {goal}{held}"
         )
-
-
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
-    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:

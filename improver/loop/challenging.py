@@ -5,8 +5,9 @@ A stage of judging a change (improver.loop.judging), with a challenger only: it 
 variants of the tasks the change newly passes (improver.loop.challenger), the agent as it
 is and as changed run on those that hold up and, afresh, on the tasks varied, and the
 challenge's rule says whether the change gains less on the variants beyond chance. If
-so, it is a shortcut, turned down with no confirmation spent. A challenge that can say nothing (no task to vary, no variant held
-up, the challenger errored, every run errored) lets the change go on, and says why.
+so, it is a shortcut, turned down with no confirmation spent. A challenge that can say
+nothing (no task to vary, no variant held up, the challenger errored, every run errored)
+lets the change go on, and says why.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def given(agentd, home: Home) -> dict[str, str]:
     return problems(home)
 
 
-def improve(agentd, given: dict[str, str], *args: str):
+def improve_with(agentd, given: dict[str, str], held_out: str, *args: str):
     return agentd(
         "improve",
         "improver",
@@ -48,13 +48,17 @@ def improve(agentd, given: dict[str, str], *args: str):
         "--problem",
         given["p1"],
         "--held-out-problem",
-        given["p2"],
+        held_out,
         "--runs",
         "4",
         "--seed",
         "0",
         *args,
     )
+
+
+def improve(agentd, given: dict[str, str], *args: str):
+    return improve_with(agentd, given, given["p2"], *args)
 
 
 def improver_file(home: Home) -> Path:
@@ -273,27 +277,6 @@ def test_a_held_out_task_spent_with_other_held_out_problems_is_refused_in_one_li
     assert r.err.startswith("agentd: error: held-out task ") and r.err.endswith(
         "has spent 1 of 1 confirmations with earlier held-out problems, all that --confirmations 1 allows a task: "
         "give fresh held-out problems\n"
-    )
-
-
-def improve_with(agentd, given: dict[str, str], held_out: str, *args: str):
-    return agentd(
-        "improve",
-        "improver",
-        PROFILE,
-        "--proposer",
-        PROPOSER,
-        "--problem",
-        given["p0"],
-        "--problem",
-        given["p1"],
-        "--held-out-problem",
-        held_out,
-        "--runs",
-        "4",
-        "--seed",
-        "0",
-        *args,
     )
 
 
