@@ -59,6 +59,7 @@ _SURFACE: dict[str, str] = {
     "Validation": "episodes.validate",
     "validate_tasks": "episodes.validate:validate",
     "ModelFactory": "episodes.harness",
+    "TrialResult": "episodes.trials",
     "run_episode": "episodes.env",
     "DEFAULT_ENV_HOST": "episodes.openenv:DEFAULT_HOST",
     "DEFAULT_ENV_PORT": "episodes.openenv:DEFAULT_PORT",
@@ -124,6 +125,19 @@ _SURFACE: dict[str, str] = {
     "BudgetTooSmall": "loop.running",
     "Loop": "loop.rounds",
     "Stop": "loop.running",
+    "Trials": "loop.running",
+    # the sealed tasks asked here, or by an examiner that holds them
+    "Examination": "loop.confirming",
+    "Examined": "loop.confirming",
+    "LocalExamination": "loop.confirming",
+    "SealedBaseline": "loop.confirming",
+    "canary_examination": "loop.confirming",
+    "examination_body": "loop.confirming",
+    "examined_from": "loop.confirming",
+    "EXAMINATION": "seals.claims",
+    "EXAMINER_RECEIPT": "seals.claims:RECEIPT",
+    "examination_of": "seals.claims",
+    "hand_over": "seals.seal",
     "Challenger": "loop.challenger",
     "Practice": "loop.practice",
     "PracticeRequest": "loop.practice",
@@ -267,8 +281,18 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         address as env_address,
         listen as env_socket,
     )
+    from improver.episodes.trials import TrialResult as TrialResult
     from improver.episodes.validate import Validation as Validation, validate as validate_tasks
     from improver.loop.challenger import Challenger as Challenger
+    from improver.loop.confirming import (
+        Examination as Examination,
+        Examined as Examined,
+        LocalExamination as LocalExamination,
+        SealedBaseline as SealedBaseline,
+        canary_examination as canary_examination,
+        examination_body as examination_body,
+        examined_from as examined_from,
+    )
     from improver.loop.lineage import Lineage as Lineage, improver_summary as improver_summary, summary as summary
     from improver.loop.practice import (
         Practice as Practice,
@@ -279,7 +303,12 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
     )
     from improver.loop.record import Event as Event
     from improver.loop.rounds import Loop as Loop
-    from improver.loop.running import BudgetTooSmall as BudgetTooSmall, Interrupted as Interrupted, Stop as Stop
+    from improver.loop.running import (
+        BudgetTooSmall as BudgetTooSmall,
+        Interrupted as Interrupted,
+        Stop as Stop,
+        Trials as Trials,
+    )
     from improver.loop.writing import SealReached as SealReached
     from improver.meta.judging import KIND as IMPROVER_KIND
     from improver.meta.metaloop import MetaLoop as MetaLoop
@@ -291,7 +320,10 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
     from improver.meta.replications import REPLICATIONS as REPLICATIONS
     from improver.seals.claims import (
         ATTESTATION as ATTESTATION,
+        EXAMINATION as EXAMINATION,
+        RECEIPT as EXAMINER_RECEIPT,
         attestation_of as attestation_of,
+        examination_of as examination_of,
         register as register_claims,
         release_claim_of as release_claim_of,
         seal_publisher as seal_publisher,
@@ -302,6 +334,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         ShownTasks as ShownTasks,
         claim_body as claim_body,
         current_seal as current_seal,
+        hand_over as hand_over,
         make_seal as make_seal,
         open_seal as open_seal,
         seals_of as seals_of,
@@ -385,6 +418,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         "DEFAULT_ENV_HOST",
         "DEFAULT_ENV_PORT",
         "ENV_IDLE_SECONDS",
+        "EXAMINER_RECEIPT",
         "IMPROVER_KIND",
         "MAX_ENV_SESSIONS",
         "RELEASE_KIND",

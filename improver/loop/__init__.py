@@ -16,6 +16,13 @@ from improver.base.faces import lazy
 _SURFACE = {
     "Challenger": "challenger",
     "decided": "contests",
+    "canary_examination": "confirming",
+    "Examination": "confirming",
+    "examination_body": "confirming",
+    "Examined": "confirming",
+    "examined_from": "confirming",
+    "LocalExamination": "confirming",
+    "SealedBaseline": "confirming",
     "SealedText": "gates",
     "Publish": "keeping",
     "chosen_counts": "lineage",
@@ -40,6 +47,7 @@ _SURFACE = {
     "BudgetTooSmall": "running",
     "Interrupted": "running",
     "Stop": "running",
+    "Trials": "running",
     "SealReached": "writing",
 }
 

@@ -12,6 +12,7 @@ judged run leave the change not judged, before any confirmation is spent.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from improver.base.errors import ImproverError
 from improver.base.variant import Variant
@@ -19,7 +20,7 @@ from improver.decide import decision
 from improver.decide.decision import SEALED, Decision, Outcome, Rule
 from improver.episodes.trials import TrialResult
 from improver.loop.contests import decided
-from improver.loop.lineage import comparison_json
+from improver.loop.lineage import comparison_from, comparison_json
 from improver.loop.record import Verdict, contests, left_out
 from improver.loop.running import Stop, Trials
 from improver.loop.screening import not_judged, rate, thin
@@ -34,6 +35,27 @@ class Confirmed:
     said: Decision
     number: int
     errored: dict[str, int]  # "choose", "sealed"
+    examination: str | None = None  # the examiner's agent.examination/v1 claim, when one confirmed it
+
+
+@dataclass(frozen=True)
+class Examined:
+    """What the sealed tasks said of a change, before it is worded: the decision (kept,
+    not better, loses tasks, not judged, or turned down by the holdout, with its gain),
+    the confirmation spent (None when none was), the sealed runs errored, and, when an
+    examiner answered, its examination's claim."""
+
+    said: Decision
+    confirmation: Confirmation | None
+    errored: int
+    examination: str | None = None
+
+
+class Examination(Protocol):
+    """Whoever asks the sealed tasks: this process (`LocalExamination`), or an examiner
+    that holds them on another machine. Stop when the seal is spent or a canary passed."""
+
+    async def examine(self, change: Variant, current: Variant, gain_choose: float, runs: int) -> Examined: ...
 
 
 @dataclass
@@ -55,10 +77,45 @@ class SealedBaseline:
         return result
 
 
+@dataclass
+class LocalExamination:
+    """The sealed tasks asked here, in the trials' own sandbox and models."""
+
+    seal: Seal
+    trials: Trials
+    baseline: SealedBaseline
+
+    async def examine(self, change: Variant, current: Variant, gain_choose: float, runs: int) -> Examined:
+        seal, trials = self.seal, self.trials
+        seal_has_room(seal)
+        sealed_tasks = seal.sealed.tasks
+        seal.mark_asked()
+        now = await self.baseline.of(current)
+        mine = await trials.trial(change, sealed_tasks, runs)
+        check_canaries_passed(seal, mine)
+        real = [t for t in sealed_tasks if not is_canary(t)]
+        change_tallies, current_tallies = mine.tallies(real), now.tallies(real)
+        errored = mine.errored + now.errored
+        missing = thin(change_tallies, current_tallies, real)
+        if missing:
+            return Examined(decision.not_judged(SEALED, missing), None, errored)
+        held = _held_out(seal, gain_choose, rate(change_tallies) - rate(current_tallies))
+        if held:
+            return Examined(held, None, errored)
+        try:
+            confirmation = seal.spend_confirmation()
+        except SealSpent as exc:
+            raise Stop(str(exc)) from None
+        rule = replace(Rule.for_part(SEALED, seal.terms.test, confirmation.of, runs), level=confirmation.level)
+        said, extra = await decided(
+            rule, real, change_tallies, current_tallies, lambda batch, n: trials.trial(change, batch, n)
+        )
+        return Examined(said, confirmation, errored + extra)
+
+
 async def confirm(
+    examination: Examination,
     seal: Seal,
-    trials: Trials,
-    baseline: SealedBaseline,
     change: Variant,
     current: Variant,
     screened: Decision,
@@ -66,59 +123,46 @@ async def confirm(
     errored_choose: int,
     runs: int,
 ) -> Verdict | Confirmed:
-    """`change` against `current` on the sealed tasks; `screened` is the decision on the
-    tasks to choose on, `gains` its gain there (the reusable holdout's question)."""
-    seal_has_room(seal)
-    sealed_tasks = seal.sealed.tasks
-    seal.mark_asked()
-    now = await baseline.of(current)
-    mine = await trials.trial(change, sealed_tasks, runs)
-    check_canaries_passed(seal, mine)
-    real = [t for t in sealed_tasks if not is_canary(t)]
-    change_tallies, current_tallies = mine.tallies(real), now.tallies(real)
-    errored = {"choose": errored_choose, "sealed": mine.errored + now.errored}
-    missing = thin(change_tallies, current_tallies, real)
-    if missing:
-        return not_judged(decision.not_judged(SEALED, missing), errored["sealed"])
-    held = _held_out(seal, screened, gains, rate(change_tallies) - rate(current_tallies))
-    if held:
-        return held
-    try:
-        confirmation = seal.spend_confirmation()
-    except SealSpent as exc:
-        raise Stop(str(exc)) from None
-    rule = replace(Rule.for_part(SEALED, seal.terms.test, confirmation.of, runs), level=confirmation.level)
-    said, extra = await decided(
-        rule, real, change_tallies, current_tallies, lambda batch, n: trials.trial(change, batch, n)
-    )
-    errored["sealed"] += extra
+    """`change` against `current` on the sealed tasks, worded; `screened` is the decision
+    on the tasks to choose on, `gains` its gain there (the reusable holdout's question)."""
+    examined = await examination.examine(change, current, gains, runs)
+    said, errored = examined.said, {"choose": errored_choose, "sealed": examined.errored}
     if said.outcome is Outcome.NOT_JUDGED:
         return not_judged(said, errored["sealed"])
+    if said.outcome is Outcome.HOLDOUT_TURNED_DOWN:
+        assert said.gain is not None
+        return _turned_down(seal, screened, said.gain)
+    assert examined.confirmation is not None
     if said.outcome is Outcome.KEPT:
-        return Confirmed(said, confirmation.number, errored)
-    return _not_confirmed(said, screened, confirmation, errored)
+        return Confirmed(said, examined.confirmation.number, errored, examined.examination)
+    return _not_confirmed(said, screened, examined.confirmation, errored)
 
 
-def _held_out(seal: Seal, screened: Decision, gain_choose: float, gain_sealed: float) -> Verdict | None:
-    """On a reusable holdout, the verdict when it answers the change's gain at or below its
-    threshold: turned down before a confirmation is spent."""
+def _held_out(seal: Seal, gain_choose: float, gain_sealed: float) -> Decision | None:
+    """On a reusable holdout, its decision when it answers the change's gain at or below
+    its threshold: turned down before a confirmation is spent."""
     if seal.terms.holdout is None:
         return None
     try:
         answer = seal.ask_holdout(gain_choose, gain_sealed)
     except ImproverError as exc:  # its budget went to another process since we looked
         raise Stop(str(exc)) from None
-    held = decision.held_out(screened, answer.gain, answer.turned_down)
-    if not held:
+    if not answer.turned_down:
         return None
+    return Decision(Outcome.HOLDOUT_TURNED_DOWN, SEALED, gain=answer.gain)
+
+
+def _turned_down(seal: Seal, screened: Decision, gain: float) -> Verdict:
+    held = decision.held_out(screened, gain, True)
+    assert held is not None
     screen = screened.comparison
-    assert screen is not None
+    assert screen is not None and seal.terms.holdout is not None
     threshold = seal.terms.holdout["threshold"]
     what = (
         f"better on the tasks to choose on ({screen.describe()}), but the sealed tasks "
-        f"answer its gain at {answer.gain:.1%}, at or below {threshold:.1%}: no confirmation spent"
+        f"answer its gain at {gain:.1%}, at or below {threshold:.1%}: no confirmation spent"
     )
-    return Verdict(held, "turned down", what, {"choose": comparison_json(screen), "holdout_gain": answer.gain})
+    return Verdict(held, "turned down", what, {"choose": comparison_json(screen), "holdout_gain": gain})
 
 
 def _not_confirmed(said: Decision, screened: Decision, confirmation: Confirmation, errored: dict[str, int]) -> Verdict:
@@ -161,3 +205,76 @@ def check_canaries_passed(seal: Seal, result: TrialResult) -> None:
             raise Stop(
                 f"{canary.name} was passed: the sealed answers reached the agent or its scoring was gamed; seal fresh tasks"
             )
+
+
+# -- an examination as the examiner's entry says it ----------------------------------------
+
+
+def examination_body(
+    examined: Examined, seal_claim: str, change: Variant, current: Variant, runs: int
+) -> dict[str, Any]:
+    """The agent.examination/v1 body: counts, the test and the decision, never a sealed
+    task's name or text (lost, contested and thin tasks are counted, not named)."""
+    said, spent = examined.said, examined.confirmation
+    return {
+        "seal_claim": seal_claim,
+        "change": change.id,
+        "current": current.id,
+        "runs": runs,
+        "outcome": said.outcome.value,
+        "sealed": {**comparison_json(said.comparison), "better": said.comparison.better} if said.comparison else None,
+        "confirmation": spent.number if spent else None,
+        "confirmations": spent.of if spent else None,
+        "level": spent.level if spent else None,
+        "lost": len(said.lost),
+        "contested": len(said.contested),
+        "thin": len(said.thin),
+        "holdout_gain": said.gain,
+        "errored": examined.errored,
+    }
+
+
+def canary_examination(seal_claim: str, change: Variant, current: Variant, runs: int) -> dict[str, Any]:
+    """The body that says a canary was passed (or its code word proposed): the loop stops on it."""
+    return {
+        "seal_claim": seal_claim,
+        "change": change.id,
+        "current": current.id,
+        "runs": runs,
+        "outcome": CANARY_PASSED,
+        "confirmation": None,
+    }
+
+
+CANARY_PASSED = "canary passed"
+
+
+def _unnamed(count: Any) -> tuple[str, ...]:
+    """Sealed tasks counted, not named: "#1", "#2", …"""
+    return tuple(f"#{i}" for i in range(1, int(count) + 1))
+
+
+def examined_from(body: dict[str, Any], claim: str) -> Examined:
+    """The examiner's entry read back as what the sealed tasks said; Stop on a canary."""
+    if body.get("outcome") == CANARY_PASSED:
+        raise Stop(
+            f"the examiner reports a canary passed (examination {claim[:16]}): the sealed answers reached the "
+            "agent or its scoring was gamed; seal fresh tasks"
+        )
+    try:
+        outcome = Outcome(body["outcome"])
+        sealed = comparison_from(body["sealed"]) if body.get("sealed") else None
+        said = Decision(
+            outcome,
+            SEALED,
+            sealed,
+            lost=_unnamed(body.get("lost", 0)),
+            contested=_unnamed(body.get("contested", 0)),
+            thin=_unnamed(body.get("thin", 0)),
+            gain=body.get("holdout_gain"),
+        )
+        n = body.get("confirmation")
+        spent = Confirmation(n, body["confirmations"], body["level"]) if n is not None else None
+        return Examined(said, spent, int(body.get("errored", 0)), claim)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Stop(f"the examiner's examination {claim[:16]} cannot be read ({exc}); nothing was kept") from None

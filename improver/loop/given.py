@@ -22,6 +22,7 @@ from improver.decide import decision
 from improver.decide.archive import Archive
 from improver.episodes.harness import Candidate, ModelFactory
 from improver.loop.challenger import Challenger
+from improver.loop.confirming import Examination
 from improver.loop.gates import SealedText
 from improver.loop.judging import Judge
 from improver.loop.keeping import Keeper, Publish
@@ -64,6 +65,9 @@ class Given(ABC):
     progress: Callable[[str], None] | None = None  # "trial: 40/320 runs", at most once a second
     practice: TaskSet | None = None  # practice tasks chosen on beside the seal's (improver.loop.practice)
     challenge: Challenger | None = None  # a challenger's variants between screening and the sealed tasks
+    # Who asks the sealed tasks, given the loop's trials and the agent's baseline runs: an examiner elsewhere, for a seal
+    # handed to one; default (None), this process, on the seal's own tasks.
+    examiner: Callable[[Trials, int], Examination] | None = None
 
     def compose(self, candidate: Callable[[Variant], Candidate], wording: Wording, keeper: Keeper) -> None:
         """Makes the units the loop runs on (see `judge_on`); called by its __post_init__."""
@@ -102,7 +106,10 @@ def judge_on(given: Given, candidate: Callable[[Variant], Candidate], wording: W
         raise Stop(f"--baseline-runs ({baseline_runs}) must be at least --runs ({given.runs})")
     seal = given.seal
     train = with_practice(seal, given.practice)
-    check_budget(given.max_tokens, given.limits, [*train.tasks, *seal.sealed.tasks])
+    if not seal.held_here and given.examiner is None:
+        raise Stop(f"seal {seal.id}'s sealed tasks are held by the examiner at {seal.held_by}: ask it to confirm")
+    # An examiner's runs are on its own models and its own account, not this loop's budget.
+    check_budget(given.max_tokens, given.limits, [*train.tasks, *(seal.sealed.tasks if seal.held_here else ())])
     trials = Trials(
         candidate=candidate,
         models=given.models,
@@ -128,6 +135,7 @@ def judge_on(given: Given, candidate: Callable[[Variant], Candidate], wording: W
         gates=Gates(given.allowed_models, SealedText.of(seal.real_tasks), given.settings.max_lessons),
         challenger=given.challenge,
         practice=given.practice,
+        examination=given.examiner(trials, baseline_runs) if given.examiner else None,
     )
     if given.publish and not seal.state().claim:
         raise Stop(f"seal {seal.id} is not on the ledger, so a kept change could not name it; run without --wallet")

@@ -20,7 +20,7 @@ from improver.decide.archive import Archive, Archived
 from improver.decide.decision import CHOOSE, Rule
 from improver.loop.challenger import Challenger, Shown
 from improver.loop.challenging import Challenged, challenge
-from improver.loop.confirming import Confirmed, SealedBaseline, confirm
+from improver.loop.confirming import Confirmed, Examination, LocalExamination, SealedBaseline, confirm
 from improver.loop.keeping import Keeper, Step, claim_body, kept
 from improver.loop.proposer import Proposal, describe
 from improver.loop.record import Record, Verdict, Verdicts
@@ -48,12 +48,15 @@ class Judge:
     gates: Gates
     challenger: Challenger | None = None
     practice: TaskSet | None = None
+    examination: Examination | None = None  # who asks the sealed tasks; default: this process
     follows: str | None = field(init=False)  # the last kept step's claim, which the next one follows
-    sealed: SealedBaseline = field(init=False)
 
     def __post_init__(self) -> None:
         self.follows = self.verdicts.record.lineage.last_claim()
-        self.sealed = SealedBaseline(self.seal, self.trials, self.baseline_runs)
+        if self.examination is None:
+            self.examination = LocalExamination(
+                self.seal, self.trials, SealedBaseline(self.seal, self.trials, self.baseline_runs)
+            )
 
     async def baseline(self, current: Variant) -> tuple[Archived, bool]:
         """The agent as it is on the tasks to choose on, with `baseline_runs` runs of each
@@ -103,10 +106,10 @@ class Judge:
         if isinstance(challenged, Verdict):
             return self._ends(challenged, label, change.variant, parent, current)
         gains = rate(change.tallies) - rate(base.tallies)
+        assert self.examination is not None
         confirmed = await confirm(
+            self.examination,
             self.seal,
-            self.trials,
-            self.sealed,
             change.variant,
             current,
             screened.said,
@@ -156,7 +159,9 @@ class Judge:
     ) -> None:
         screen = screened.said.comparison
         assert screen is not None
-        step = Step(label, change.variant, confirmed.said, screen, confirmed.number, confirmed.errored)
+        step = Step(
+            label, change.variant, confirmed.said, screen, confirmed.number, confirmed.errored, confirmed.examination
+        )
         body = claim_body(self.profile, self.seal, step, before, self.follows, self.practice, challenged)
         claim, pulse = claimed = self.keeper.publish(change.variant, before, body)
         change.kept = True

@@ -49,6 +49,7 @@ class Step:
     screen: Comparison  # what the tasks to choose on said
     number: int  # the confirmation it spent
     errored: dict[str, int]
+    examination: str | None = None  # the examiner's claim that confirmed it, on a seal an examiner holds
 
 
 def step_id(change: Variant, seal: Seal, number: int) -> str:
@@ -83,6 +84,7 @@ def claim_body(
         "level": seal.terms.level,  # one-sided; the intervals are two-sided at twice it
         "test": sealed.test,
         "errored": step.errored,
+        **({"examination": step.examination} if step.examination else {}),
         **({"practice": practice.digest} if practice else {}),
         **({"challenge": challenged} if challenged else {}),
     }

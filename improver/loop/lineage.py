@@ -67,6 +67,27 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
     }
 
 
+def comparison_from(data: dict[str, Any]) -> Comparison:
+    """A comparison read back from `comparison_json`'s form, with `better` beside it."""
+    low, high = data["interval"] if data.get("interval") else (None, None)
+    change, current = data["change"], data["current"]
+    better = data.get("better")
+    return Comparison(
+        data["test"],
+        data["level"],
+        data["tasks"],
+        change[0],
+        change[1],
+        current[0],
+        current[1],
+        low,
+        high,
+        bool(better),
+        data.get("p"),
+        data.get("gain"),
+    )
+
+
 # What a kept line must hold, and of what type, for the listing and the check to read it.
 KEPT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "at": str,

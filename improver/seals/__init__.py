@@ -12,6 +12,9 @@ from improver.base.faces import lazy
 _SURFACE = {
     "ATTESTATION": "claims",
     "attestation_of": "claims",
+    "EXAMINATION": "claims",
+    "examination_of": "claims",
+    "RECEIPT": "claims",
     "IMPROVEMENT": "claims",
     "IMPROVER": "claims",
     "register": "claims",
@@ -20,6 +23,7 @@ _SURFACE = {
     "claim_body": "seal",
     "code_word": "seal",
     "current_seal": "seal",
+    "hand_over": "seal",
     "is_canary": "seal",
     "make_seal": "seal",
     "open_seal": "seal",

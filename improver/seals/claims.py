@@ -27,6 +27,9 @@ IMPROVEMENT = "agent.improvement/v1"
 RELEASE = "agent.release/v1"
 ATTESTATION = "agent.release-attestation/v1"
 IMPROVER = "agent.improver/v1"
+RECEIPT = "agent.examiner-receipt/v1"
+EXAMINATION = "agent.examination/v1"
+HEX32 = re.compile(r"^[0-9a-f]{32}$")  # a wallet id
 TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 SEAL_FIELDS = ("seal", "profile", "set_digest", "train_digest", "sealed_digest", "confirmations", "level", "test")
 
@@ -37,6 +40,8 @@ def register(rules: RuleSet) -> None:
     rules.register(RELEASE, _release)
     rules.register(ATTESTATION, _attestation)
     rules.register(IMPROVER, _improver)
+    rules.register(RECEIPT, _receipt)
+    rules.register(EXAMINATION, _examination)
 
 
 def _seal(state: State, entry: Entry) -> None:
@@ -90,6 +95,18 @@ def _seal(state: State, entry: Entry) -> None:
         f"a task with content key {sealed_shown} was sealed by claim {sealed.get(sealed_shown or '')}: "
         "a sealed task is never shown to a proposer",
     )
+    examiner = body.get("examiner")
+    _require(
+        examiner is None
+        or (
+            isinstance(examiner, dict)
+            and isinstance(examiner.get("wallet"), str)
+            and HEX32.fullmatch(examiner["wallet"])
+            and isinstance(examiner.get("key"), str)
+            and HEX64.fullmatch(examiner["key"])
+        ),
+        "examiner must be {wallet, key}: the examiner's wallet id and its X25519 key in hex",
+    )
     for content in contents:
         sealed[content] = entry.claim_id
     if shown:
@@ -103,6 +120,8 @@ def _seal(state: State, entry: Entry) -> None:
         "confirmations": k,
         "spent": 0,
         "author": entry.author,
+        # Only when there is one, so the folds of ledgers from before examiners stay as they were.
+        **({"examiner": examiner["wallet"], "examined": 0} if examiner else {}),
     }
 
 
@@ -125,6 +144,8 @@ def _improvement(state: State, entry: Entry) -> None:
     n = body.get("confirmation")
     _require(_count(n), "confirmation must be a number")
     _require(n <= seal["confirmations"], f"confirmation {n} is beyond the {seal['confirmations']} the seal allows")
+    if "examiner" in seal:
+        _examined_by(state, seal_claim, body, n)
     # Confirmations spent on changes that were not kept leave gaps; none is spent twice.
     _require(n > seal["spent"], f"confirmation {n} of that seal was already claimed")
     follows = body.get("follows")
@@ -229,6 +250,93 @@ def _attestation(state: State, entry: Entry) -> None:
         "bond": bond,
         "adjudicator": adjudicator,
     }
+
+
+def _examined_by(state: State, seal_claim: str, body: dict[str, Any], n: Any) -> None:
+    """A change kept on a seal an examiner holds names the examination that confirmed it:
+    the examiner's, on that seal, that confirmation, kept, of the very change."""
+    claim = body.get("examination")
+    found = state.ns("examinations").get(claim) if isinstance(claim, str) else None
+    _require(found is not None, "a change kept on an examiner's seal must name its agent.examination/v1 claim")
+    assert found is not None
+    _require(found["seal_claim"] == seal_claim, f"examination {str(claim)[:16]} is of another seal")
+    _require(
+        found["confirmation"] == n, f"examination {str(claim)[:16]} spent confirmation {found['confirmation']}, not {n}"
+    )
+    _require(
+        found["outcome"] == "kept", f"examination {str(claim)[:16]} did not confirm the change ({found['outcome']})"
+    )
+    after = body.get("after")
+    _require(
+        isinstance(after, dict) and digest(after)[:16] == found["change"],
+        f"examination {str(claim)[:16]} examined another change",
+    )
+
+
+def _seal_by_id(state: State, seal: Any) -> tuple[str, dict[str, Any]] | None:
+    return next(((c, s) for c, s in state.ns("seals").items() if s["seal"] == seal), None)
+
+
+def _receipt(state: State, entry: Entry) -> None:
+    """The examiner's word that it holds a seal's sealed tasks: by the examiner the seal
+    names, once, for the sealed digest the seal's terms hold."""
+    body = entry.body
+    found = _seal_by_id(state, body.get("seal"))
+    _require(found is not None, f"seal {body.get('seal')!r} is not published on this log")
+    assert found is not None
+    claim, seal = found
+    _require("examiner" in seal, f"seal {seal['seal']} names no examiner")
+    _require(
+        entry.author == seal["examiner"], f"seal {seal['seal']} names examiner {seal['examiner']}, not {entry.author}"
+    )
+    _require(
+        isinstance(body.get("sealed_digest"), str) and HEX64.fullmatch(body["sealed_digest"]),
+        "sealed_digest must be a SHA-256 in hex",
+    )
+    receipts: dict[str, Any] = state.ns("examiner_receipts")
+    _require(claim not in receipts, f"seal {seal['seal']}'s examiner gave its receipt already")
+    receipts[claim] = {"pulse": entry.pulse, "sealed_digest": body["sealed_digest"]}
+
+
+EXAMINATION_OUTCOMES = ("kept", "not better", "loses tasks", "not judged", "holdout turned down", "canary passed")
+
+
+def _examination(state: State, entry: Entry) -> None:
+    """What an examiner found asking its sealed tasks about a change: by the examiner its
+    seal names, confirmations spent one after another up to the seal's k; never a task's
+    name or text (counts only)."""
+    body = entry.body
+    seal_claim = body.get("seal_claim")
+    seal = state.ns("seals").get(seal_claim) if isinstance(seal_claim, str) else None
+    _require(seal is not None, "an examination must name, by claim, a seal published before it")
+    assert seal is not None and isinstance(seal_claim, str)
+    _require("examiner" in seal, f"seal {seal['seal']} names no examiner")
+    _require(
+        entry.author == seal["examiner"], f"seal {seal['seal']} names examiner {seal['examiner']}, not {entry.author}"
+    )
+    _require(body.get("outcome") in EXAMINATION_OUTCOMES, f"outcome must be one of {', '.join(EXAMINATION_OUTCOMES)}")
+    for name in ("change", "current"):
+        _require(isinstance(body.get(name), str) and len(body[name]) == 16, f"{name} must be a variant's id")
+    n = body.get("confirmation")
+    _require(n is None or _count(n), "confirmation must be a number, or null when none was spent")
+    if n is not None:
+        _require(n <= seal["confirmations"], f"confirmation {n} is beyond the {seal['confirmations']} the seal allows")
+        _require(n == seal["examined"] + 1, f"confirmation {n} does not follow {seal['examined']}, the last examined")
+        seal["examined"] = n
+    _require(body["outcome"] != "kept" or n is not None, "a kept change spent a confirmation")
+    state.ns("examinations")[entry.claim_id] = {
+        "seal_claim": seal_claim,
+        "confirmation": n,
+        "outcome": body["outcome"],
+        "change": body["change"],
+        "pulse": entry.pulse,
+    }
+
+
+def examination_of(state: State, claim: str) -> dict[str, Any] | None:
+    """{seal_claim, confirmation, outcome, change, pulse} of examination `claim`, or None."""
+    found = state.namespaces.get("examinations", {}).get(claim)
+    return dict(found) if found else None
 
 
 def seal_publisher(state: State, seal_claim: str) -> str | None:

@@ -74,13 +74,18 @@ class Terms:
     level: float
     test: str
     holdout: dict[str, Any] | None  # {threshold, noise, budget}: never the current noise
+    # {wallet, key}: the examiner that holds the sealed tasks (its wallet id and X25519 key)
+    examiner: dict[str, str] | None = None
 
     @property
     def id(self) -> str:
         return digest(self.to_json())[:ID_LENGTH]
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        body = asdict(self)
+        if self.examiner is None:  # so seals made before examiners keep their ids
+            del body["examiner"]
+        return body
 
 
 @dataclass(frozen=True)
@@ -124,14 +129,29 @@ class Confirmation:
 
 
 class Seal:
-    """An open seal file. Reading the tasks is free; every question goes through the lock."""
+    """An open seal file. Reading the tasks is free; every question goes through the lock.
 
-    def __init__(self, path: Path, terms: Terms, sealed: TaskSet) -> None:
-        self.path, self.terms, self.sealed = path, terms, sealed
+    A seal handed to an examiner (`held_by`) keeps no sealed task here: its file holds the
+    terms, the state and where the examiner is, and `sealed` is refused; `real_tasks` and
+    `canaries` are empty, since nothing here may be held against them (the examiner holds
+    what it is sent against them instead)."""
+
+    def __init__(self, path: Path, terms: Terms, sealed: TaskSet | None, held_by: str | None = None) -> None:
+        self.path, self.terms, self._sealed, self.held_by = path, terms, sealed, held_by
 
     @property
     def id(self) -> str:
         return self.terms.id
+
+    @property
+    def sealed(self) -> TaskSet:
+        if self._sealed is None:
+            raise ImproverError(f"seal {self.id}'s sealed tasks are held by the examiner at {self.held_by}, not here")
+        return self._sealed
+
+    @property
+    def held_here(self) -> bool:
+        return self._sealed is not None
 
     @property
     def train_path(self) -> Path:
@@ -146,13 +166,14 @@ class Seal:
 
     @property
     def real_tasks(self) -> tuple[Task, ...]:
-        return tuple(t for t in self.sealed.tasks if not is_canary(t))
+        return tuple(t for t in self._sealed.tasks if not is_canary(t)) if self._sealed else ()
 
     @property
     def canaries(self) -> tuple[Task, ...]:
         """In the order they were made (canary-0, canary-1, ..., canary-10), whatever their
         place among the sealed tasks."""
-        return tuple(sorted((t for t in self.sealed.tasks if is_canary(t)), key=lambda t: (len(t.name), t.name)))
+        held = self._sealed.tasks if self._sealed else ()
+        return tuple(sorted((t for t in held if is_canary(t)), key=lambda t: (len(t.name), t.name)))
 
     def canary_in(self, text: str) -> str | None:
         """The name of the canary whose code word `text` holds, if any, however it is
@@ -228,6 +249,8 @@ def code_word(canary: Task) -> str:
 def open_seal(path: Path) -> Seal:
     """Opens a seal file; a damaged one is refused whole, with nothing spent."""
     data, terms, _ = _read(path)
+    if data.get("tasks") is None and isinstance(data.get("examiner"), str) and terms.examiner:
+        return Seal(path, terms, None, data["examiner"])
     sealed = parse_set(data["tasks"], str(path))
     if sealed.digest != terms.sealed_digest:
         raise ImproverError(f"{path}: its sealed tasks do not hash to the digest its terms hold; it was changed")
@@ -240,6 +263,10 @@ def _read(path: Path) -> tuple[dict[str, Any], Terms, SealState]:
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r} is not {FORMAT}")
         terms = Terms(**data["terms"])
+        if terms.examiner is not None and not (
+            isinstance(terms.examiner, dict) and {"wallet", "key"} <= set(terms.examiner)
+        ):
+            raise ValueError("its examiner must be {wallet, key}")
         return data, terms, SealState.from_json(data["state"])
     except FileNotFoundError:
         raise ImproverError(f"no seal file at {path}") from None
@@ -247,6 +274,23 @@ def _read(path: Path) -> tuple[dict[str, Any], Terms, SealState]:
         raise ImproverError(
             f"{path}: the seal file is damaged ({exc}); nothing was spent. Restore it, or seal fresh tasks"
         ) from None
+
+
+def seal_file_text(seal: Seal) -> bytes:
+    """The seal file's bytes, as an examiner is handed them."""
+    return seal.path.read_bytes()
+
+
+def hand_over(seal: Seal, url: str) -> Seal:
+    """Rewrites `seal`'s file without its sealed tasks, once the examiner at `url` holds
+    them: what stays is the terms (digests), the state and where the examiner is."""
+    if seal.terms.examiner is None:
+        raise ImproverError(f"seal {seal.id} names no examiner to hand its tasks to")
+    with holding(seal.path):
+        data = _read(seal.path)[0]
+        data["tasks"], data["examiner"] = None, url
+        write_atomic(seal.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    return Seal(seal.path, seal.terms, None, url)
 
 
 def seals_of(routes: Routes, profile: str) -> list[Path]:
@@ -353,6 +397,7 @@ class SealRequest:
     seed: str | None = None
     reusable: bool = False
     test: str = levels.DEFAULT_TEST
+    examiner: dict[str, str] | None = None  # {wallet, key}: the examiner the sealed tasks go to
 
 
 def make_seal(
@@ -404,6 +449,7 @@ def make_seal(
         level=levels.confirmation_level(request.confirmations),
         test=request.test,
         holdout={"threshold": holdout.threshold, "noise": holdout.noise, "budget": holdout.budget} if holdout else None,
+        examiner=request.examiner,
     )
     path = routes.sealed(taskset.profile, terms.id)
     seal = Seal(path, terms, sealed_set)
