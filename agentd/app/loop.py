@@ -17,6 +17,7 @@ import numpy as np
 from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, lineage_of, make_current
 from agentd.app.agent import AGENT, model_factory, variant_of
+from agentd.app.examining import RemoteExamination
 from agentd.app.ledger import open_ledger, publisher
 from agentd.app.practice import load_practice
 from agentd.app.seals import check_claimant, settle_seals
@@ -30,10 +31,13 @@ from improver import (
     BudgetTooSmall,
     Challenger,
     Event,
+    Examination,
     Lineage,
     Loop,
     Model,
+    Seal,
     Stop,
+    Trials,
     Variant,
     current_seal,
     load_settings,
@@ -176,11 +180,22 @@ def _loop(
             progress=progress,
             practice=practice,
             challenge=_challenge(home, profile.dir, request, challenger),
+            examiner=_examiner(seal, ledger),
         )
     except BudgetTooSmall as exc:
         raise WrongValue(str(exc)) from None
     except Stop as exc:
         raise AgentdError(str(exc)) from None
+
+
+def _examiner(seal: Seal, ledger: Ledger | None) -> Callable[[Trials, int], Examination] | None:
+    """The examiner that holds the seal's sealed tasks, asked through the ledger; None
+    when they are held here."""
+    if seal.held_here:
+        return None
+    if ledger is None:
+        raise WrongValue(f"seal {seal.id} is held by an examiner, whose confirmations go on the ledger: give --wallet")
+    return lambda trials, baseline_runs: RemoteExamination(seal, ledger, baseline_runs)
 
 
 def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | None) -> Challenger | None:

@@ -16,9 +16,10 @@ import contextlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from agentd.app.examining import fetch_key, hand_over_tasks
 from agentd.app.ledger import open_ledger, pulse_of
 from agentd.app.tasks import separation_of
 from agentd.errors import AgentdError, WrongValue
@@ -32,6 +33,7 @@ from improver import (
     SealRequest,
     ShownTasks,
     claim_body,
+    hand_over,
     load_tasks,
     make_seal,
     open_seal,
@@ -51,11 +53,25 @@ class Sealed:
 
 
 def seal_tasks(
-    home: Home, profile: str, tasks: Path, request: SealRequest, wallet: str | None, sealed: Path | None = None
+    home: Home,
+    profile: str,
+    tasks: Path,
+    request: SealRequest,
+    wallet: str | None,
+    sealed: Path | None = None,
+    examiner: Examiner | None = None,
 ) -> Sealed:
     """Seals a validated task set of PROFILE (or, with `sealed`, seals that set and keeps
-    `tasks` to choose on); with a wallet, publishes it before anything is tried."""
+    `tasks` to choose on); with a wallet, publishes it before anything is tried. With an
+    examiner, its sealed tasks are handed to it before the claim is appended, and only
+    their digests stay here (see `_hand_over`)."""
     load_profile(home, profile)
+    if examiner is not None and not wallet:
+        raise WrongValue(
+            "--examiner needs --wallet: the seal, the examiner's receipt and its examinations go on the ledger"
+        )
+    if examiner is not None:
+        request = replace(request, examiner=fetch_key(examiner.url, examiner.wallet))
     taskset = load_tasks(tasks)
     given = load_tasks(sealed) if sealed is not None else None
     for path, each in ((tasks, taskset), (sealed, given)):
@@ -76,12 +92,34 @@ def seal_tasks(
             shown = sum(1 for t in taskset.tasks if t.content_key in separation.shown)
             if signer is None:
                 return Sealed(_put_in_place(home, staged), None, None, shown)
-            entry = ledger.append(signer, SEAL_KIND, claim_body(staged))
+            body = claim_body(staged)  # its digests, made while the sealed tasks are still here
+            receipt = None
+            if examiner is not None:
+                receipt = _hand_over(staged, examiner, ledger)
+                staged = hand_over(staged, examiner.url)
+            entry = ledger.append(signer, SEAL_KIND, body)
+            if receipt is not None:
+                ledger.append_raw([receipt])
             staged.record_claim(entry.claim_id, pulse_of(entry))
             return Sealed(_put_in_place(home, staged), entry.claim_id, entry.pulse, shown)
         except BaseException:
             _settle_quietly(home, folder, ledger)
             raise
+
+
+@dataclass(frozen=True)
+class Examiner:
+    """Where the examiner is, and the wallet it must be (None: whichever signs its key)."""
+
+    url: str
+    wallet: str | None = None
+
+
+def _hand_over(staged: Seal, examiner: Examiner, ledger: Ledger) -> bytes:
+    """The examiner's receipt for the staged seal's tasks, handed to it encrypted."""
+    if not ledger.size:
+        raise WrongValue("the ledger is empty, so it has no name an examiner could sign for: record a session first")
+    return hand_over_tasks(examiner.url, staged, ledger)
 
 
 def check_claimant(home: Home, ledger: Ledger | None, signer: Wallet | None, seal: Seal) -> None:

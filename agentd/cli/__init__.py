@@ -50,6 +50,7 @@ COMMANDS: dict[str, CommandEntry] = {
         "agentd.cli.improve", "A profile's kept changes with their evidence; --check proves them.", "lineage"
     ),
     "serve": CommandEntry("agentd.cli.serve", "Run the daemon: schedules, the ledger over HTTP, status."),
+    "examiner": CommandEntry("agentd.cli.examiner", "Hold other agents' sealed tasks and confirm changes on them."),
     "schedule": CommandEntry("agentd.cli.schedule", "Scheduled jobs: list, add, remove, run now."),
     "kill-switch": CommandEntry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
     "sandbox": CommandEntry("agentd.cli.sandbox", "The sandbox: check that nothing run in it gets out."),

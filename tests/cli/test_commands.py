@@ -76,6 +76,7 @@ NO_JSON = {
     "ledger fork-proof",
     "ledger export",
     "serve",
+    "examiner serve",
     "improve releases show",
 }
 

@@ -11,7 +11,7 @@ import click
 from agentd.app.adopt import adopt as adopt_step, undo as undo_step
 from agentd.app.lineage import check_lineage, improvers_kept, lineage_here
 from agentd.app.loop import RunRequest, run_improvement
-from agentd.app.seals import Sealed, seal_tasks
+from agentd.app.seals import Examiner, Sealed, seal_tasks
 from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -83,6 +83,13 @@ from improver import (
     "sign-flip test.",
 )
 @click.option("--wallet", help="Publish the seal's digests on the ledger (agent.seal/v1) with this wallet.")
+@click.option(
+    "--examiner",
+    metavar="URL",
+    help="Hand the sealed tasks, encrypted, to the examiner at URL (agentd examiner serve): only their digests "
+    "stay here, and it confirms changes on them. Needs --wallet.",
+)
+@click.option("--examiner-wallet", metavar="ID", help="The wallet id the examiner's key must be signed by.")
 @json_option
 @pass_app
 def seal(
@@ -97,6 +104,8 @@ def seal(
     reusable: bool,
     test: str,
     wallet: str | None,
+    examiner: str | None,
+    examiner_wallet: str | None,
     as_json: bool,
 ) -> None:
     """Split a validated task set into tasks to choose changes on and sealed tasks, which
@@ -110,7 +119,10 @@ def seal(
     request = SealRequest(share, confirmations, canaries, seed, reusable, test)
     if sealed_file is not None and seed is not None:
         raise click.UsageError("--seed draws a split; --sealed gives one: give either")
-    sealed = seal_tasks(app.home, profile, tasks_file, request, wallet, sealed_file)
+    held_by = Examiner(examiner, examiner_wallet) if examiner else None
+    if examiner_wallet and not examiner:
+        raise click.UsageError("--examiner-wallet names the wallet of the examiner --examiner gives")
+    sealed = seal_tasks(app.home, profile, tasks_file, request, wallet, sealed_file, held_by)
     if as_json:
         emit_json(_seal_json(sealed))
         return
