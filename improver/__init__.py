@@ -127,6 +127,7 @@ _SURFACE: dict[str, str] = {
     "Stop": "loop.running",
     "Trials": "loop.running",
     # the sealed tasks asked here, or by an examiner that holds them
+    "SealedText": "loop.gates",
     "Examination": "loop.confirming",
     "Examined": "loop.confirming",
     "LocalExamination": "loop.confirming",
@@ -293,6 +294,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         examination_body as examination_body,
         examined_from as examined_from,
     )
+    from improver.loop.gates import SealedText as SealedText
     from improver.loop.lineage import Lineage as Lineage, improver_summary as improver_summary, summary as summary
     from improver.loop.practice import (
         Practice as Practice,

@@ -41,6 +41,7 @@ from improver import (
     LocalExamination,
     Seal,
     SealedBaseline,
+    SealedText,
     Stop,
     TrialResult,
     Trials,
@@ -184,6 +185,12 @@ class Examiner:
         async with self.locks.setdefault(seal_id, asyncio.Lock()):
             if seal.canary_in(f"{change.operator}\n{change.lessons}"):  # its code word proposed
                 return self._sign(EXAMINATION, canary_examination(seal_claim, change, current, runs), log, seq)
+            # The gate the agent cannot hold here: no sealed task's words in the change.
+            if SealedText.of(seal.real_tasks).held_in(change.lessons):
+                raise ExaminerRefused(
+                    422,
+                    "the change holds a sealed task's words (a run of eight, or what one asks): not examined, nothing spent",
+                )
             trials = self._trials(seal)
             baseline = SealedBaseline(seal, trials, baseline_runs, self.baselines.get(seal_id))
             try:

@@ -167,3 +167,25 @@ def test_forged_replayed_and_past_k_examinations_are_refused(home: Home, tmp_pat
         assert answer.status_code == 409 and "spent its 1 confirmations" in answer.json()["error"]
         assert httpx.get(f"{url}/v1/examiner/seals/{seal.id}").json()["spent"] == 1
         assert httpx.get(f"{url}/v1/examiner/seals/nope").status_code == 404
+
+
+def test_a_change_holding_a_sealed_tasks_words_is_not_examined(home: Home, tmp_path: Path) -> None:
+    examiner = examiner_home(tmp_path / "examiner")
+    with serving(examiner) as url:
+        seal = sealed_to(home, url)
+        held = open_seal(examiner.folder / f"{seal.id}.json")
+        with open_ledger(home) as ledger:
+            body = {
+                "change": {"operator": "x", "lessons": f"Remember: {held.real_tasks[0].task}", "models": []},
+                "current": {"operator": "x", "lessons": "", "models": []},
+                "runs": 2,
+                "baseline_runs": 2,
+                "gain": 0.5,
+                "seal_claim": seal.state().claim,
+                "log": ledger.origin,
+                "seq": ledger.next_sequence(examiner.wallet.id),
+            }
+        answer = httpx.post(f"{url}/v1/examiner/seals/{seal.id}/examinations", json=body, timeout=60)
+        assert answer.status_code == 422 and "holds a sealed task's words" in answer.json()["error"]
+        assert held.real_tasks[0].task not in answer.text
+        assert httpx.get(f"{url}/v1/examiner/seals/{seal.id}").json()["spent"] == 0
