@@ -128,6 +128,7 @@ _SURFACE: dict[str, str] = {
     "Trials": "loop.running",
     # the sealed tasks asked here, or by an examiner that holds them
     "SealedText": "loop.gates",
+    "CanaryPassed": "loop.confirming",
     "Examination": "loop.confirming",
     "Examined": "loop.confirming",
     "LocalExamination": "loop.confirming",
@@ -286,6 +287,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
     from improver.episodes.validate import Validation as Validation, validate as validate_tasks
     from improver.loop.challenger import Challenger as Challenger
     from improver.loop.confirming import (
+        CanaryPassed as CanaryPassed,
         Examination as Examination,
         Examined as Examined,
         LocalExamination as LocalExamination,

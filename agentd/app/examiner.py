@@ -36,6 +36,7 @@ from agentd.home import PRIVATE_DIR, Home
 from improver import (
     EXAMINATION,
     EXAMINER_RECEIPT,
+    CanaryPassed,
     EpisodeLimits,
     ImproverError,
     LocalExamination,
@@ -195,9 +196,9 @@ class Examiner:
             baseline = SealedBaseline(seal, trials, baseline_runs, self.baselines.get(seal_id))
             try:
                 examined = await LocalExamination(seal, trials, baseline).examine(change, current, gain, runs)
+            except CanaryPassed:
+                return self._sign(EXAMINATION, canary_examination(seal_claim, change, current, runs), log, seq)
             except Stop as exc:
-                if "was passed" in str(exc):
-                    return self._sign(EXAMINATION, canary_examination(seal_claim, change, current, runs), log, seq)
                 raise ExaminerRefused(409, str(exc)) from None
             if baseline.last is not None:
                 self.baselines[seal_id] = baseline.last

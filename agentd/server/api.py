@@ -360,7 +360,7 @@ def _checkpoint_doc(stored: StoredCheckpoint) -> dict[str, Any]:
 # Writes
 
 
-async def _body(request: Request, cap: int) -> bytes:
+async def capped_body(request: Request, cap: int) -> bytes:
     """The request's body, refused past `cap` bytes before more is read."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > cap:
@@ -379,7 +379,7 @@ async def post_entry(server: Server, request: Request) -> Response:
     """One signed envelope, exactly as signed: its signature authenticates it, its
     author's rate bounds how many the server records (429 past it), the ledger's rules
     decide."""
-    raw = (await _body(request, server.entry_cap)).strip()
+    raw = (await capped_body(request, server.entry_cap)).strip()
     try:
         recorded = await run_in_threadpool(_append, server, raw)
     except EntryTooLarge as exc:
@@ -417,7 +417,7 @@ async def post_sessions(server: Server, request: Request) -> Response:
     """Transcripts in the `sessions import` format for ?profile=, behind the bearer token."""
     _authorize(server, request)
     profile = _required(request, "profile")
-    body = await _body(request, server.sessions_cap)
+    body = await capped_body(request, server.sessions_cap)
     imported = await run_in_threadpool(_import, server.home, profile, body)
     server.metrics.count("agentd_sessions_imported_total", len(imported.records))
     sessions = [{"id": r.id, "claim": r.claim_id, "outcome": r.outcome} for r in imported.records]

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentd.app.examiner import Examiner, ExaminerRefused
+from agentd.server.api import Refused, capped_body
 
 SEAL_CAP = 64 * 1024 * 1024  # a handed-over seal: thousands of tasks
 REQUEST_CAP = 1024 * 1024  # an examination asked: two variants
@@ -70,21 +71,14 @@ def _endpoint(handler: Callable[[Request], Awaitable[dict[str, Any]]]) -> Callab
     async def endpoint(request: Request) -> Response:
         try:
             return JSONResponse(await handler(request))
-        except ExaminerRefused as exc:
+        except (ExaminerRefused, Refused) as exc:
             return JSONResponse({"error": str(exc).splitlines()[0]}, status_code=exc.status)
 
     return endpoint
 
 
 async def _json(request: Request, cap: int) -> dict[str, Any]:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > cap:
-        raise ExaminerRefused(413, f"the body is {declared} bytes; at most {cap} are taken")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > cap:
-            raise ExaminerRefused(413, f"the body is over {cap} bytes; at most {cap} are taken")
+    body = await capped_body(request, cap)
     try:
         data = json.loads(body)
     except ValueError:

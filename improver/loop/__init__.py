@@ -17,6 +17,7 @@ _SURFACE = {
     "Challenger": "challenger",
     "decided": "contests",
     "canary_examination": "confirming",
+    "CanaryPassed": "confirming",
     "Examination": "confirming",
     "examination_body": "confirming",
     "Examined": "confirming",

@@ -198,11 +198,15 @@ def seal_has_room(seal: Seal) -> None:
         raise Stop(f"seal {seal.id}'s reusable holdout may disagree no more: seal fresh tasks")
 
 
+class CanaryPassed(Stop):
+    """A canary was passed: the sealed answers leaked, or the scoring was gamed."""
+
+
 def check_canaries_passed(seal: Seal, result: TrialResult) -> None:
     for canary in seal.canaries:
         tally = result.per_task.get(canary.name)
         if tally and tally.passed:
-            raise Stop(
+            raise CanaryPassed(
                 f"{canary.name} was passed: the sealed answers reached the agent or its scoring was gamed; seal fresh tasks"
             )
 

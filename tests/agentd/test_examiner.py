@@ -29,7 +29,7 @@ from agentd.home import Home
 from agentd.server.examiner import app
 from agentd.wallets import create_wallet
 from improver import EXAMINATION, Seal, SealRequest, current_seal, open_seal
-from ledger import Entry, LedgerError, RuleViolation, Wallet
+from ledger import Entry, Ledger, LedgerError, RuleViolation, Wallet
 from tests.examplekit import harvested
 
 PROPOSER = "script:models/proposer.toml"
@@ -73,6 +73,20 @@ def sealed_to(home: Home, url: str, wallet: str | None = None, **request: object
         examiner=ExaminerAt(url, wallet),  # type: ignore[arg-type]
     )
     return sealed.seal
+
+
+def asked(seal: Seal, ledger: Ledger, examiner: Examiner, lessons: str) -> dict[str, object]:
+    """What an agent sends to ask the examiner about a change of `lessons`, 2 runs each arm."""
+    return {
+        "change": {"operator": "x", "lessons": lessons, "models": []},
+        "current": {"operator": "x", "lessons": "", "models": []},
+        "runs": 2,
+        "baseline_runs": 2,
+        "gain": 0.5,
+        "seal_claim": seal.state().claim,
+        "log": ledger.origin,
+        "seq": ledger.next_sequence(examiner.wallet.id),
+    }
 
 
 def test_a_change_is_kept_on_the_examiners_word_with_no_sealed_task_here(home: Home, tmp_path: Path) -> None:
@@ -153,16 +167,7 @@ def test_forged_replayed_and_past_k_examinations_are_refused(home: Home, tmp_pat
             with pytest.raises(RuleViolation, match="names examiner"):
                 ledger.append_raw([forged.raw])
             # The seal's one confirmation is spent: the examiner refuses another, and spends nothing.
-            body = {
-                "change": {"operator": "x", "lessons": "y", "models": []},
-                "current": {"operator": "x", "lessons": "", "models": []},
-                "runs": 2,
-                "baseline_runs": 2,
-                "gain": 0.5,
-                "seal_claim": seal.state().claim,
-                "log": ledger.origin,
-                "seq": ledger.next_sequence(examiner.wallet.id),
-            }
+            body = asked(seal, ledger, examiner, "y")
         answer = httpx.post(f"{url}/v1/examiner/seals/{seal.id}/examinations", json=body, timeout=60)
         assert answer.status_code == 409 and "spent its 1 confirmations" in answer.json()["error"]
         assert httpx.get(f"{url}/v1/examiner/seals/{seal.id}").json()["spent"] == 1
@@ -175,16 +180,7 @@ def test_a_change_holding_a_sealed_tasks_words_is_not_examined(home: Home, tmp_p
         seal = sealed_to(home, url)
         held = open_seal(examiner.folder / f"{seal.id}.json")
         with open_ledger(home) as ledger:
-            body = {
-                "change": {"operator": "x", "lessons": f"Remember: {held.real_tasks[0].task}", "models": []},
-                "current": {"operator": "x", "lessons": "", "models": []},
-                "runs": 2,
-                "baseline_runs": 2,
-                "gain": 0.5,
-                "seal_claim": seal.state().claim,
-                "log": ledger.origin,
-                "seq": ledger.next_sequence(examiner.wallet.id),
-            }
+            body = asked(seal, ledger, examiner, f"Remember: {held.real_tasks[0].task}")
         answer = httpx.post(f"{url}/v1/examiner/seals/{seal.id}/examinations", json=body, timeout=60)
         assert answer.status_code == 422 and "holds a sealed task's words" in answer.json()["error"]
         assert held.real_tasks[0].task not in answer.text
