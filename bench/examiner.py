@@ -3,12 +3,13 @@
 Two homes hold the invoices example's twelve sessions and the same seal terms but for
 where the sealed tasks are: one keeps them (the confirmation is a `LocalExamination`),
 one handed them to an examiner served by uvicorn on 127.0.0.1 in this process (the
-confirmation is a `RemoteExamination`: key check, catch-up, the examination over HTTP,
-its entry appended to the ledger). Each confirmation runs both arms afresh (the
+confirmation is a `RemoteExamination`: one request on a kept-alive connection, the
+examination's entry appended to the ledger). Each confirmation runs both arms afresh (the
 baselines' caches are cleared), with the example's scripted models on both sides.
 
 Printed: the median wall time of a confirmation each way (goal: the examiner's within
-10% of local plus the loopback round trip, measured alone as GET /health), and the bytes
+10% of local plus the loopback round trip, measured alone as GET /health on a connection
+kept alive), and the bytes
 that leave the agent's home: the handed-over seal once, and each examination's request.
 
     python bench/examiner.py            # 9 confirmations each way
@@ -37,7 +38,7 @@ import uvicorn
 
 from agentd.app.agent import variant_of
 from agentd.app.demo import PROFILE, record_sessions
-from agentd.app.examiner import Examiner, open_examiner
+from agentd.app.examiner import Examiner, open_examiner, sealed_trials
 from agentd.app.examining import RemoteExamination
 from agentd.app.examples import install_example
 from agentd.app.ledger import open_ledger
@@ -45,7 +46,7 @@ from agentd.app.seals import Examiner as ExaminerAt, seal_tasks
 from agentd.app.tasks import harvest_profile
 from agentd.home import Home
 from agentd.profiles import load_profile
-from agentd.server.examiner import app
+from agentd.server.examiner import server_config
 from agentd.wallets import create_wallet
 from improver import LocalExamination, SealedBaseline, SealRequest, Variant
 
@@ -66,8 +67,9 @@ def agent_home(root: Path) -> tuple[Home, Path]:
 
 def serve(examiner: Examiner) -> tuple[str, uvicorn.Server, threading.Thread]:
     sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as uvicorn sets on a socket it binds itself
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app(examiner), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(server_config(examiner, lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -99,15 +101,18 @@ def main() -> None:
         current = variant_of(load_profile(local_home, PROFILE))
         change = Variant(current.operator, LESSON, current.models)
         rtt = []
-        for _ in range(20):
-            start = time.perf_counter()
-            httpx.get(f"{url}/health")
-            rtt.append(time.perf_counter() - start)
+        with httpx.Client() as client:  # kept alive, as a confirmation's connection is
+            for _ in range(21):
+                start = time.perf_counter()
+                client.get(f"{url}/health")
+                rtt.append(time.perf_counter() - start)
+        rtt = rtt[1:]  # the first opened the connection
         local_times, remote_times = [], []
         with open_ledger(remote_home) as ledger:
             asking = RemoteExamination(remote, ledger, BASELINE_RUNS)
             for _ in range(n):
-                trials = examiner._trials(local)  # the same agent and models as the examiner's, afresh each run
+                # the same agent and models as the examiner's, afresh each run
+                trials = sealed_trials(examiner.home, examiner.models_dir, local, examiner.limits, examiner.concurrency)
                 mine = SealedBaseline(local, trials, BASELINE_RUNS)
                 start = time.perf_counter()
                 asyncio.run(LocalExamination(local, trials, mine).examine(change, current, 0.5, RUNS))
@@ -127,6 +132,7 @@ def main() -> None:
                     "seal_claim": "0" * 64,
                     "log": "x" * 64,
                     "seq": 10,
+                    "held": ["0" * 64] * (n - 1),  # the examinations asked before, as the last ask sends them
                 }
             )
         )

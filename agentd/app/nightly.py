@@ -25,7 +25,7 @@ from agentd.app import killswitch
 from agentd.app.code import CodeRequest, run_code
 from agentd.app.loop import RunRequest, Stopper, run_improvement
 from agentd.app.schedules import CHALLENGER_COUNTS, record_run as keep_outcome, require_code, schedule_section
-from agentd.app.seals import seal_tasks
+from agentd.app.seals import seal_tasks, spent_of
 from agentd.app.tasks import exported, harvest_profile
 from agentd.errors import AgentdError
 from agentd.home import Home
@@ -47,6 +47,7 @@ CODE_OPTIONS = (
     "apply",
     "wallet",
     "max_tokens",
+    "queue",
 )
 
 _profile_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
@@ -104,7 +105,7 @@ def seal_spent(home: Home, profile: str) -> str | None:
         seal = current_seal(home.routes, profile)
     except ImproverError as exc:
         return f"{SPENT}: {exc}"
-    spent, allowed = seal.state().spent, seal.terms.confirmations
+    spent, allowed = spent_of(home, seal), seal.terms.confirmations
     if spent < allowed:
         return None
     return (
@@ -163,6 +164,7 @@ def _improve(home: Home, profile: str) -> str:
         apply=options.get("apply", False),
         wallet=options.get("wallet"),
         max_tokens=options.get("max_tokens"),
+        queue=options.get("queue"),
         **{
             key: options[key] for key in ("challenger", *CHALLENGER_COUNTS) if key in options
         },  # as improve run passes them

@@ -27,6 +27,7 @@ from agentd.home import PRIVATE_DIR, Home
 from agentd.profiles import load_profile
 from agentd.wallets import load_wallet, wallet_names
 from improver import (
+    SEAL_CLAIM,
     ImproverError,
     Routes,
     Seal,
@@ -38,10 +39,9 @@ from improver import (
     make_seal,
     open_seal,
     seal_publisher,
+    seal_record,
 )
 from ledger import Ledger, LedgerError, Wallet
-
-SEAL_KIND = "agent.seal/v1"
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def seal_tasks(
             if examiner is not None:
                 receipt = _hand_over(staged, examiner, ledger)
                 staged = hand_over(staged, examiner.url)
-            entry = ledger.append(signer, SEAL_KIND, body)
+            entry = ledger.append(signer, SEAL_CLAIM, body)
             if receipt is not None:
                 ledger.append_raw([receipt])
             staged.record_claim(entry.claim_id, pulse_of(entry))
@@ -188,7 +188,7 @@ def _claim_of(ledger: Ledger, seal: Seal) -> tuple[str, int] | None:
     # tasks to choose on, which may have been moved out of the staged folder already (and
     # a claim made before `shown` was carried has none).
     terms = {"seal": seal.id, **seal.terms.to_json()}
-    for entry in ledger.entries(kind=SEAL_KIND):
+    for entry in ledger.entries(kind=SEAL_CLAIM):
         if all(entry.body.get(name) == value for name, value in terms.items()):
             return entry.claim_id, pulse_of(entry)
     return None
@@ -204,3 +204,14 @@ def _put_in_place(home: Home, staged: Seal) -> Seal:
     os.replace(staged.path, routes.sealed(profile, staged.id))
     shutil.rmtree(staged.path.parent)  # what is left: the lock the claim was noted under
     return open_seal(routes.sealed(profile, staged.id))
+
+
+def spent_of(home: Home, seal: Seal) -> int:
+    """The confirmations `seal` has spent: its file's count, or for a seal an examiner
+    holds (which spends them), the examinations of it the ledger holds."""
+    claim = seal.state().claim
+    if seal.terms.examiner is None or claim is None:
+        return seal.state().spent
+    with open_ledger(home, read_only=True) as ledger:
+        record = seal_record(ledger.state(), claim)
+    return int(record.get("examined", 0)) if record else 0

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from agentd.app import bonds as app
+from agentd.cli.completers import wallets
 from agentd.cli.options import (
     NUMBERS,
     App,
@@ -41,9 +42,15 @@ def command() -> None:
 
 
 @command.command("post", short_help="Lock USD of wallet W in a bond under an adjudicator.", context_settings=NUMBERS)
-@click.argument("wallet", metavar="W")
+@click.argument("wallet", metavar="W", shell_complete=wallets)
 @click.argument("cents", metavar="USD", type=Usd())
-@click.option("--adjudicator", required=True, metavar="WALLET", help="Who rules on challenges (a wallet name or id).")
+@click.option(
+    "--adjudicator",
+    required=True,
+    metavar="WALLET",
+    shell_complete=wallets,
+    help="Who rules on challenges (a wallet name or id).",
+)
 @click.option("--memo", default="", help="A note recorded with the bond (up to 500 characters).")
 @json_option
 @pass_app
@@ -59,7 +66,7 @@ def post(app_: App, wallet: str, cents: int, adjudicator: str, memo: str, as_jso
 
 
 @command.command("withdraw", short_help="Withdraw wallet W's bond, its funds returned.")
-@click.argument("wallet", metavar="W")
+@click.argument("wallet", metavar="W", shell_complete=wallets)
 @click.argument("bond", metavar="BOND")
 @json_option
 @pass_app
@@ -77,7 +84,7 @@ def withdraw(app_: App, wallet: str, bond: str, as_json: bool) -> None:
 
 
 @command.command("list", short_help="List bonds, their funds and state.")
-@click.option("--owner", metavar="WALLET", help="Only this wallet's bonds.")
+@click.option("--owner", metavar="WALLET", shell_complete=wallets, help="Only this wallet's bonds.")
 @json_option
 @pass_app
 def list_(app_: App, owner: str | None, as_json: bool) -> None:
@@ -139,13 +146,17 @@ def show(app_: App, bond: str, as_json: bool) -> None:
 
 
 @click.command(
-    "challenge", short_help="Challenge an attestation on its bond, with a deposit.", context_settings=NUMBERS
+    "challenge",
+    short_help="Challenge an attestation or an examination on its bond, with a deposit.",
+    context_settings=NUMBERS,
 )
-@click.argument("wallet", metavar="W")
+@click.argument("wallet", metavar="W", shell_complete=wallets)
 @click.argument("claim", metavar="CLAIM")
 @click.argument("bond", metavar="BOND")
 @click.option("--deposit", "cents", type=Usd(), required=True, help="USD of W locked until the ruling.")
-@click.option("--evidence", default="", help="What you found on rebuilding the release.")
+@click.option(
+    "--evidence", default="", help="What you found on rebuilding the release, or on rerunning the examination."
+)
 @click.option(
     "--evidence-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -169,8 +180,8 @@ def challenge(
     recipe: bool,
     as_json: bool,
 ) -> None:
-    """Challenge attestation CLAIM on BOND (bond.challenge/v1), signed by W, with a
-    deposit. The bond's adjudicator rules on it: upheld, W gets the deposit back and the
+    """Challenge attestation or examination CLAIM on BOND (bond.challenge/v1), signed by W,
+    with a deposit. The bond's adjudicator rules on it: upheld, W gets the deposit back and the
     bond's funds; dismissed, the deposit goes to the bond's owner."""
     if evidence_file is not None:
         if evidence:
@@ -187,7 +198,7 @@ def challenge(
 
 
 @click.command("rule", short_help="Rule on a challenge, as the bond's adjudicator.")
-@click.argument("wallet", metavar="W")
+@click.argument("wallet", metavar="W", shell_complete=wallets)
 @click.argument("challenge_ref", metavar="CHALLENGE")
 @click.option("--uphold/--dismiss", default=None, help="Uphold the challenge (the claim is false) or dismiss it.")
 @click.option("--note", default="", help="Why (recorded with the ruling, up to 500 characters).")
@@ -201,6 +212,18 @@ def challenge(
 @click.option(
     "--tasks", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="With --rerun: the sealed tasks."
 )
+@click.option(
+    "--revealed",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --rerun, for a challenged examination: its revealed seal (agentd improve reveal keeps it); "
+    "with --source too for a code change's.",
+)
+@click.option(
+    "--models",
+    "models_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="With --revealed: the folder `script:` models are read from.",
+)
 @json_option
 @pass_app
 def rule(
@@ -213,6 +236,8 @@ def rule(
     source: Path | None,
     patch: Path | None,
     tasks: Path | None,
+    revealed: Path | None,
+    models_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Rule on CHALLENGE (bond.ruling/v1) as W, the adjudicator its bond names; once.
@@ -225,18 +250,23 @@ def rule(
     --uphold or --dismiss nothing is ruled yet, so you can decide on it. The rerun runs
     the release's own published commands (the recipe's only for a step the release
     leaves empty; each difference is printed) and at most 64 runs of each sealed task:
-    a recipe asking more is refused."""
-    if rerun:
+    a recipe asking more is refused. A challenged examination is rerun instead from its
+    revealed seal (--rerun --revealed FILE), its two arms on this home's models."""
+    if rerun and revealed is not None:
+        _reexamine(app_, challenge_ref, revealed, models_dir, source, as_json and uphold is None)
+        if uphold is None:
+            return
+    elif rerun:
         _rerun(app_, challenge_ref, source, patch, tasks, as_json and uphold is None)
         if uphold is None:
             return
-    elif source or patch or tasks:
-        raise WrongValue("--source, --patch and --tasks are for --rerun")
+    elif source or patch or tasks or revealed:
+        raise WrongValue("--source, --patch, --tasks and --revealed are for --rerun")
     if uphold is None:
         raise WrongValue("say how you rule: --uphold or --dismiss (or --rerun first, to see what a rebuild finds)")
     written = app.rule(app_.home, wallet, challenge_ref, uphold, note)
     if uphold:
-        said = f"upheld challenge {written.entry.body['challenge'][:16]}: the attestation is shown false, bond {written.bond.id[:16]} slashed"
+        said = f"upheld challenge {written.entry.body['challenge'][:16]}: the claim is shown false, bond {written.bond.id[:16]} slashed"
     else:
         said = f"dismissed challenge {written.entry.body['challenge'][:16]}: its deposit goes to the bond's owner"
     _written(app_.home, written, as_json, said)
@@ -261,6 +291,19 @@ def _rerun(
                 "found": done.found.body("", done.claimed["expires"]),
             }
         )
+        return
+    for line in done.lines():
+        click.echo(line)
+
+
+def _reexamine(
+    app_: App, challenge_ref: str, revealed: Path, models_dir: Path | None, source: Path | None, as_json: bool
+) -> None:
+    from agentd.app.reexamine import reexamine_challenged  # loads the harness only when asked
+
+    done = reexamine_challenged(app_.home, challenge_ref, revealed, models_dir, progress, source)
+    if as_json:
+        emit_json(done.to_json())
         return
     for line in done.lines():
         click.echo(line)

@@ -3,6 +3,7 @@ and record of exports are kept. Every path under it is named here, and nowhere e
 
     PROFILE-sealed-SEAL.json     a seal: its terms, sealed tasks and state (improver.seals.seal)
     PROFILE-train-SEAL.json      the seal's tasks to choose changes on
+    PROFILE-revealed-SEAL.json   an examiner's seal revealed: its tasks and examinations (improver.seals.reveal)
     PROFILE-archive-TRAIN.json   every variant tried on those tasks (improver.decide.archive)
     PROFILE-lineage.jsonl        every decision the loop made (improver.loop.lineage)
     PROFILE-improvers.jsonl      every decision on the improver itself (improver.meta.metaloop)
@@ -34,6 +35,9 @@ class Routes:
 
     def train(self, profile: str, seal: str) -> Path:
         return self.root / f"{profile}-train-{seal}.json"
+
+    def revealed(self, profile: str, seal: str) -> Path:
+        return self.root / f"{profile}-revealed-{seal}.json"
 
     def sealed_files(self, profile: str) -> list[Path]:
         """Every seal file of the profile, in no particular order (improver.seals.seal.seals_of orders them)."""

@@ -75,6 +75,7 @@ class Workshop:
         self.root.mkdir(parents=True)
         self.origin = mirror(self.source, self.root)
         self.made = 0
+        self.patches: dict[str, bytes] = {}  # every patch built, by its SHA-256 (an examiner is handed them)
         if not holds(self.origin, self.commit):
             self.close()
             raise ImproverError(
@@ -106,6 +107,7 @@ class Workshop:
         """A fresh tree with `patch` applied, built and tested in the sandbox; or why not.
         Only the build writes to the tree: from the test on it is frozen, so what the test
         passed is what the candidate runs (scratch space is the sandbox's own /tmp)."""
+        self.patches[patch_digest(patch)] = patch
         folder = self.fresh("tree")
         tree = files_of(clone_at(self.origin, self.commit, folder / "clone", patch), folder / "tree")
         shutil.rmtree(folder / "clone")

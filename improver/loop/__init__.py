@@ -22,6 +22,7 @@ _SURFACE = {
     "examination_body": "confirming",
     "Examined": "confirming",
     "examined_from": "confirming",
+    "turned_down_by_examiner": "confirming",
     "LocalExamination": "confirming",
     "SealedBaseline": "confirming",
     "SealedText": "gates",

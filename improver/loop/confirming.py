@@ -18,6 +18,7 @@ from improver.base.errors import ImproverError
 from improver.base.variant import Variant
 from improver.decide import decision
 from improver.decide.decision import SEALED, Decision, Outcome, Rule
+from improver.decide.stats import Tally
 from improver.episodes.trials import TrialResult
 from improver.loop.contests import decided
 from improver.loop.lineage import comparison_from, comparison_json
@@ -25,6 +26,7 @@ from improver.loop.record import Verdict, contests, left_out
 from improver.loop.running import Stop, Trials
 from improver.loop.screening import not_judged, rate, thin
 from improver.seals.seal import Confirmation, Seal, SealSpent, is_canary
+from improver.tasks.task import Task
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,25 @@ class SealedBaseline:
         return result
 
 
+@dataclass(frozen=True)
+class Arms:
+    """The change and the agent as it is on the sealed tasks (canaries left out)."""
+
+    real: list[Task]
+    change: dict[str, Tally]
+    current: dict[str, Tally]
+    errored: int
+
+    @property
+    def missing(self) -> list[str]:
+        """Sealed tasks left with no judged run in an arm: the change is not judged."""
+        return thin(self.change, self.current, self.real)
+
+    @property
+    def gain(self) -> float:
+        return rate(self.change) - rate(self.current)
+
+
 @dataclass
 class LocalExamination:
     """The sealed tasks asked here, in the trials' own sandbox and models."""
@@ -86,31 +107,45 @@ class LocalExamination:
     baseline: SealedBaseline
 
     async def examine(self, change: Variant, current: Variant, gain_choose: float, runs: int) -> Examined:
-        seal, trials = self.seal, self.trials
+        seal = self.seal
         seal_has_room(seal)
-        sealed_tasks = seal.sealed.tasks
         seal.mark_asked()
-        now = await self.baseline.of(current)
-        mine = await trials.trial(change, sealed_tasks, runs)
-        check_canaries_passed(seal, mine)
-        real = [t for t in sealed_tasks if not is_canary(t)]
-        change_tallies, current_tallies = mine.tallies(real), now.tallies(real)
-        errored = mine.errored + now.errored
-        missing = thin(change_tallies, current_tallies, real)
-        if missing:
-            return Examined(decision.not_judged(SEALED, missing), None, errored)
-        held = _held_out(seal, gain_choose, rate(change_tallies) - rate(current_tallies))
+        arms = await self.arms(change, current, runs)
+        if arms.missing:
+            return Examined(decision.not_judged(SEALED, arms.missing), None, arms.errored)
+        held = _held_out(seal, gain_choose, arms.gain)
         if held:
-            return Examined(held, None, errored)
+            return Examined(held, None, arms.errored)
         try:
             confirmation = seal.spend_confirmation()
         except SealSpent as exc:
             raise Stop(str(exc)) from None
-        rule = replace(Rule.for_part(SEALED, seal.terms.test, confirmation.of, runs), level=confirmation.level)
+        return await self.judged(arms, change, confirmation, runs)
+
+    async def arms(self, change: Variant, current: Variant, runs: int) -> Arms:
+        """Both arms run; a canary passed stops the loop."""
+        now = await self.baseline.of(current)
+        mine = await self.trials.trial(change, self.seal.sealed.tasks, runs)
+        check_canaries_passed(self.seal, mine)
+        real = [t for t in self.seal.sealed.tasks if not is_canary(t)]
+        return Arms(real, mine.tallies(real), now.tallies(real), mine.errored + now.errored)
+
+    async def judged(self, arms: Arms, change: Variant, confirmation: Confirmation, runs: int) -> Examined:
+        """The decision at the confirmation's level, with fresh runs on contested tasks."""
+        terms = self.seal.terms
+        rule = replace(Rule.for_part(SEALED, terms.test, confirmation.of, runs), level=confirmation.level)
         said, extra = await decided(
-            rule, real, change_tallies, current_tallies, lambda batch, n: trials.trial(change, batch, n)
+            rule, arms.real, arms.change, arms.current, lambda batch, n: self.trials.trial(change, batch, n)
         )
-        return Examined(said, confirmation, errored + extra)
+        return Examined(said, confirmation, arms.errored + extra)
+
+    async def again(self, change: Variant, current: Variant, runs: int, confirmation: Confirmation) -> Examined:
+        """An examination that spent `confirmation` run again (on a revealed seal): the
+        same arms and the decision at that confirmation's level, nothing spent."""
+        arms = await self.arms(change, current, runs)
+        if arms.missing:
+            return Examined(decision.not_judged(SEALED, arms.missing), None, arms.errored)
+        return await self.judged(arms, change, confirmation, runs)
 
 
 async def confirm(
@@ -129,6 +164,8 @@ async def confirm(
     said, errored = examined.said, {"choose": errored_choose, "sealed": examined.errored}
     if said.outcome is Outcome.NOT_JUDGED:
         return not_judged(said, errored["sealed"])
+    if said.outcome is Outcome.TURNED_DOWN:  # by the examiner's gate: it holds the sealed tasks' words
+        return Verdict(said, "turned down", str(said.reason), {"reason": said.reason})
     if said.outcome is Outcome.HOLDOUT_TURNED_DOWN:
         assert said.gain is not None
         return _turned_down(seal, screened, said.gain)
@@ -136,6 +173,12 @@ async def confirm(
     if said.outcome is Outcome.KEPT:
         return Confirmed(said, examined.confirmation.number, errored, examined.examination)
     return _not_confirmed(said, screened, examined.confirmation, errored)
+
+
+def turned_down_by_examiner(why: str) -> Examined:
+    """What an examiner's refusal to examine a change holding its sealed tasks' words
+    says: turned down, nothing spent (the gate the agent cannot hold without the text)."""
+    return Examined(Decision(Outcome.TURNED_DOWN, SEALED, reason=why), None, 0)
 
 
 def _held_out(seal: Seal, gain_choose: float, gain_sealed: float) -> Decision | None:

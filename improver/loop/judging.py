@@ -143,7 +143,7 @@ class Judge:
         )
         said = await challenge(self.challenger, shown, self.trials, change, current, screen, self.runs)
         if isinstance(said, Challenged):
-            self.verdicts.record.on_event(said.event)
+            self.verdicts.record.before_decision(said.event)
             return said.record
         return said
 

@@ -38,21 +38,33 @@ class Record:
     lineage: Lineage
     on_event: Callable[[Event], None]
     round: int = 0
+    # What was said of the change being judged before its decision (its challenge), said
+    # again in the decision's lineage line.
+    said: list[str] = field(default_factory=list)
 
     def emit(self, kind: str, text: str, **data: Any) -> None:
         self.on_event(Event(kind, text, data))
+
+    def before_decision(self, event: Event) -> None:
+        """An event on the change being judged, whose line its decision's line repeats."""
+        self.on_event(event)
+        self.said.append(event.text)
 
     def line(self, line: dict[str, Any]) -> None:
         self.lineage.append({"at": utc_now(), "profile": self.profile, "round": self.round, **line})
 
     def decision(self, name: str, text: str, line: dict[str, Any]) -> None:
-        """A decision named `name`: its line in the lineage, and its event saying `text`."""
-        self.line({"decision": name, **line})
+        """A decision named `name`: its line in the lineage, with every line the operator
+        was told of it (`said`, for whoever reads the lineage later: the dashboard), and
+        its event saying `text`."""
+        said, self.said = [*self.said, text], []
+        self.line({"decision": name, **line, "said": said})
         self.on_event(Event(name, text, line))
 
     def stopped(self, reason: str) -> None:
         self.emit("stopped", f"stopped: {reason}", reason=reason)
-        self.line({"decision": "stopped", "reason": reason})
+        self.said = []
+        self.line({"decision": "stopped", "reason": reason, "said": [f"stopped: {reason}"]})
 
     def ended(self, used: TokenUsage) -> None:
         self.emit("tokens", f"{used.total} tokens used", tokens_in=used.tokens_in, tokens_out=used.tokens_out)
@@ -108,6 +120,7 @@ class Verdicts:
 LINEAGE: dict[tuple[Outcome, str], str] = {
     (Outcome.TURNED_DOWN, CHOOSE): "turned down",
     (Outcome.HOLDOUT_TURNED_DOWN, SEALED): "turned down",
+    (Outcome.TURNED_DOWN, SEALED): "turned down",
     (Outcome.DROPPED, CHOOSE): "dropped",
     (Outcome.NOT_JUDGED, CHOOSE): "not judged",
     (Outcome.NOT_JUDGED, SEALED): "not judged",

@@ -19,7 +19,7 @@ from improver.base.digests import digest
 from improver.base.errors import ImproverError
 from improver.decide import levels
 from improver.seals.settings import Settings
-from ledger import Entry, RuleSet, RuleViolation, State, back
+from ledger import Entry, RuleSet, RuleViolation, State, back, bonds_in
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 SEAL = "agent.seal/v1"
@@ -29,6 +29,8 @@ ATTESTATION = "agent.release-attestation/v1"
 IMPROVER = "agent.improver/v1"
 RECEIPT = "agent.examiner-receipt/v1"
 EXAMINATION = "agent.examination/v1"
+RETIREMENT = "agent.seal-retirement/v1"
+REVEAL = "agent.seal-reveal/v1"
 HEX32 = re.compile(r"^[0-9a-f]{32}$")  # a wallet id
 TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 SEAL_FIELDS = ("seal", "profile", "set_digest", "train_digest", "sealed_digest", "confirmations", "level", "test")
@@ -42,6 +44,8 @@ def register(rules: RuleSet) -> None:
     rules.register(IMPROVER, _improver)
     rules.register(RECEIPT, _receipt)
     rules.register(EXAMINATION, _examination)
+    rules.register(RETIREMENT, _retirement)
+    rules.register(REVEAL, _reveal)
 
 
 def _seal(state: State, entry: Entry) -> None:
@@ -295,7 +299,20 @@ def _receipt(state: State, entry: Entry) -> None:
     )
     receipts: dict[str, Any] = state.ns("examiner_receipts")
     _require(claim not in receipts, f"seal {seal['seal']}'s examiner gave its receipt already")
-    receipts[claim] = {"pulse": entry.pulse, "sealed_digest": body["sealed_digest"]}
+    bond = body.get("bond")
+    if bond is not None:  # every examination of the seal is then a claim this bond backs
+        back(state, bond, entry.claim_id, entry.author, _adjudicator(state, bond))
+    receipts[claim] = {
+        "pulse": entry.pulse,
+        "sealed_digest": body["sealed_digest"],
+        **({"bond": bond} if bond is not None else {}),
+    }
+
+
+def _adjudicator(state: State, bond: Any) -> Any:
+    """The adjudicator bond `bond` names (None when there is no such bond: `back` says so)."""
+    found = bonds_in(state).bond(bond) if isinstance(bond, str) else None
+    return found.adjudicator if found else None
 
 
 EXAMINATION_OUTCOMES = ("kept", "not better", "loses tasks", "not judged", "holdout turned down", "canary passed")
@@ -314,6 +331,9 @@ def _examination(state: State, entry: Entry) -> None:
     _require(
         entry.author == seal["examiner"], f"seal {seal['seal']} names examiner {seal['examiner']}, not {entry.author}"
     )
+    _require(
+        "retired" not in seal, f"seal {seal['seal']} was retired at Pulse {seal.get('retired')}: it examines no more"
+    )
     _require(body.get("outcome") in EXAMINATION_OUTCOMES, f"outcome must be one of {', '.join(EXAMINATION_OUTCOMES)}")
     for name in ("change", "current"):
         _require(isinstance(body.get(name), str) and len(body[name]) == 16, f"{name} must be a variant's id")
@@ -324,6 +344,9 @@ def _examination(state: State, entry: Entry) -> None:
         _require(n == seal["examined"] + 1, f"confirmation {n} does not follow {seal['examined']}, the last examined")
         seal["examined"] = n
     _require(body["outcome"] != "kept" or n is not None, "a kept change spent a confirmation")
+    receipt = state.namespaces.get("examiner_receipts", {}).get(seal_claim, {})
+    if "bond" in receipt:
+        back(state, receipt["bond"], entry.claim_id, entry.author, _adjudicator(state, receipt["bond"]))
     state.ns("examinations")[entry.claim_id] = {
         "seal_claim": seal_claim,
         "confirmation": n,
@@ -331,6 +354,87 @@ def _examination(state: State, entry: Entry) -> None:
         "change": body["change"],
         "pulse": entry.pulse,
     }
+
+
+def _examiners_seal(state: State, entry: Entry) -> tuple[str, dict[str, Any]]:
+    """The seal claim an entry names by `seal_claim`, which must name an examiner."""
+    seal_claim = entry.body.get("seal_claim")
+    seal = state.ns("seals").get(seal_claim) if isinstance(seal_claim, str) else None
+    _require(seal is not None, f"{entry.kind} must name, by claim, a seal published before it")
+    assert seal is not None and isinstance(seal_claim, str)
+    _require("examiner" in seal, f"seal {seal['seal']} names no examiner")
+    return seal_claim, seal
+
+
+def _retirement(state: State, entry: Entry) -> None:
+    """The seal's publisher retires a seal an examiner holds: it examines nothing more, and
+    the examiner may reveal its tasks before its confirmations are spent."""
+    _keys(entry, {"seal_claim"}, '{"seal_claim": <the seal\'s claim id>}')
+    _, seal = _examiners_seal(state, entry)
+    _require(
+        entry.author == seal["author"],
+        f"seal {seal['seal']} was published by wallet {seal['author']}: only it retires the seal",
+    )
+    _require("retired" not in seal, f"seal {seal['seal']} was retired already, at Pulse {seal.get('retired')}")
+    seal["retired"] = entry.pulse
+
+
+REVEAL_SHAPE = (
+    '{"seal_claim", "sealed_digest", "bundle": <SHA-256 of what was revealed>, "examinations": [<claim ids>]}'
+)
+
+
+def _reveal(state: State, entry: Entry) -> None:
+    """The examiner's word that it revealed a seal's sealed tasks, and every examination it
+    made on them with what it was asked, as a bundle of that digest: by the examiner the
+    seal names, once, only when the seal is spent or retired, listing exactly the
+    examinations of that seal the log holds (so none can be left out of what is checked)."""
+    body = entry.body
+    _keys(entry, {"seal_claim", "sealed_digest", "bundle", "examinations"}, REVEAL_SHAPE)
+    seal_claim, seal = _examiners_seal(state, entry)
+    _require(
+        entry.author == seal["examiner"], f"seal {seal['seal']} names examiner {seal['examiner']}, not {entry.author}"
+    )
+    _require("revealed" not in seal, f"seal {seal['seal']} was revealed already, at Pulse {seal.get('revealed')}")
+    _require(
+        "retired" in seal or seal["examined"] >= seal["confirmations"],
+        f"seal {seal['seal']} has confirmations left and was not retired by its publisher: its tasks stay sealed",
+    )
+    receipt = state.namespaces.get("examiner_receipts", {}).get(seal_claim)
+    _require(receipt is not None, f"seal {seal['seal']}'s examiner never gave its receipt: it has nothing to reveal")
+    assert receipt is not None
+    _require(
+        body["sealed_digest"] == receipt["sealed_digest"],
+        f"sealed_digest must be {receipt['sealed_digest']}, the one the examiner's receipt named",
+    )
+    _require(isinstance(body["bundle"], str) and HEX64.fullmatch(body["bundle"]), "bundle must be a SHA-256 in hex")
+    listed = body["examinations"]
+    _require(isinstance(listed, list) and all(isinstance(c, str) for c in listed), "examinations must list claim ids")
+    held = {c for c, e in state.namespaces.get("examinations", {}).items() if e["seal_claim"] == seal_claim}
+    _require(
+        set(listed) == held and len(listed) == len(held),
+        f"examinations must list exactly the {len(held)} examinations of seal {seal['seal']} on the log",
+    )
+    seal["retired"] = seal.get("retired", entry.pulse)
+    seal["revealed"] = entry.pulse
+
+
+def _keys(entry: Entry, required: set[str], shape: str) -> None:
+    if set(entry.body) != required:
+        raise RuleViolation(f"{entry.kind} body is {shape}")
+
+
+def examinations_on(state: State, seal_claim: str) -> list[str]:
+    """The claims of the examinations of seal claim `seal_claim` the log holds, in order."""
+    found = state.namespaces.get("examinations", {})
+    return [claim for claim, e in found.items() if e["seal_claim"] == seal_claim]
+
+
+def seal_record(state: State, seal_claim: str) -> dict[str, Any] | None:
+    """What the log's rules hold of seal claim `seal_claim` (its seal id, confirmations,
+    and for an examiner's seal: examined, and the Pulses it was retired and revealed at)."""
+    found = state.namespaces.get("seals", {}).get(seal_claim)
+    return dict(found) if found else None
 
 
 def examination_of(state: State, claim: str) -> dict[str, Any] | None:

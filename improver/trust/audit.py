@@ -24,6 +24,7 @@ from improver.seals.claims import (
     IMPROVER as IMPROVER_KIND,
     IMPROVER_FIELDS,
     RELEASE as RELEASE_KIND,
+    seal_record,
 )
 from improver.seals.seal import Seal
 from ledger import Entry, Ledger, LedgerError
@@ -95,11 +96,15 @@ def check(
         seal = seals.get(entry.body["seal"])
         if seal is None:
             continue
-        spent, allowed = seal.state().spent, seal.terms.confirmations
+        spent, allowed, held = seal.state().spent, seal.terms.confirmations, ""
+        if seal.terms.examiner is not None:  # its examiner spends them: the ledger counts its examinations
+            spent = (seal_record(ledger.state(), claim) or {}).get("examined", 0)
+            held = f", its sealed tasks held by examiner {seal.terms.examiner['wallet'][:16]}"
         if spent > allowed:
             report.problems.append(f"seal {seal.id} spent {spent} confirmations but allows {allowed}")
         report.lines.append(
-            f"the seal {seal.id} is on the ledger as claim {claim[:16]} (Pulse {entry.pulse}), {spent} of its {allowed} confirmations spent"
+            f"the seal {seal.id} is on the ledger as claim {claim[:16]} (Pulse {entry.pulse}), {spent} of its "
+            f"{allowed} confirmations spent{held}"
         )
     return report
 

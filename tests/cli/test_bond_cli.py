@@ -242,7 +242,7 @@ def test_bad_bonds_challenges_and_rulings_are_one_line_and_write_nothing(bonded:
         (
             ("rule", "judge", claim, "--uphold", "--source", str(tmp_path)),
             2,
-            "--source, --patch and --tasks are for --rerun",
+            "--source, --patch, --tasks and --revealed are for --rerun",
         ),
     ]
     for argv, code, expected in cases:

@@ -52,7 +52,16 @@ def test_the_demo_runs_end_to_end_in_a_fresh_home(tmp_path: Path) -> None:
     assert "FAILED attestations: no attestation that counts by verifier " in out
     assert "ok attestations: each verifier you named vouches: " in out
     assert out.index(" not installed\n") < out.index("installed release ") < out.index("took release ")
-    assert out.count("ledger verify: ok, ") == 2  # after the bond was slashed, and at the end
+    # The invoices agent again, its sealed tasks held by an examiner in a home of its own.
+    assert "the examiner's team recorded and harvested 6 sessions of its own into " in out
+    assert "sealed the examiner's 6 tasks (with 2 canaries), handed over encrypted to its key; claim " in out
+    examined = out.index("sealed the examiner's 6 tasks")
+    assert out.index("on the sealed tasks (confirmation 1 of 2), as step ", examined) > examined
+    assert "files of the agent's home holding a sealed task's text: 0\n" in out
+    assert "1 of its 2 confirmations spent, its sealed tasks held by examiner " in out
+    assert "6 sealed tasks, 2 canaries and 1 examination(s), matching its claim" in out
+    assert out.index("rerun here on the revealed tasks: kept: ") < out.index("\nit holds up\n")
+    assert out.count("ledger verify: ok, ") == 3  # after the bond was slashed, after the code, at the end
     again = subprocess.run(
         [sys.executable, "-m", "agentd", "--home", str(home), "demo"], capture_output=True, text=True, timeout=60
     )

@@ -203,7 +203,7 @@ def test_a_read_only_home_is_read_and_verified(demo_home: Path, tmp_path: Path) 
             assert r.code == 0 and "Traceback" not in r.err, (args, r.err)
         checked = agentd_at(view, "lineage", PROFILE, "--check")
         assert "confirmed on tasks sealed at Pulse" in checked.out
-        assert len(json.loads(agentd_at(view, "sessions", "list", "--json").out)) == 24  # the two examples' twelve each
+        assert len(json.loads(agentd_at(view, "sessions", "list", "--json").out)) == 30  # 12 + 12 + the examined 6
         jobs = json.loads(agentd_at(view, "schedule", "list", "--json").out)
         assert {(j["profile"], j["job"], j["cron"]) for j in jobs} >= {(PROFILE, "harvest", "15 1 * * *")}
         harvested = agentd_at(view, "improve", "harvest", PROFILE, "--out", str(tmp_path / "work.json"))

@@ -2,13 +2,26 @@
 are in agentd/cli/improve/tasks.py, those of the seal and the loop in loop.py, practice
 tasks in practice.py, code changes and releases in code.py, attesting a release in
 attest.py, installing one in install.py, pass@k in evaluate.py, the judge in judge.py,
-the improver improved in improver.py, public benchmarks' tasks in imports.py."""
+the improver improved in improver.py, public benchmarks' tasks in imports.py, an
+examiner's seal revealed and its examinations rerun in revealed.py."""
 
 from __future__ import annotations
 
 import click
 
-from agentd.cli.improve import attest, code, evaluate, imports, improver, install, judge, loop, practice, tasks
+from agentd.cli.improve import (
+    attest,
+    code,
+    evaluate,
+    imports,
+    improver,
+    install,
+    judge,
+    loop,
+    practice,
+    revealed,
+    tasks,
+)
 
 
 @click.group("improve", short_help="Improve the agent from its own work: tasks, seals, the loop.")
@@ -27,6 +40,8 @@ for _each in (
     practice.practice,
     code.code,
     code.releases_command,
+    revealed.reveal,
+    revealed.reexamine,
 ):
     command.add_command(_each)
 command.add_command(evaluate.eval_command)
