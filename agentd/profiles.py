@@ -7,7 +7,6 @@ changed them, the models. Only the loop, `adopt` and `undo` write it.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -15,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agentd.errors import AgentdError, WrongValue
+from agentd.errors import AgentdError, NotFound, WrongValue, did_you_mean
 from agentd.home import Home, load_toml
 from improver import MATCHES, Case, EpisodeLimits, ImproverError, Rubric, parse_rubric, write_atomic
 
@@ -120,16 +119,19 @@ def load_profile(home: Home, name: str) -> Profile:
     folder = profile_dir(home, name)
     path = folder / "profile.toml"
     if not path.exists():
-        raise AgentdError(f"no profile named {name!r} in {home.profiles_dir}; {_nearest(home, name)}")
+        raise NotFound(
+            f"no profile named {name!r} in {home.profiles_dir}; {_nearest(home, name)}", f"no profile named {name!r}"
+        )
     data = load_toml(path)
     return _parse(name, folder, path, data)
 
 
 def _nearest(home: Home, name: str) -> str:
     """What to do about a profile that is not there: the nearest name when one is close
-    (a typo), else how to make it."""
-    close = difflib.get_close_matches(name, list_profiles(home), n=1)
-    return f"did you mean {close[0]!r}?" if close else f"create it with: agentd profile new {name}"
+    (a typo), else the profiles there are, and how to make it."""
+    known = list_profiles(home)
+    there = f"its profiles are {', '.join(known)}; or " if known else ""
+    return did_you_mean(name, known) or f"{there}create it with: agentd profile new {name}"
 
 
 def require_profile(home: Home, name: str) -> None:
@@ -280,6 +282,9 @@ confidential = false
 [limits]
 max_turns = 20
 max_tokens = 100000
+# wall_seconds = 300   # a session's time; a live session counts the model's time in it
+# call_tokens = 4096   # the longest answer one model call may be asked for
+# call_seconds = 300   # one model call's deadline: one that takes longer is cut off, and the session errors
 
 # Tools: each has a JSON schema for its input, says whether it changes something, and
 # runs either a Python callable (run = "module:function", called with the arguments and

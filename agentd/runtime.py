@@ -3,16 +3,23 @@ answers without tool calls (done), says it would ask a person, or hits a limit.
 
 It speaks only to an `Episode`, so the same loop runs live (real providers and tools),
 in trials (stand-ins, in-process) and as a candidate program (`agentd case --stdio`).
+A live session also hears each message as it joins the transcript (`said`), so what it
+did is written down as it happens, not only when it ends.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from improver import ASK_PERSON_TOOL, Case, Ending, Episode, LimitReached, ProviderError
 
 LESSONS_HEADING = "## What you have learned"
+
+# Told each message as it joins the transcript, in order: an assistant message (with the
+# tool calls it asks for) before any of those calls runs, a tool's answer once it is back.
+Said = Callable[[dict[str, Any]], None]
 
 ASK_PERSON_SCHEMA: dict[str, Any] = {
     "type": "function",
@@ -37,12 +44,18 @@ def system_prompt(operator: str, lessons: str) -> str:
     return f"{operator}\n\n{LESSONS_HEADING}\n\n{lessons}"
 
 
-async def run_case(case: Case, episode: Episode) -> Ending:
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(case.operator, case.lessons)},
-        {"role": "user", "content": case.task},
-        *case.conversation,  # a conversation going on: the person has replied
-    ]
+async def run_case(case: Case, episode: Episode, said: Said | None = None) -> Ending:
+    messages: list[dict[str, Any]] = []
+
+    def add(message: dict[str, Any]) -> None:
+        messages.append(message)
+        if said is not None:
+            said(message)
+
+    add({"role": "system", "content": system_prompt(case.operator, case.lessons)})
+    add({"role": "user", "content": case.task})
+    for earlier in case.conversation:  # a conversation going on: the person has replied
+        add(earlier)
     tools = [*case.tools, ASK_PERSON_SCHEMA]
     while True:
         try:
@@ -52,7 +65,7 @@ async def run_case(case: Case, episode: Episode) -> Ending:
         except ProviderError as exc:
             return Ending("errored", messages=messages, error=str(exc))
         message = _assistant(completion.message)
-        messages.append(message)
+        add(message)
         calls = message.get("tool_calls") or []
         if not calls:
             return Ending("done", answer=message.get("content") or "", messages=messages)
@@ -64,7 +77,7 @@ async def run_case(case: Case, episode: Episode) -> Ending:
                 result = await episode.tool(call["id"], name, arguments)
             except LimitReached as exc:
                 return Ending("limit", messages=messages, error=str(exc))
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            add({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
 def _assistant(message: dict[str, Any]) -> dict[str, Any]:

@@ -11,37 +11,79 @@ from __future__ import annotations
 import base64
 import os
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from agentd.home import Home
 
-# Every secret agentd is given: the wallets' and the log key's passphrases, the providers'
-# keys, the token that lets sessions in over HTTP.
+# Every secret agentd is given: the wallets', the log key's and a witness's passphrases,
+# the providers' keys, the token that lets sessions in over HTTP.
 SECRET_VARIABLES = (
     "AGENTD_WALLET_PASSPHRASE",
     "AGENTD_LOG_PASSPHRASE",
+    "AGENTD_WITNESS_PASSPHRASE",
     "AGENTD_INTAKE_TOKEN",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
 )
 SECRET_SETTINGS = (("openai", "api_key"), ("anthropic", "api_key"), ("serve", "intake_token"))
+# Settings that are URLs, whose password (postgresql://user:PASSWORD@host/db) is a secret.
+URL_SETTINGS = (
+    ("ledger", "url", "AGENTD_LEDGER_URL"),
+    ("openai", "base_url", "OPENAI_BASE_URL"),
+    ("anthropic", "base_url", "ANTHROPIC_BASE_URL"),
+    ("local", "base_url", "AGENTD_LOCAL_BASE_URL"),
+)
+# The daemon's passphrases (the systemd unit's EnvironmentFile, beside the home's other
+# secrets): a command run without them in its environment must still keep them out of
+# what it records.
+DAEMON_SECRETS = "serve.env"
 # Shorter values would match ordinary words and flag sessions for nothing.
 MIN_SECRET_LENGTH = 6
 GAP = r"\s*"  # what may stand between the characters of a value someone spaced out
 
 
 def machine_secrets(home: Home) -> dict[str, str]:
-    """Name -> value of every secret this machine keeps."""
-    found: dict[str, str] = {}
-    for var in SECRET_VARIABLES:
-        if os.environ.get(var):
-            found[var] = os.environ[var]
-    for section, key in SECRET_SETTINGS:
-        value = home.setting(section, key)
-        if value:
-            found[f"[{section}] {key}"] = str(value)
-    return {k: v for k, v in found.items() if len(v.strip()) >= MIN_SECRET_LENGTH}
+    """Name -> value of every secret this machine keeps, each value under the first name
+    it was found by."""
+    found = [(var, os.environ.get(var, "")) for var in SECRET_VARIABLES]
+    found += [(f"{var} in {DAEMON_SECRETS}", value) for var, value in _daemon_secrets(home)]
+    found += [(f"[{section}] {key}", str(home.setting(section, key) or "")) for section, key in SECRET_SETTINGS]
+    found += list(_url_passwords(home))
+    kept: dict[str, str] = {}
+    for name, value in found:
+        if len(value.strip()) >= MIN_SECRET_LENGTH and value not in kept.values():
+            kept[name] = value
+    return kept
+
+
+def _daemon_secrets(home: Home) -> list[tuple[str, str]]:
+    """The secret variables set in the home's serve.env (systemd's KEY=VALUE lines, a
+    value perhaps quoted)."""
+    try:
+        text = (home.root / DAEMON_SECRETS).read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    pairs = (line.strip().partition("=") for line in text.splitlines())
+    return [(var.strip(), _unquoted(value.strip())) for var, _, value in pairs if var.strip() in SECRET_VARIABLES]
+
+
+def _unquoted(value: str) -> str:
+    quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'"
+    return value[1:-1] if quoted else value
+
+
+def _url_passwords(home: Home) -> Iterator[tuple[str, str]]:
+    for section, key, var in URL_SETTINGS:
+        for name, url in ((var, os.environ.get(var)), (f"[{section}] {key}", home.setting(section, key))):
+            try:
+                password = urlsplit(str(url)).password if url else None
+            except ValueError:  # not a URL at all: the command that uses it says so
+                password = None
+            if password:
+                yield f"the password in {name}", unquote(password)
 
 
 def redact(data: Any, secrets: dict[str, str]) -> tuple[Any, list[str]]:

@@ -2,20 +2,28 @@
 
 A session's outcome is known when a person marked it (a mark wins) or its check
 (`--verify`) ran; an errored session (a provider fault) says nothing about the agent
-and is kept apart from one that went badly.
+and is kept apart from one that went badly. So does an interrupted one (Ctrl-C, a
+signal, its process killed), until a person marks it.
+
+A live session is written down as it goes (`UnderWay`, `SessionStep`): each message of
+its transcript as it joins it, so the tool calls it asks for are on disk before any of
+them runs. One whose process ended before it was recorded is found by the next command
+that opens the store and recorded as interrupted, with every call it made.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import uuid
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Column, event
+from sqlalchemy import JSON, Column, Table, delete, event, insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -24,12 +32,14 @@ from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import PRIVATE_FILE, Home
 from agentd.secrets import machine_secrets, redact
-from improver import digest, utc_now
+from improver import ASK_PERSON_TOOL, digest, utc_now
 from ledger import Ledger, LedgerError, Wallet
 
-SessionOutcome = Literal["good", "bad", "unknown", "errored"]
-OUTCOMES: tuple[str, ...] = ("good", "bad", "unknown", "errored")
+SessionOutcome = Literal["good", "bad", "unknown", "errored", "interrupted"]
+OUTCOMES: tuple[str, ...] = ("good", "bad", "unknown", "errored", "interrupted")
 HEX = re.compile(r"[0-9a-f]+")
+# How an interrupted session's error starts; what follows says what stopped it, and when.
+INTERRUPTED = "interrupted: "
 
 
 class SessionRecord(SQLModel, table=True):
@@ -41,7 +51,7 @@ class SessionRecord(SQLModel, table=True):
     source: str = "live"  # "live", or "import" for a transcript recorded elsewhere
     started_at: str
     ended_at: str
-    ended: str  # done | asked | limit | errored
+    ended: str  # done | asked | limit | errored (an interrupted session: limit, see `interrupted`)
     answer: str = ""
     error: str = ""
     models: list[str] = Field(default_factory=list, sa_column=Column(JSON))
@@ -63,6 +73,13 @@ class SessionRecord(SQLModel, table=True):
     pulse: int | None = None
 
     @property
+    def interrupted(self) -> bool:
+        """Stopped part-way: by Ctrl-C or a signal, or its process ended first. It ends as
+        `limit`, the ending that every layer knows (the ledger's rule, harvest, task files)
+        and that a person may mark, and its error says what stopped it."""
+        return self.ended == "limit" and self.error.startswith(INTERRUPTED)
+
+    @property
     def outcome(self) -> SessionOutcome:
         if self.ended == "errored":
             return "errored"
@@ -70,7 +87,7 @@ class SessionRecord(SQLModel, table=True):
             return "good" if self.mark == "good" else "bad"
         if self.check:
             return "good" if self.check == "passed" else "bad"
-        return "unknown"
+        return "interrupted" if self.interrupted else "unknown"
 
     def digest(self) -> str:
         """SHA-256 of the canonical record: what the ledger entry vouches for."""
@@ -94,7 +111,7 @@ class SessionRecord(SQLModel, table=True):
 
     def entry_body(self) -> dict[str, Any]:
         """The `agent.session/v1` body: the digest, never the transcript."""
-        return {
+        body = {
             "session": self.id,
             "profile": self.profile,
             "digest": self.digest(),
@@ -105,6 +122,7 @@ class SessionRecord(SQLModel, table=True):
             "tokens": {"in": self.tokens_in, "out": self.tokens_out},
             "started": self.started_at,
         }
+        return body | {"interrupted": True} if self.interrupted else body
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -144,6 +162,19 @@ def _wal(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+@lru_cache(maxsize=16)
+def _engine(url: str, writing: bool) -> Engine:
+    """One engine a database URL in a process, however often a store is opened on it:
+    SQLAlchemy keeps the SQL it compiled on the engine, so an engine each store made
+    compiled every statement again (a quarter of the CPU a live session's recording took).
+    NullPool: it holds no connection between uses, so sharing it shares nothing else."""
+    engine = create_engine(url, poolclass=NullPool)
+    event.listen(engine, "connect", _pragmas)
+    if writing:
+        event.listen(engine, "connect", _wal)
+    return engine
+
+
 class PendingWrite(SQLModel, table=True):
     """A write that spans this store and the ledger, noted before the ledger entry is
     appended and removed, with the row's change, once it is: what `repair` settles after
@@ -162,6 +193,72 @@ SESSION_KIND = "agent.session/v1"
 MARK_KIND = "agent.mark/v1"
 
 
+class UnderWay(SQLModel, table=True):
+    """A live session still running, written when it starts: its record as far as it is
+    known then (redacted), the wallet that signs its entry and the process running it
+    (`this_process`). Its transcript so far is its `SessionStep`s. Both go when the
+    session is recorded; one whose process ended first is recorded as interrupted."""
+
+    __tablename__ = "sessions_under_way"
+
+    session: str = Field(primary_key=True)
+    record: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    signer: str
+    process: str
+    secrets: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+
+
+class SessionStep(SQLModel, table=True):
+    """One message of a live session's transcript, written (redacted) as it joined it,
+    with the timings of the calls that led to it and the secrets it held."""
+
+    __tablename__ = "session_steps"
+
+    session: str = Field(primary_key=True)
+    n: int = Field(primary_key=True)
+    at: str
+    message: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON))
+    timings: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    secrets: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+
+
+class Journal:
+    """Writes one live session down as it goes (see UnderWay): each message a step of its
+    own, committed (on disk) before the session goes on, so a tool call is written before
+    it runs. It holds one connection for the session, so that a step costs one commit
+    and not a new connection; closed, it leaves what it wrote for the session's record."""
+
+    def __init__(self, store: SessionStore, record: SessionRecord, signer: str) -> None:
+        self.store = store
+        self.session = record.id
+        self.secrets = machine_secrets(store.home)
+        self.steps = 0
+        with store._failing("open"):
+            self._connection = store._engine().connect()
+        start, found = redact(record.model_dump(), self.secrets)
+        try:
+            self._write(UnderWay, {"record": start, "signer": signer, "process": this_process(), "secrets": found})
+        except AgentdError:
+            self._connection.close()
+            raise
+
+    def add(self, message: dict[str, Any], timings: list[dict[str, Any]]) -> None:
+        clean, found = redact(message, self.secrets)
+        self._write(SessionStep, {"n": self.steps, "at": now(), "message": clean, "timings": timings, "secrets": found})
+        self.steps += 1
+
+    def _write(self, model: type[SQLModel], row: dict[str, Any]) -> None:
+        with self.store._failing("write to"):
+            self._connection.execute(insert(table_of(model)), {"session": self.session, **row})
+            self._connection.commit()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._connection.close()
+
+
 class SessionStore:
     """The sessions of one home, in `agentd.db` (SQLite, WAL: safe across processes).
 
@@ -178,17 +275,13 @@ class SessionStore:
         self.engine: Engine | None = None
         if read_only:
             if self.path.exists():
-                self.engine = create_engine(read_only_url(self.path), poolclass=NullPool)
-                event.listen(self.engine, "connect", _pragmas)
+                self.engine = _engine(read_only_url(self.path), writing=False)
             return
         if not self.path.exists():
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE))
-        self.engine = create_engine(f"sqlite:///{self.path}", poolclass=NullPool)
-        event.listen(self.engine, "connect", _pragmas)
-        event.listen(self.engine, "connect", _wal)
+        self.engine = _engine(f"sqlite:///{self.path}", writing=True)
         with self._failing("open"):
-            # sqlmodel gives a table model its __table__ at run time; its types do not declare it.
-            tables = [SessionRecord.__table__, PendingWrite.__table__]  # type: ignore[attr-defined]
+            tables = [table_of(model) for model in (SessionRecord, PendingWrite, UnderWay, SessionStep)]
             SQLModel.metadata.create_all(self.engine, tables=tables)
 
     def writing(self) -> AbstractContextManager[None]:
@@ -207,16 +300,36 @@ class SessionStore:
                 f"cannot {what} the sessions store {self.path} ({cause}); check the disk and the file"
             ) from None
 
-    def _session(self) -> Session:
+    def _engine(self) -> Engine:
         if self.engine is None:
             raise AgentdError(f"no sessions store at {self.path}")
-        return Session(self.engine, expire_on_commit=False)
+        return self.engine
+
+    def _session(self) -> Session:
+        return Session(self._engine(), expire_on_commit=False)
 
     def add(self, record: SessionRecord) -> SessionRecord:
         with self._failing("write to"), self._session() as db:
             db.add(record)
             db.commit()
         return record
+
+    def start(self, record: SessionRecord, signer: str) -> Journal:
+        """Notes `record`, a live session starting to be signed by wallet `signer`, as
+        under way in this process; returns the journal its messages go to."""
+        return Journal(self, record, signer)
+
+    def under_way(self) -> list[UnderWay]:
+        """Every live session not recorded yet, in this process or any other."""
+        if self.read_only or self.engine is None:
+            return []
+        with self._failing("read"), self._session() as db:
+            return list(db.exec(select(UnderWay)).all())
+
+    def steps(self, session: str) -> list[SessionStep]:
+        with self._failing("read"), self._session() as db:
+            query = select(SessionStep).where(SessionStep.session == session).order_by(col(SessionStep.n))
+            return list(db.exec(query).all())
 
     def begin(
         self, records: list[SessionRecord], kind: str, after: int, mark: str | None = None, note: str = ""
@@ -232,13 +345,14 @@ class SessionStore:
             db.commit()
 
     def finish(self, records: list[SessionRecord]) -> None:
-        """Saves `records` as their entries made them, and drops their notes."""
+        """Saves `records` as their entries made them, and drops their notes and what was
+        written of them while they ran."""
         with self._failing("write to"), self._session() as db:
             for record in records:
                 db.merge(record)
-                pending = db.get(PendingWrite, record.id)
-                if pending is not None:
-                    db.delete(pending)
+                for model in (PendingWrite, UnderWay, SessionStep):  # deleted where they are, never loaded
+                    table = table_of(model)
+                    db.execute(delete(table).where(table.c.session == record.id))
             db.commit()
 
     def abandon(self, ids: list[str]) -> None:
@@ -301,6 +415,12 @@ class SessionStore:
         return [r for r in rows if outcome is None or r.outcome == outcome]
 
 
+def table_of(model: type[SQLModel]) -> Table:
+    # sqlmodel gives a table model its __table__ at run time; its types do not declare it.
+    table: Table = model.__table__  # type: ignore[attr-defined]
+    return table
+
+
 def _recorded() -> Any:
     """Sessions whose entry is on the ledger: a pending one is not a session yet."""
     return col(SessionRecord.claim_id).is_not(None)
@@ -360,10 +480,13 @@ def protect(home: Home, record: SessionRecord) -> SessionRecord:
     return record
 
 
-def keep(store: SessionStore, records: list[SessionRecord], signer: Wallet, ledger: Ledger) -> list[SessionRecord]:
+def keep(
+    store: SessionStore, records: list[SessionRecord], signer: Wallet, ledger: Ledger, *, held: bool = False
+) -> list[SessionRecord]:
     """Stores the transcripts, then puts their digests on the ledger as agent.session/v1,
-    all of them or none (see SessionStore for the order, and `repair`)."""
-    with store.writing():
+    all of them or none (see SessionStore for the order, and `repair`). `held`: the
+    caller holds `store.writing()` already."""
+    with nullcontext() if held else store.writing():
         store.begin(records, SESSION_KIND, ledger.size)
         try:
             entries = ledger.append_many([(signer, SESSION_KIND, r.entry_body()) for r in records])
@@ -385,3 +508,90 @@ def settle(store: SessionStore, ledger: Ledger) -> None:
 
 def person_messages(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if m.get("role") == "user")
+
+
+def interruption(cause: str, messages: list[dict[str, Any]]) -> str:
+    """An interrupted session's error: INTERRUPTED, `cause`, and what the session was
+    doing by its transcript (a tool call asked for and not answered was running)."""
+    answered: set[str] = set()
+    doing = "while the model was answering"
+    for message in reversed(messages):
+        if message.get("role") == "tool":
+            answered.add(str(message.get("tool_call_id")))
+            continue
+        if message.get("role") == "assistant":
+            calls = [c for c in message.get("tool_calls") or [] if c["function"]["name"] != ASK_PERSON_TOOL]
+            running = [c["function"]["name"] for c in calls if c["id"] not in answered]
+            if running:
+                doing = f"while {running[0]} ran"
+            elif not calls:
+                doing = "after its last answer, before it was recorded"
+        break
+    return f"{INTERRUPTED}{cause} {doing}"
+
+
+def interrupted_record(home: Home, store: SessionStore, under_way: UnderWay) -> SessionRecord:
+    """The record of a session whose process ended before recording it: every message
+    it had written down, ended as interrupted."""
+    steps = store.steps(under_way.session)
+    record = SessionRecord(**under_way.record)
+    record.transcript = [step.message for step in steps]
+    record.timings = [timing for step in steps for timing in step.timings]
+    models = [timing for timing in record.timings if timing["call"] == "model" and "error" not in timing]
+    record.tokens_in = sum(timing["tokens_in"] for timing in models)
+    record.tokens_out = sum(timing["tokens_out"] for timing in models)
+    record.turns = len(models)
+    record.person_messages = person_messages(record.transcript)
+    record.ended = "limit"
+    record.ended_at = steps[-1].at if steps else record.started_at
+    record.error = interruption("its process ended", record.transcript)
+    record = protect(home, record)
+    record.secrets = sorted({*record.secrets, *under_way.secrets, *(name for step in steps for name in step.secrets)})
+    return record
+
+
+def this_process() -> str:
+    """Who runs a live session: the host, the pid and which process holds that pid now
+    (`_running`), so a pid the system has since given to another is not taken for it."""
+    pid = os.getpid()
+    return f"{socket.gethostname()} {pid} {_running(pid)}"
+
+
+def process_ended(process: str) -> bool:
+    """Whether the process `this_process` named has ended. One on another host may be
+    running still, so it is never taken for ended here."""
+    host, pid, which = process.split(" ", 2)
+    return host == socket.gethostname() and _running(int(pid)) != which
+
+
+def _running(pid: int) -> str | None:
+    """The process holding `pid`, as the boot and the clock tick it started at (from
+    /proc; "-" where there is none), or None when none does (a zombie has ended too)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None if Path("/proc/self/stat").exists() else _signalled(pid)
+    except OSError:
+        return "-"  # there, but not ours to read: running
+    state, *rest = stat.rpartition(")")[2].split()  # the name, in parentheses, may hold anything
+    if state in ("Z", "X"):
+        return None
+    return f"{_boot()} {rest[18]}"  # field 22 of proc(5): the start time
+
+
+def _signalled(pid: int) -> str | None:
+    """Without /proc: "-" when a process holds `pid`, else None."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # someone else's: running
+    return "-"
+
+
+def _boot() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "-"

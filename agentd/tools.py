@@ -24,6 +24,7 @@ from typing import Any
 
 from agentd.errors import AgentdError
 from agentd.profiles import Profile, ToolSpec
+from improver import loads_bounded
 from sandbox import run_program
 
 MAX_ANSWER_BYTES = 200_000
@@ -50,9 +51,9 @@ class Toolbox:
         if spec is None:
             return f"error: there is no tool named {name!r}"
         try:
-            args = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            return f"error: the arguments are not valid JSON ({exc.msg})"
+            args = loads_bounded(arguments or "{}")
+        except ValueError as exc:  # not JSON, nested too deep (TooDeep), or a number too long to read
+            return f"error: the arguments are not valid JSON ({getattr(exc, 'msg', exc)})"
         if not isinstance(args, dict):
             return "error: the arguments must be a JSON object"
         if spec.run:

@@ -12,7 +12,6 @@ mint or sign checkpoints for it.
 
 from __future__ import annotations
 
-import difflib
 import getpass
 import os
 import re
@@ -20,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from agentd.errors import AgentdError, WrongValue
+from agentd.errors import AgentdError, NotFound, WrongValue, did_you_mean
 from agentd.home import Home
 from ledger import (
     WALLET_ID,
@@ -231,14 +230,17 @@ def _existing(home: Home, name: str, *, own: bool = True) -> Path:
     path = wallet_path(home, name)
     if path.exists():
         return path
-    close = difflib.get_close_matches(name, [p.stem for p in home.wallets_dir.glob("*.json")], n=1)
+    close = did_you_mean(name, [p.stem for p in home.wallets_dir.glob("*.json")])
     if close:
-        advice = f"did you mean {close[0]!r}?"
+        advice = close
     elif own:
         advice = f"create it with `agentd wallet new {name}`"
     else:
         advice = "for someone else's wallet give its id (32 hex digits), as its owner's `agentd wallet list` shows it"
-    raise AgentdError(f"no wallet named {name} in {home.wallets_dir}; {advice}")
+    raise NotFound(
+        f"no wallet named {name} in {home.wallets_dir}; {advice}",
+        f"no wallet named {name!r}: give a wallet's id (32 hex digits)",
+    )
 
 
 def _read(path: Path, name: str) -> KeyFile:

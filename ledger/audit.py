@@ -26,7 +26,7 @@ import orjson
 
 from ledger import checkpoint as notes, cosignature, merkle, snapshot as snapshots, tiles
 from ledger.entry import Entry, leaf_hash
-from ledger.errors import LedgerError
+from ledger.errors import RESTORE_HINT, LedgerError
 from ledger.fold import fold
 from ledger.rules import RuleSet, State
 from ledger.store import CHAIN_START, Head, Recorder, Row, Snapshot, chain, row_pages, tile_pages
@@ -146,7 +146,10 @@ def _garbled(notes_stored: list[str]) -> str | None:
         try:
             notes.parse(note)
         except notes.CheckpointError as exc:
-            return f"stored checkpoint {i} of {len(notes_stored)} is not a checkpoint: {exc}"
+            return (
+                f"stored checkpoint {i} of {len(notes_stored)} is not a checkpoint: {exc}; the store is damaged: "
+                f"{RESTORE_HINT}"
+            )
     return None
 
 

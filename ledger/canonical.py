@@ -20,10 +20,12 @@ from ledger.errors import LedgerError
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
-def dumps(value: Any) -> bytes:
-    """The JCS bytes of a JSON value; LedgerError if it has no JCS form."""
+def dumps(value: Any, *, inner: Any = None) -> bytes:
+    """The JCS bytes of a JSON value; LedgerError if it has no JCS form. A caller that built
+    `value` of ASCII keys, strings and safe integers around one part passes that part as
+    `inner`: only it can need the reference encoder, so only it is walked."""
     try:
-        if plain(value):
+        if plain(value if inner is None else inner):
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError, UnicodeEncodeError) as exc:

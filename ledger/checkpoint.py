@@ -19,7 +19,6 @@ the form Go's golang.org/x/mod/sumdb/note and the witness tools read.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import re
 from dataclasses import dataclass
@@ -33,6 +32,9 @@ _SIGNATURE_LINE = re.compile(rf"{DASH} (\S+) (\S+)")
 # Verifiers must accept at least 16 signatures; more is refused rather than read.
 MAX_SIGNATURES = 16
 _VKEY = re.compile(r"([^\s+]+)\+([0-9a-f]{8})\+(\S+)")
+# A tree size in decimal, as large as a store can count (a signed 64-bit integer).
+_SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
+MAX_SIZE = 2**63 - 1
 
 
 class CheckpointError(LedgerError):
@@ -64,10 +66,11 @@ def parse_vkey(text: str, key_type: bytes = ED25519) -> tuple[str, bytes]:
     if match is None:
         raise CheckpointError(f"{text.strip()!r} is not a verifier key: expected NAME+KEYHASH+BASE64")
     name, hashed, encoded = match.groups()
-    try:
-        blob = base64.b64decode(encoded, validate=True)
-    except binascii.Error:
-        raise CheckpointError(f"the verifier key of {name} is not base64") from None
+    if not name.isprintable():  # a name is hashed as UTF-8: one that cannot be is no key's
+        raise CheckpointError(f"{text.strip()!r} is not a verifier key: its name is not printable text")
+    blob = _base64(encoded)
+    if blob is None:
+        raise CheckpointError(f"the verifier key of {name} is not base64")
     if len(blob) != 33 or blob[:1] != key_type:
         raise CheckpointError(f"the verifier key of {name} is not an Ed25519 key of type 0x{key_type.hex()}")
     if key_hash(name, blob[1:], key_type).hex() != hashed:
@@ -100,12 +103,13 @@ def parse(note: str) -> Checkpoint:
     """Reads a well-formed note's checkpoint without checking its signatures."""
     text, _ = _split(note)
     lines = text.split("\n")[:-1]
-    if len(lines) < 3 or not lines[0] or not re.fullmatch(r"0|[1-9][0-9]*", lines[1]):
-        raise CheckpointError("a checkpoint's text is an origin line, a decimal size and a base64 root")
-    try:
-        root = base64.b64decode(lines[2], validate=True)
-    except binascii.Error:
-        raise CheckpointError("the checkpoint's root is not base64") from None
+    if len(lines) < 3 or not lines[0] or not _SIZE.fullmatch(lines[1]) or int(lines[1]) > MAX_SIZE:
+        raise CheckpointError(
+            f"a checkpoint's text is an origin line, a decimal size (at most {MAX_SIZE}) and a base64 root"
+        )
+    root = _base64(lines[2])
+    if root is None:
+        raise CheckpointError("the checkpoint's root is not base64")
     if len(root) != 32:
         raise CheckpointError("the checkpoint's root is not a SHA-256 hash")
     return Checkpoint(lines[0], int(lines[1]), root)
@@ -158,12 +162,17 @@ def _split(note: str) -> tuple[str, list[tuple[str, bytes]]]:
         match = _SIGNATURE_LINE.fullmatch(line)
         if match is None:
             raise CheckpointError(f"bad signature line {line!r}")
-        try:
-            blob = base64.b64decode(match.group(2), validate=True)
-        except binascii.Error:
-            blob = b""
+        blob = _base64(match.group(2)) or b""
         # A key hash and at least one byte of signature, as c2sp.org/signed-note requires.
         if len(blob) < 5:
             raise CheckpointError(f"bad signature line {line!r}")
         signatures.append((match.group(1), blob))
     return head + "\n", signatures
+
+
+def _base64(text: str) -> bytes | None:
+    """Standard base64 `text` decoded; None when it is not (not ASCII at all, say)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error is one, and so is what non-ASCII text raises
+        return None

@@ -119,19 +119,26 @@ class Entry:
     ) -> Entry:
         """Signs a new entry as `wallet` for the log named `log`, as the author's `seq`-th
         entry on it; the log assigns its Pulse when it records it."""
-        if not isinstance(kind, str) or not KIND.fullmatch(kind):
-            raise EntryError(f"bad kind {kind!r}: expected a name like funds.transfer/v1")
+        # One remembered check of the names a writer's entries repeat (see _names_valid).
+        if not isinstance(kind, str) or not isinstance(log, str) or not _names_valid(kind, wallet.id, log):
+            _explain_created_names(kind, log)
         if not isinstance(body, dict):
             raise EntryError(f"the body of a {kind} entry must be a JSON object, not {type(body).__name__}")
-        if not isinstance(log, str) or not ORIGIN.fullmatch(log):
-            raise EntryError(f"bad log {log!r}: an entry names its log's origin (printable ASCII, no space or '+')")
         if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
             raise EntryError(f"bad sequence number {seq!r}: an author's entries on a log count 1, 2, 3, …")
-        at = at or now()
+        if at is None:
+            at = now()
+        elif not isinstance(at, str) or not _valid_time(at):
+            raise EntryError(f'bad time {at!r}: an entry is made at a UTC time like "2026-11-29T12:00:00Z"')
         doc = {"v": VERSION, "kind": kind, "author": wallet.id, "at": at, "log": log, "seq": seq, "body": body}
-        payload = canonical.dumps(doc)
-        signature = wallet.sign(pae(PAYLOAD_TYPE.encode(), payload))
-        raw = _envelope(base64.b64encode(payload), wallet.public_key.hex().encode(), base64.b64encode(signature))
+        # The fields around the body are checked names, a time and safe integers.
+        payload = canonical.dumps(doc, inner=body)
+        signature = wallet.sign(pae(_PAYLOAD_TYPE, payload))
+        payload_b64, sig_b64 = (
+            binascii.b2a_base64(payload, newline=False),
+            binascii.b2a_base64(signature, newline=False),
+        )
+        raw = _envelope(payload_b64, wallet.public_key.hex().encode(), sig_b64)
         # The stored body is the one the bytes say, not the caller's object (tuples, later edits).
         return cls(raw, kind, wallet.id, at, log, seq, orjson.loads(payload)["body"], leaf_hash(raw))
 
@@ -195,7 +202,7 @@ def _utc(second: int) -> str:
 def _envelope(payload_b64: bytes, keyid: bytes, sig_b64: bytes) -> bytes:
     return b'{"payload":"%b","payloadType":"%b","signatures":[{"keyid":"%b","sig":"%b"}]}' % (
         payload_b64,
-        PAYLOAD_TYPE.encode(),
+        _PAYLOAD_TYPE,
         keyid,
         sig_b64,
     )
@@ -262,6 +269,12 @@ def _checked_payload(payload: bytes) -> dict[str, Any]:
 @lru_cache(maxsize=4096)
 def _names_valid(kind: str, author: str, log: str) -> bool:
     return bool(KIND.fullmatch(kind) and WALLET_ID.fullmatch(author) and ORIGIN.fullmatch(log))
+
+
+def _explain_created_names(kind: Any, log: Any) -> None:
+    if not isinstance(kind, str) or not KIND.fullmatch(kind):
+        raise EntryError(f"bad kind {kind!r}: expected a name like funds.transfer/v1")
+    raise EntryError(f"bad log {log!r}: an entry names its log's origin (printable ASCII, no space or '+')")
 
 
 def _explain_names(kind: Any, author: Any, log: Any) -> None:

@@ -21,3 +21,5 @@ class DamagedStore(LedgerError):
 
 # What a message about a store that disagrees with itself tells the user to do.
 VERIFY_HINT = "run `agentd ledger verify` to find the first bad Pulse"
+# And one about a store that cannot be read as a ledger at all.
+RESTORE_HINT = "restore it from a backup, or rebuild the log from an export with `agentd ledger import` in a fresh home"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ledger import merkle, snapshot as snapshots
 from ledger.entry import Entry
-from ledger.errors import VERIFY_HINT, LedgerError, RuleViolation
+from ledger.errors import VERIFY_HINT, DamagedStore, LedgerError, RuleViolation
 from ledger.rules import GENESIS, REFUSAL, RuleSet, State
 from ledger.store import CHAIN_START, Head, Row, Snapshot
 
@@ -138,6 +138,8 @@ class Folder:
         if snapshot is not None:
             try:
                 return self._from_snapshot(snapshot, rows, head), False
+            except DamagedStore:
+                raise  # the store cannot be read: replaying it from Pulse 1 would only read it again
             except LedgerError as exc:
                 log.warning(
                     "the ledger at %s does not use its stored snapshot (of %d entries): %s; replaying the whole log",

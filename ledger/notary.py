@@ -43,7 +43,7 @@ class Notary:
         last = txn.latest_checkpoint()
         if last is None or last.size == self._extends:
             return
-        previous, size = notes.parse(last.note), tip.frontier.size
+        previous, size = self._stored(last), tip.frontier.size
         tree = tiles.Tree(txn.tile, size)
         if tree.root() != tip.frontier.root():
             raise LedgerError(f"the stored tree of the ledger at {self._url} does not hash to its head; {VERIFY_HINT}")
@@ -72,7 +72,7 @@ class Notary:
             raise LedgerError("the log is empty: there is nothing to checkpoint yet")
         last = txn.latest_checkpoint()
         if last is not None and last.size == tip.frontier.size:
-            if notes.parse(last.note).root != tip.frontier.root():
+            if self._stored(last).root != tip.frontier.root():
                 raise LedgerError(
                     f"refusing to sign: the log does not extend its last checkpoint (size {last.size}); {VERIFY_HINT}"
                 )
@@ -94,7 +94,7 @@ class Notary:
                 f"only the log's key ({state.authority}) signs its checkpoints, and this home holds another"
             )
         if last is not None:
-            previous = notes.parse(last.note)
+            previous = self._stored(last)
             if previous.size > size:
                 raise LedgerError(
                     f"the log's last checkpoint covers {previous.size} entries but it holds {size}; {VERIFY_HINT}"
@@ -107,3 +107,14 @@ class Notary:
         txn.save_checkpoint(StoredCheckpoint(size, note, now))
         self._extends = size
         return note
+
+    def _stored(self, last: StoredCheckpoint) -> notes.Checkpoint:
+        """The checkpoint the store keeps as the log's last; LedgerError when what it keeps
+        there is not a checkpoint, since nothing can be signed after it."""
+        try:
+            return notes.parse(last.note)
+        except notes.CheckpointError as exc:
+            raise LedgerError(
+                f"the ledger at {self._url} keeps something that is not a checkpoint as its checkpoint of size "
+                f"{last.size} ({exc}); {VERIFY_HINT}"
+            ) from None

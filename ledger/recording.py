@@ -18,7 +18,7 @@ from ledger.entry import Entry
 from ledger.errors import LedgerError, RuleViolation
 from ledger.fold import SequenceViolation, Tip, fold
 from ledger.rules import RuleSet
-from ledger.store import Head, Recorder, Row, Transaction, chain
+from ledger.store import Head, Record, Recorder, Transaction, chain
 
 # Words a refusal of the i-th of the caller's `given` entries (i < 1: one the ledger added).
 Describe = Callable[[int, int, Entry, str], str]
@@ -53,14 +53,17 @@ class Recording:
         frontier = self.tip.frontier
         old_size = frontier.size
         completed = frontier.keep(tiles.HEIGHT)
-        rows = self._fold(batch, given, describe, held_to)
+        records = self._fold(batch, given, describe, held_to)
         frontier.completed = None
         head = Head(frontier.size, frontier.root())
-        self.txn.add(rows, head, tiles.updates(self.txn.tile, old_size, [r.leaf for r in rows], completed))
+        leaves = [entry.leaf_hash for entry in batch]
+        self.txn.add(records, head, tiles.updates(self.txn.tile, old_size, leaves, completed))
 
-    def _fold(self, batch: list[Entry], given: int, describe: Describe, held_to: notes.Checkpoint | None) -> list[Row]:
+    def _fold(
+        self, batch: list[Entry], given: int, describe: Describe, held_to: notes.Checkpoint | None
+    ) -> list[Record]:
         """Numbers the entries and folds them in, as the rows to write."""
-        rows = []
+        records = []
         state, frontier, link = self.tip.state, self.tip.frontier, self.tip.chain
         for i, entry in enumerate(batch, 1 + given - len(batch)):
             entry.pulse = state.size + 1
@@ -71,14 +74,14 @@ class Recording:
                 raise Refused(describe(i, given, entry, self._why(entry, str(exc))), entry, spends) from None
             frontier.append(entry.leaf_hash)
             link = chain(link, entry.leaf_hash)
-            rows.append(Row(entry.pulse, entry.raw, entry.leaf_hash, link, entry.kind, entry.author))
+            records.append(Record(entry.pulse, entry.raw, entry.leaf_hash, link, entry.kind, entry.author, entry.seq))
             if held_to is not None and frontier.size == held_to.size and frontier.root() != held_to.root:
                 raise LedgerError(
                     f"the copy is not the log of the checkpoint: its first {held_to.size} entries do not hash to the "
                     f"checkpoint's root (an entry up to Pulse {held_to.size} was changed, removed or moved)"
                 )
         self.tip.chain = link
-        return rows
+        return records
 
     def _why(self, entry: Entry, reason: str) -> str:
         """A refusal's reason, naming the Pulse when the entry is one already recorded."""

@@ -2,12 +2,13 @@
 
 A store keeps, per Pulse, the entry's exact bytes, its leaf hash (so proofs never
 rehash entries), a running digest of every leaf up to it (so an audit can say where a
-reordering starts), and its kind and author (to filter without parsing). A head row
-records the size and Merkle root the last append left; appends hold a lock on it. The
-tree itself is kept as tiles (see ledger.tiles), so roots and proofs cost a few reads.
-Checkpoints are kept with the time they were signed. A snapshot row keeps the fold of
-the log at some size (see ledger.snapshot), written by an append in its own
-transaction, so a new process need not replay the whole log.
+reordering starts), its kind and author (to filter without parsing) and its author's
+sequence number (no two rows hold the same author and number: an entry is recorded
+once). A head row records the size and Merkle root the last append left; appends hold
+a lock on it. The tree itself is kept as tiles (see ledger.tiles), so roots and proofs
+cost a few reads. Checkpoints are kept with the time they were signed. A snapshot row
+keeps the fold of the log at some size (see ledger.snapshot), written by an append in
+its own transaction, so a new process need not replay the whole log.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ PAGE = 1000
 TILE_PAGE = 64  # tiles of 8 kB
 CHAIN_START = bytes(32)
 # The store layout this version writes: 2 since entries name their log and carry
-# sequence numbers (see ledger.entry).
-FORMAT = 2
+# sequence numbers (see ledger.entry); 3 since the store holds each author's sequence
+# number once instead of each claim id (see ledger.sql). A store of layout 2 is read as
+# it is and carried over when first written to.
+FORMAT = 3
 
 
 def chain(previous: bytes, leaf: bytes) -> bytes:
@@ -40,6 +43,19 @@ class Row(NamedTuple):
     chain: bytes  # SHA-256(chain of the Pulse before ‖ leaf); 32 zero bytes before Pulse 1
     kind: str
     author: str
+
+
+class Record(NamedTuple):
+    """A row as an append writes it: a Row's fields and its author's sequence number, which
+    the store holds once with the author, so the same entry is never recorded twice."""
+
+    pulse: int
+    raw: bytes
+    leaf: bytes
+    chain: bytes
+    kind: str
+    author: str
+    seq: int
 
 
 @dataclass(frozen=True)
@@ -80,9 +96,10 @@ class Transaction(Protocol):
 
     def tile(self, level: int, index: int) -> bytes | None: ...
 
-    def add(self, rows: Sequence[Row], head: Head, tiles: Sequence[Tile]) -> None:
+    def add(self, records: Sequence[Record], head: Head, tiles: Sequence[Tile]) -> None:
         """Records rows after the locked head, writes the tiles they change and moves the
-        head; LedgerError naming the Pulse if one of the entries is on the log already."""
+        head; LedgerError naming the Pulse if one of the entries is on the log already
+        (or another holds its author's sequence number)."""
 
     def latest_checkpoint(self) -> StoredCheckpoint | None: ...
 

@@ -18,9 +18,9 @@ HTTP_PREFIXES = ("http://", "https://")
 
 def open_store(url: str, *, read_only: bool = False) -> Recorder:
     """The store a ledger URL names: sqlite:///PATH, postgresql://… or a daemon's
-    http://HOST:PORT (read-only, see ledger.remote). `read_only` opens a
-    SQLite file for reading alone (a copy on a read-only disk); a PostgreSQL server's
-    rights are the server's to give."""
+    http://HOST:PORT (read-only, see ledger.remote). `read_only` opens it for reading
+    alone: a SQLite file as a copy on a read-only disk is, a PostgreSQL database in a
+    session that refuses writes; nothing is made in either."""
     if url.startswith(SQLITE_PREFIX):
         from ledger.sqlite import SqliteRecorder
 
@@ -28,7 +28,7 @@ def open_store(url: str, *, read_only: bool = False) -> Recorder:
     if url.startswith(POSTGRES_PREFIXES):
         from ledger.postgres import PostgresRecorder
 
-        return PostgresRecorder(url)
+        return PostgresRecorder(url, read_only=read_only)
     if url.startswith(HTTP_PREFIXES):
         from ledger.remote import RemoteRecorder
 

@@ -15,8 +15,9 @@ clients open and close, so a test can see keep-alive connections reused and clos
 
 Faults: `server.error(status)` (the wire's own error body), `Reply(drop=True)` (the
 connection closes without an answer), `Reply(body=b"...")` (any bytes, e.g. a malformed
-body), `Reply(delay=...)` (answer late, for time-outs). `delay=` on the server adds a
-fixed latency to every answer, as a real model would.
+body), `Reply(delay=...)` (answer late, for time-outs), `Reply(trickle=...)` (the body a
+byte at a time, that many seconds apart: a model writing slowly, which no read time-out
+catches). `delay=` on the server adds a fixed latency to every answer, as a real model would.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     drop: bool = False
+    trickle: float = 0.0  # seconds between the body's bytes
 
 
 @dataclass(frozen=True)
@@ -265,10 +267,21 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                self._write(data, reply.trickle)
             except (BrokenPipeError, ConnectionResetError):
                 # The client gave up (a time-out under test): nothing left to answer.
                 self.close_connection = True
+
+        def _write(self, data: bytes, trickle: float) -> None:
+            if not trickle:
+                self.wfile.write(data)
+                return
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                if not server._wait(trickle):
+                    self.close_connection = True
+                    return
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # tests read `requests`, not access logs

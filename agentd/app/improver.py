@@ -22,7 +22,7 @@ from agentd.app.ledger import open_ledger, publisher
 from agentd.app.loop import run_with_signals
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
-from agentd.profiles import Profile, check_name, list_profiles, load_profile
+from agentd.profiles import Profile, load_profile
 from agentd.providers import make_model
 from agentd.wallets import load_wallet
 from improver import (
@@ -60,18 +60,9 @@ class ImproverRequest:
     max_tokens: int | None = None  # grading loops, trials and proposals together
 
 
-def profile_here(home: Home, name: str) -> Profile:
-    """The profile, or a wrong value (exit 2) naming the profiles there are."""
-    check_name(name)
-    if name not in list_profiles(home):
-        known = ", ".join(list_profiles(home)) or "none yet"
-        raise WrongValue(f"no profile named {name!r} in {home.profiles_dir} (its profiles: {known})")
-    return load_profile(home, name)
-
-
 def improver_of(home: Home, name: str) -> tuple[Settings, Path]:
     """The profile's improver as it is (`--show`), and the file it lives in."""
-    path = profile_here(home, name).dir / SETTINGS_FILE
+    path = load_profile(home, name).dir / SETTINGS_FILE
     try:
         return load_settings(path), path
     except ImproverError as exc:
@@ -89,7 +80,7 @@ def improve_improver(
     """Runs the improver's rounds on the problems; returns why it stopped early, if it did.
     `proposer` stands in for the model the request names; `progress` hears the lines of
     each loop that grades an improver."""
-    profile = profile_here(home, name)
+    profile = load_profile(home, name)
     if min(request.runs, request.rounds, request.loop_rounds, request.confirmations, request.replications) < 1:
         raise WrongValue("--runs, --rounds, --loop-rounds, --confirmations and --replications must be at least 1")
     try:

@@ -104,9 +104,11 @@ def open_ledger(home: Home, *, check: bool = True, read_only: bool = False) -> L
     """The ledger `home.ledger_url` names. `check=False` skips the start-up check, for
     `agentd ledger verify`, which must open a damaged store to say what is wrong.
 
-    `read_only` is for commands that only read: a SQLite store is opened for reading
-    alone and the log's key is never made, so a read-only home (a copy an auditor was
-    given, a read-only mount) can be listed and verified."""
+    `read_only` is for commands that only read: the store is opened for reading alone
+    (a SQLite file read-only, a PostgreSQL session that refuses writes) and the log's key
+    is never made, nor opened when it is sealed and AGENTD_LOG_PASSPHRASE is not set, so
+    a read-only home (a copy an auditor was given, a read-only mount) can be listed and
+    verified by someone who holds no secret of it."""
     if read_only:
         return Ledger(open_store(home.ledger_url, read_only=True), rule_set(), existing_log_key(home), check=check)
     home.ensure()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,14 @@ from agentd.app.attest import published, publisher_wallet
 from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
-from improver import RELEASE_PREDICATE, VerifiedStatement, statement_about, statement_envelope, verify_statement
+from improver import (
+    RELEASE_PREDICATE,
+    VerifiedStatement,
+    loads_bounded,
+    statement_about,
+    statement_envelope,
+    verify_statement,
+)
 from ledger import CheckpointError, LedgerError, parse_vkey, read_key_file
 
 HEX_KEY = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -65,9 +71,9 @@ def public_key(given: str) -> bytes:
 def check_file(path: Path, key: bytes) -> VerifiedStatement:
     """The statement in the envelope at `path`, checked against `key` (BadStatement if not)."""
     try:
-        held = json.loads(path.read_text())
+        held = loads_bounded(path.read_text())
     except OSError as exc:
         raise AgentdError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except ValueError:  # not UTF-8, not JSON, or nested too deep to be an envelope (TooDeep)
         held = None
     return verify_statement(held, key)

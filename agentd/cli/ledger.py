@@ -18,6 +18,7 @@ import click
 
 from agentd.app.ledger import entry_filter, listed, names_in, open_for_signing, open_ledger, tree_to_prove
 from agentd.app.remote import open_remote, post_remote, prove_remote
+from agentd.cli.completers import wallets
 from agentd.cli.options import (
     App,
     CheckFailed,
@@ -217,7 +218,9 @@ def prove(
 @click.argument("kind")
 @click.argument("body")
 @click.option("--remote", metavar="URL", required=True, help="The daemon (http://HOST:PORT) whose ledger records it.")
-@click.option("--wallet", "wallet_name", required=True, help="The wallet of this home that signs it.")
+@click.option(
+    "--wallet", "wallet_name", required=True, shell_complete=wallets, help="The wallet of this home that signs it."
+)
 @json_option
 @pass_app
 def post(app: App, kind: str, body: str, remote: str, wallet_name: str, as_json: bool) -> None:

@@ -9,9 +9,10 @@ import click
 from agentd.app.nightly import scheduled_run
 from agentd.app.schedules import JOBS, JobSpec, add_job, offline, require_code, schedule_section, trigger
 from agentd.app.status import status
+from agentd.cli.completers import profiles
 from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress
 from agentd.errors import AgentdError
-from agentd.profiles import load_profile
+from agentd.profiles import load_profile, require_profile
 from agentd.server.daemon import running_pid
 
 
@@ -22,7 +23,7 @@ def command() -> None:
 
 
 @command.command("list", short_help="List the jobs with their next and last runs.")
-@click.argument("profile", required=False)
+@click.argument("profile", required=False, shell_complete=profiles)
 @json_option
 @pass_app
 def list_(app: App, profile: str | None, as_json: bool) -> None:
@@ -50,7 +51,7 @@ def list_(app: App, profile: str | None, as_json: bool) -> None:
 
 
 @command.command("add", short_help="Schedule a job of PROFILE.")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.argument("job", type=click.Choice(JOBS))
 @click.argument("cron")
 @json_option
@@ -76,7 +77,7 @@ def add(app: App, profile: str, job: str, cron: str, as_json: bool) -> None:
 
 
 @command.command("remove", short_help="Unschedule a job of PROFILE.")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.argument("job", type=click.Choice(JOBS))
 @json_option
 @pass_app
@@ -87,6 +88,8 @@ def remove(app: App, profile: str, job: str, as_json: bool) -> None:
         raise AgentdError(f"{profile}.{job} comes from [schedule] in {profile}'s profile.toml: remove the line there")
     with offline(app.home, write=True) as scheduler:
         if scheduler.get_job(f"{profile}.{job}", jobstore="home") is None:
+            # Only here: a job of a profile removed since is still taken off.
+            require_profile(app.home, profile)
             raise AgentdError(f"no job {profile}.{job} is scheduled (see: agentd schedule list)")
         scheduler.remove_job(f"{profile}.{job}", jobstore="home")
     if as_json:
@@ -96,7 +99,7 @@ def remove(app: App, profile: str, job: str, as_json: bool) -> None:
 
 
 @command.command("run-now", short_help="Run a job of PROFILE now.")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.argument("job", type=click.Choice(JOBS), default="improve")
 @json_option
 @pass_app

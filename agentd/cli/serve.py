@@ -5,7 +5,17 @@ from __future__ import annotations
 import click
 
 from agentd.cli.options import App, pass_app
-from agentd.server.daemon import ServeOptions, serve, systemd_unit
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.secrets import DAEMON_SECRETS
+from agentd.server.daemon import EXIT_KEY_SHUT, ServeOptions, serve, systemd_unit
+from agentd.wallets import LOG_PASSPHRASE_ENV, log_key, log_key_path
+
+
+class KeyShut(AgentdError):
+    """The log's key will not open: the daemon cannot sign, and no restart changes that."""
+
+    exit_code = EXIT_KEY_SHUT
 
 
 @click.command("serve", short_help="Run the daemon: schedules, the ledger over HTTP, status.")
@@ -25,9 +35,25 @@ def command(app: App, host: str, port: int, json_logs: bool, stop_timeout: float
     """Run the daemon in the foreground: each profile's [schedule] jobs, the ledger and
     session intake over HTTP, /v1/status, /health and /metrics. Logs go to stderr, one
     line per event. SIGTERM or Ctrl-C stops it cleanly (exit 0); a second daemon on the
-    same home is refused, naming the pid of the first."""
+    same home is refused, naming the pid of the first.
+
+    A log key that will not open (sealed, with AGENTD_LOG_PASSPHRASE missing or wrong)
+    stops the start at once with exit 78, which the unit --print-systemd-unit prints does
+    not restart; for a sealed key that unit reads the passphrase from HOME/serve.env."""
     options = ServeOptions(host, port, json_logs, stop_timeout)
     if print_systemd_unit:
         click.echo(systemd_unit(app.home, options), nl=False)
         return 0
+    _open_log_key(app.home)
     return serve(app.home, options)
+
+
+def _open_log_key(home: Home) -> None:
+    """Opens the home's log key before anything starts, so that one that will not open
+    (sealed, and its passphrase missing or wrong) stops the start with its own exit."""
+    if not log_key_path(home).exists():
+        return  # made on first use, for a log with no entries yet
+    try:
+        log_key(home)
+    except AgentdError as exc:
+        raise KeyShut(f"{exc}; a systemd unit reads {LOG_PASSPHRASE_ENV} from {home.root / DAEMON_SECRETS}") from None

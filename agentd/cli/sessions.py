@@ -1,4 +1,4 @@
-"""`agentd sessions`: list, show and import recorded sessions."""
+"""`agentd sessions`: list, show, import and recover recorded sessions."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 import click
 
 from agentd.app.intake import import_file
-from agentd.app.sessions import open_sessions
+from agentd.app.sessions import open_sessions, recover
+from agentd.cli.completers import profiles, sessions
 from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress
 from agentd.errors import WrongValue
 from agentd.profiles import list_profiles
-from agentd.sessions import OUTCOMES
+from agentd.sessions import OUTCOMES, SessionRecord
 
 
 @click.group("sessions", short_help="Recorded sessions: list, show, import.")
@@ -22,7 +23,7 @@ def command() -> None:
 
 
 @command.command("list")
-@click.option("--profile", help="Only this profile's sessions.")
+@click.option("--profile", shell_complete=profiles, help="Only this profile's sessions.")
 @click.option("--outcome", type=click.Choice(OUTCOMES), help="Only sessions with this outcome.")
 @json_option
 @pass_app
@@ -46,14 +47,14 @@ def list_(app: App, profile: str | None, outcome: str | None, as_json: bool) -> 
 
 
 @command.command("show")
-@click.argument("session")
+@click.argument("session", shell_complete=sessions)
 @json_option
 @pass_app
 def show(app: App, session: str, as_json: bool) -> None:
     """Show a session (any unique prefix of its id) with its transcript."""
     r = open_sessions(app.home).get(session)
     if as_json:
-        emit_json(r.model_dump())
+        emit_json(_shown(r))
         return
     click.echo(f"session {r.id} ({r.source}) of profile {r.profile}")
     click.echo(f"task: {r.task}")
@@ -77,7 +78,7 @@ def show(app: App, session: str, as_json: bool) -> None:
 
 @command.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--profile", required=True, help="The profile the sessions belong to.")
+@click.option("--profile", required=True, shell_complete=profiles, help="The profile the sessions belong to.")
 @json_option
 @pass_app
 def import_(app: App, file: Path, profile: str, as_json: bool) -> None:
@@ -96,6 +97,39 @@ def import_(app: App, file: Path, profile: str, as_json: bool) -> None:
             click.echo(f"imported session {r.id} ({r.ended}, {r.outcome}) at Pulse {r.pulse}")
     if not result.records:
         progress(f"nothing new to import from {file}")
+
+
+@command.command("recover")
+@json_option
+@pass_app
+def recover_(app: App, as_json: bool) -> None:
+    """Record live sessions whose process ended before recording them, as interrupted.
+
+    Each is recorded with every call it made, signed by the wallet it was to be signed
+    by. Any command that opens the sessions store does this already for sessions whose
+    wallet opens without a passphrase; this one asks for a sealed wallet's passphrase
+    (or reads AGENTD_WALLET_PASSPHRASE). A session running on another host is left alone.
+    """
+    store = open_sessions(app.home, write=True, recovering=False)
+    recorded = recover(app.home, store, ask=True).recorded
+    if as_json:
+        emit_json([{**r.summary(), "error": r.error} for r in recorded])
+        return
+    for r in recorded:
+        click.echo(f"session {r.id} of profile {r.profile}: {r.error}; recorded at Pulse {r.pulse}")
+    if not recorded:
+        progress("no interrupted session waits to be recorded")
+
+
+# The record's fields the summary names otherwise (started, claim, tokens: {in, out}).
+_SUMMARIZED = ("started_at", "claim_id", "tokens_in", "tokens_out")
+
+
+def _shown(r: SessionRecord) -> dict[str, Any]:
+    """A session as `show --json` prints it: its summary, keyed as `list` (and `run`,
+    `import`, the ledger entry) key it, then the rest of its record, transcript included."""
+    rest = {key: value for key, value in r.model_dump().items() if key not in _SUMMARIZED}
+    return {**r.summary(), **rest}
 
 
 def _short(text: str, width: int = 60) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from agentd.app.ledger import open_ledger
+from agentd.cli.completers import wallets
 from agentd.cli.options import NUMBERS, App, Usd, emit_json, emit_table, format_usd, json_option, pass_app
 from agentd.errors import AgentdError
 from agentd.wallets import create_wallet, list_wallets, load_wallet, log_key, seal_log_key, wallet_id_of, wallet_info
@@ -64,7 +65,7 @@ def list_(app: App, as_json: bool) -> None:
 
 
 @command.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=wallets)
 @json_option
 @pass_app
 def show(app: App, name: str, as_json: bool) -> None:
@@ -88,7 +89,7 @@ def show(app: App, name: str, as_json: bool) -> None:
 
 
 @command.command("fund", short_help="Mint USD to wallet NAME (signed by the log's key).", context_settings=NUMBERS)
-@click.argument("name")
+@click.argument("name", shell_complete=wallets)
 @click.argument("cents", metavar="USD", type=Usd())
 @json_option
 @pass_app
@@ -119,8 +120,8 @@ def fund(app: App, name: str, cents: int, as_json: bool) -> None:
 
 
 @command.command("transfer", short_help="Send USD from wallet FROM to TO.", context_settings=NUMBERS)
-@click.argument("sender", metavar="FROM")
-@click.argument("to")
+@click.argument("sender", metavar="FROM", shell_complete=wallets)
+@click.argument("to", shell_complete=wallets)
 @click.argument("cents", metavar="USD", type=Usd())
 @click.option("--memo", default="", help="A note recorded with the transfer (up to 500 characters).")
 @json_option

@@ -15,11 +15,13 @@ that cannot be brought back ends the run as errored, an infrastructure fault.
     text_tool_calls = true  # read tool calls the model wrote as text (default: on)
     base_url = "http://127.0.0.1:8080/v1"  # or AGENTD_LOCAL_BASE_URL: a server already running
 
-A call waits for the server's answer as long as the run's wall time allows: a small CPU
-may take minutes to write a long answer, and the answer comes in one piece. So that one
-call cannot take the run's whole budget (a small model that starts repeating itself
-writes until it is stopped, at a few tokens a second), an answer is at most
-`answer_tokens` long, fewer when the caller asks for fewer.
+A call waits for the server's answer as long as its deadline allows (the profile's
+`call_seconds`, and in a live session what is left of its `wall_seconds`; the episode
+cuts the call off there, closing its connection): a small CPU may take minutes to write
+a long answer, and the answer comes in one piece. So that one call cannot take the
+run's whole budget (a small model that starts repeating itself writes until it is
+stopped, at a few tokens a second), an answer is at most `answer_tokens` long, fewer
+when the caller asks for fewer.
 """
 
 from __future__ import annotations

@@ -40,7 +40,10 @@ Conditions (every one given must hold; text matching ignores case):
 Replies: `text` (the answer's text), `[[rule.calls]]` (tool calls, each a `name` and an
 `arguments` table; with `text` too the answer carries both), or `error = "provider"` (the
 call fails as a provider that failed through every retry would: the run ends *errored*).
-Tool call ids are `call_<turn>_<n>`, the same on every run.
+Tool call ids are `call_<turn>_<n>`, the same on every run. `delay = SECONDS` makes the
+rule's answer (or error) come that long after it is asked for: a slow model, which a
+call's deadline cuts off as it would a real one, and which holds a session in a model
+call for as long as a test needs.
 
 Token counts are whitespace-separated words, so budgets are exercised: in, the words of
 every message's text and tool-call arguments; out, the words of the answer's text and
@@ -61,7 +64,9 @@ and its line.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,7 +81,7 @@ from improver import Completion, ModelMisconfigured, ProviderError, TokenUsage
 Bad = Callable[[str], AgentdError]  # makes an error that names the file, rule and line
 TEXT_CONDITIONS = ("system_contains", "system_not_contains", "last_contains", "last_not_contains")
 PATTERN_CONDITIONS = ("task_matches", "last_matches")
-RULE_KEYS = ("name", *TEXT_CONDITIONS, *PATTERN_CONDITIONS, "tools_offered", "turn", "text", "calls", "error")
+RULE_KEYS = ("name", *TEXT_CONDITIONS, *PATTERN_CONDITIONS, "tools_offered", "turn", "text", "calls", "error", "delay")
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 CALL_KEYS = ("name", "arguments")
 RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]")
@@ -116,6 +121,7 @@ class ScriptRule:
     text: str | None = None
     calls: tuple[tuple[str, str], ...] = ()  # (name, arguments as JSON text)
     error: bool = False
+    delay: float = 0.0  # seconds before the answer comes
 
     def matches(self, seen: Conversation) -> dict[str, str] | None:
         """The captured groups when every condition holds, else None."""
@@ -173,6 +179,8 @@ class ScriptModel:
                 f"{self.path}: no rule matches turn {seen.turn} (last message: {seen.quote!r}); "
                 "add one, or end the file with a rule without conditions"
             )
+        if rule.delay:
+            await asyncio.sleep(rule.delay)
         if rule.error:
             raise ProviderError(f"{self.name}: {rule.label} scripts a provider error")
         message = rule.reply(seen.turn, captured)
@@ -224,6 +232,7 @@ def _rule(path: Path, lines: list[int], index: int, raw: Any) -> ScriptRule:
         fields[key] = _pattern(raw.get(key), key, bad)
     fields["tools_offered"] = _strings(raw, "tools_offered", bad)
     fields["turn"] = _turns(raw.get("turn"), bad)
+    fields["delay"] = _delay(raw.get("delay", 0.0), bad)
     fields.update(_reply(raw, bad))
     return ScriptRule(label, **fields)
 
@@ -254,6 +263,12 @@ def _turns(value: Any, bad: Bad) -> tuple[int, ...]:
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
         raise bad("turn must be a number from 1 up, or a list of them")
     return tuple(values)
+
+
+def _delay(value: Any, bad: Bad) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise bad(f"delay must be a number of seconds, 0 or more, not {value!r}")
+    return float(value)
 
 
 def _reply(raw: dict[str, Any], bad: Bad) -> dict[str, Any]:

@@ -7,7 +7,12 @@ through the one writing ledger (see agentd/server/ledgers.py). Errors are JSON
 missing or wrong token, 404 for what is not there, 413 for a body over the cap (or an
 entry over the ledger's own bound), 422 for an entry the ledger's rules refuse, 429 with
 Retry-After for a wallet posting entries faster than the server records them (see Rates
-in agentd/server/ledgers.py).
+in agentd/server/ledgers.py); a path no route serves, or a method its route does not
+take, is a 404 or 405 alike, and only the server's own fault a 500 (its log says what it
+was). An error never names where the home is, nor an agentd command: a client elsewhere
+has neither. The server holds every connection to the home's HTTP limits
+(agentd/app/httplimits.py): deadlines on a request's head, its body and an idle
+connection, and a body cap for the whole server; the routes' own caps below are smaller.
 """
 
 from __future__ import annotations
@@ -15,26 +20,30 @@ from __future__ import annotations
 import base64
 import hmac
 import inspect
+import logging
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agentd.app.intake import import_file
 from agentd.app.ledger import entry_filter
 from agentd.app.lineage import lineage_here
 from agentd.app.status import status
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, NotFound
 from agentd.home import Home
 from agentd.server import dashboard
 from agentd.server.ledgers import Ledgers, Reader, retry_after
@@ -52,10 +61,14 @@ from ledger import (
     StoredCheckpoint,
 )
 
+log = logging.getLogger("agentd.serve")
+
 # A signed entry is a few kB; a transcript for intake may be larger.
 ENTRY_CAP = 64 * 1024
 SESSIONS_CAP = 8 * 1024 * 1024
 PAGE = 1000  # rows a page of /v1/entries holds at most
+PIECE = 250  # rows of a page read and written at a time, so a page of large entries is never held whole
+LARGEST = 2**63 - 1  # SQLite's largest integer: no size, level or Pulse of a log is beyond it
 _PULSE = re.compile(r"[0-9]{1,7}")
 _HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -123,7 +136,7 @@ def app(
         route("/v1/sessions", post_sessions, ("POST",)),
         *dashboard.routes(home, lambda: status(home, scheduler)),
     ]
-    web = Starlette(routes=routes, lifespan=lifespan)
+    web = Starlette(routes=routes, lifespan=lifespan, exception_handlers=JSON_ERRORS)
     web.state.server = server
     return web
 
@@ -142,12 +155,15 @@ def _endpoint(
             else:
                 answer = await run_in_threadpool(handler, server, request)
         except Refused as exc:
-            answer = _error(exc.status, str(exc), exc.headers)
+            answer = _error(exc.status, public(str(exc), server.home), exc.headers)
+        except NotFound as exc:
+            # A name in the URL's path that names nothing here is not there; in its query, a wrong value.
+            answer = _error(404 if request.path_params else 400, exc.public)
         except (AgentdError, ImproverError) as exc:
-            answer = _error(400, str(exc))
+            answer = _error(400, public(str(exc), server.home))
         except LedgerError as exc:
             # The ledger words what is not there as "no Pulse N…", "no claim C…".
-            answer = _error(404 if str(exc).startswith("no ") else 400, str(exc))
+            answer = _error(404 if str(exc).startswith("no ") else 400, public(str(exc), server.home))
         response = answer if isinstance(answer, Response) else JSONResponse(answer)
         labels = {"route": path, "method": request.method}
         server.metrics.count("agentd_http_requests_total", 1, status=str(response.status_code), **labels)
@@ -161,6 +177,36 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse(
         {"error": message.splitlines()[0] if message else "refused"}, status_code=status, headers=headers
     )
+
+
+def public(message: str, home: Home) -> str:
+    """An error as a client elsewhere is told it: where the home is on this machine is none
+    of its business, so the home's folder is said as HOME (as the README writes it)."""
+    return message.replace(str(home.root), "HOME")
+
+
+async def _unrouted(request: Request, exc: Exception) -> Response:
+    """What Starlette answers by itself, as the routes answer: a path no route serves (404),
+    a method its route does not take (405, with Allow), in one JSON line."""
+    if not isinstance(exc, HTTPException):  # registered for HTTPException alone
+        raise exc
+    where = request.url.path[:100]
+    taken = ", ".join(sorted(Headers(exc.headers).get("allow", "no method").split(", ")))
+    said = {404: f"nothing is served at {where}", 405: f"{request.method[:10]} is not taken at {where}; {taken} is"}
+    return _error(exc.status_code, said.get(exc.status_code, exc.detail), dict(exc.headers or {}))
+
+
+async def _fault(request: Request, exc: Exception) -> Response:
+    """The server's own fault, whatever it was: a 500 that says no more than that (the
+    traceback, which Starlette raises again after this answer, goes to the log)."""
+    return _error(500, "the server failed to answer this; its log says why")
+
+
+# How `agentd serve` and the examiner (server/examiner.py) answer what no route of theirs does.
+JSON_ERRORS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+    HTTPException: _unrouted,
+    Exception: _fault,
+}
 
 
 # Query values
@@ -211,33 +257,61 @@ def head(server: Server, request: Request) -> dict[str, Any]:
     return {"size": found.size, "root": found.root.hex(), "last_pulse": store.last_pulse()}
 
 
-def entries(server: Server, request: Request) -> dict[str, Any]:
+def entries(server: Server, request: Request) -> Response:
     """Rows from Pulse ?from= on, or with ?until= those at or before it newest first; at
     most ?limit=; of one ?kind= and by one ?author= (a wallet id, "log", or the name of a
     wallet in this home) when asked, as `agentd ledger log` takes them: a kind the rules
-    do not know, or an author that names no wallet, is a 400 that says so."""
+    do not know, or an author that names no wallet, is a 400 that says so. A page longer
+    than PIECE rows is streamed, PIECE rows read and written at a time."""
     start, until = _int(request, "from"), _int(request, "until")
     if start is not None and until is not None:
         raise Refused(400, "give ?from= or ?until=, not both")
     limit = _int(request, "limit", PAGE, high=PAGE) or PAGE
     given = request.query_params.get("kind") or None, request.query_params.get("author") or None
     kind, author = entry_filter(server.home, *given)
-    store = server.ledgers.reader().store
-    if until is not None:
-        rows = store.rows_back(until, kind=kind, author=author, limit=limit)
-    else:
-        rows = store.rows(start or 1, kind=kind, author=author, limit=limit)
-    return {"entries": [_row_doc(row) for row in rows]}
+    pieces = _page(server, kind, author, until if until is not None else start or 1, until is not None, limit)
+    first, whole = next(pieces)  # read here: a store that fails is answered as any error is
+    if whole:
+        return Response(first, media_type="application/json")
+    return StreamingResponse(_after(first, pieces), media_type="application/json")
 
 
-def entry(server: Server, request: Request) -> dict[str, Any]:
+def _page(
+    server: Server, kind: str | None, author: str | None, pulse: int, back: bool, limit: int
+) -> Iterator[tuple[bytes, bool]]:
+    """`{"entries": [...]}` a piece at a time, each with whether it ends the page. Each
+    piece is read from the store of the thread that asks for it (SQLite's rule); the log
+    only grows, so the pieces read one after another are the rows one read would give."""
+    opening, between = b'{"entries":[', b""
+    while True:
+        store = server.ledgers.reader().store
+        wanted = min(PIECE, limit)
+        read = store.rows_back if back else store.rows
+        rows = read(pulse, kind=kind, author=author, limit=wanted)
+        limit -= len(rows)
+        whole = len(rows) < wanted or not limit
+        listed = (between if rows else b"") + b",".join(map(_row_json, rows))
+        yield opening + listed + (b"]}" if whole else b""), whole
+        if whole:
+            return
+        opening, between = b"", b","
+        pulse = rows[-1].pulse - 1 if back else rows[-1].pulse + 1
+
+
+def _after(first: bytes, pieces: Iterator[tuple[bytes, bool]]) -> Iterator[bytes]:
+    yield first
+    for piece, _ in pieces:
+        yield piece
+
+
+def entry(server: Server, request: Request) -> Response:
     ref = request.path_params["ref"].strip().lower()
     reader = server.ledgers.reader()
     pulse = int(ref) if _PULSE.fullmatch(ref) else reader.ledger.find(ref).pulse or 0
     row = reader.store.row(pulse)
     if row is None:
         raise Refused(404, f"no Pulse {ref}: the log holds {reader.store.head().size} entries")
-    return _row_doc(row)
+    return Response(_row_json(row), media_type="application/json")
 
 
 def find(server: Server, request: Request) -> dict[str, Any]:
@@ -264,6 +338,8 @@ def tile_page(server: Server, request: Request) -> dict[str, Any]:
     level = request.path_params["level"]
     start = _int(request, "from", 0, low=0) or 0
     limit = _int(request, "limit", 64, high=1024) or 64
+    if level > LARGEST:
+        return {"tiles": []}  # as for any level above the tree's top
     tiles = server.ledgers.reader().store.tiles(level, start, limit)
     return {"tiles": [{"index": t.index, "hashes": base64.b64encode(t.hashes).decode()} for t in tiles]}
 
@@ -286,7 +362,7 @@ def checkpoints(server: Server, request: Request) -> dict[str, Any]:
 
 def checkpoint_of(server: Server, request: Request) -> dict[str, Any]:
     size = request.path_params["size"]
-    found = server.ledgers.reader().store.checkpoint(size)
+    found = server.ledgers.reader().store.checkpoint(size) if size <= LARGEST else None
     if found is None:
         raise Refused(404, f"the log signed no checkpoint of size {size}")
     return _checkpoint_doc(found)
@@ -319,16 +395,21 @@ def _tree_size(reader: Reader, request: Request, name: str) -> int:
 
 
 def lineage(server: Server, request: Request) -> dict[str, Any]:
-    found = lineage_here(server.home, request.path_params["profile"])
-    return {
-        "profile": request.path_params["profile"],
-        "lines": [line for _, line in found.lines()] if found.path.exists() else [],
-    }
+    profile = request.path_params["profile"]
+    found = lineage_here(server.home, profile)
+    try:
+        lines = [line for _, line in found.lines()] if found.path.exists() else []
+    except ImproverError as exc:  # a damaged lineage file: the daemon's to mend, not the client's
+        log.error("GET %s: %s", request.url.path, exc)
+        raise Refused(500, f"the lineage of {profile} cannot be read here; the daemon's log says why") from None
+    return {"profile": profile, "lines": lines}
 
 
-def _row_doc(row: Row) -> dict[str, Any]:
-    """A row with its exact bytes (base64) and, decoded, what they say: null for bytes
-    that are not an entry, which are served as stored all the same, for audits to name."""
+def _row_json(row: Row) -> bytes:
+    """A row as JSON: its exact bytes (base64) and, decoded, what they say: null for bytes
+    that are not an entry, which are served as stored all the same, for audits to name.
+    orjson writes what Starlette's json.dumps did but for a float's spelling (1e-05 as
+    0.00001), the same number to any reader: json.dumps was 40% of a page's CPU."""
     try:
         entry = Entry.parse(row.raw, row.pulse, verify=False, leaf=row.leaf)
         payload: dict[str, Any] | None = {
@@ -341,16 +422,18 @@ def _row_doc(row: Row) -> dict[str, Any]:
         }
     except EntryError:
         payload = None
-    return {
+    leaf = row.leaf.hex()
+    doc = {
         "pulse": row.pulse,
-        "claim": row.leaf.hex(),
+        "claim": leaf,
         "kind": row.kind,
         "author": row.author,
-        "leaf": row.leaf.hex(),
+        "leaf": leaf,
         "chain": row.chain.hex(),
         "raw": base64.b64encode(row.raw).decode(),
         "payload": payload,
     }
+    return orjson.dumps(doc)
 
 
 def _checkpoint_doc(stored: StoredCheckpoint) -> dict[str, Any]:
@@ -441,4 +524,9 @@ def _import(home: Home, profile: str, body: bytes) -> Any:
     with tempfile.NamedTemporaryFile(dir=home.root, prefix=".intake-", suffix=".jsonl") as held:
         held.write(body)
         held.flush()
-        return import_file(home, Path(held.name), profile)
+        try:
+            return import_file(home, Path(held.name), profile)
+        except NotFound:
+            raise
+        except AgentdError as exc:  # it names the file it read: to the client, that is its body
+            raise Refused(400, str(exc).replace(held.name, "the body")) from None

@@ -12,10 +12,10 @@ the log is one event on stderr, as text or (`json_logs`) as a JSON object.
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import logging
 import os
+import pwd
 import signal
 import sys
 import threading
@@ -24,23 +24,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
+from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
 from agentd.app import nightly
+from agentd.app.httplimits import http_limits
 from agentd.app.schedules import job_store, sync
 from agentd.errors import AgentdError
 from agentd.home import PRIVATE_FILE, Home
-from agentd.server.api import app
+from agentd.providers.weights import models_dir
+from agentd.secrets import DAEMON_SECRETS
+from agentd.server.api import SESSIONS_CAP, app
 from agentd.server.ledgers import Ledgers
 from agentd.server.metrics import Metrics
-from agentd.wallets import log_key_sealed
+from agentd.wallets import list_wallets, log_key_sealed
 
 log = logging.getLogger("agentd.serve")
 TICK = 1.0  # how often checkpoints due are signed and the job store is looked at again
 JOB_THREADS = 4
-SECRETS_FILE = "serve.env"  # the passphrases the unit gives the daemon, beside the home's other secrets
+# sysexits' EX_CONFIG: `agentd serve` exits so when the log's key will not open (its
+# passphrase missing or wrong), which no restart changes; the unit does not restart on it.
+EXIT_KEY_SHUT = 78
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,10 @@ def serve(home: Home, options: ServeOptions) -> int:
     """Runs the daemon until SIGTERM or Ctrl-C; the exit code."""
     import uvicorn
 
+    from improver import ServerConfig
+
     configure_logging(options.json_logs)
+    limits = http_limits(home, SESSIONS_CAP)  # a bad [serve] timeout is said before anything starts
     with only_daemon(home):
         metrics = Metrics()
         ledgers = Ledgers(home)
@@ -191,7 +200,8 @@ def serve(home: Home, options: ServeOptions) -> int:
             server.should_exit = True
 
         web = app(home, scheduler=scheduler, metrics=metrics, ledgers=ledgers)
-        server = Server(uvicorn.Config(web, host=options.host, port=options.port, log_config=None, access_log=True))
+        config = ServerConfig(web, limits, host=options.host, port=options.port, log_config=None, access_log=True)
+        server = Server(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
         log.info("serving %s on http://%s:%d (pid %d)", home.root, options.host, options.port, os.getpid())
@@ -234,22 +244,31 @@ def _stop_jobs(scheduler: Any, timeout: float) -> int:
 
 
 def _secrets_file(home: Home) -> list[str]:
-    """Where the unit reads the passphrases the daemon needs (a sealed log key signs
-    checkpoints; a sealed wallet signs what it publishes): a file of the owner's alone,
-    never the unit itself. Required when the log's key is sealed, so that a missing file
-    fails the start at once instead of a restart every few seconds."""
-    path = home.root / SECRETS_FILE
-    if not log_key_sealed(home):
-        return [f"EnvironmentFile=-{path}"]
-    return [
-        f"# The log's key is sealed: put AGENTD_LOG_PASSPHRASE=... in {path} (chmod 600), and",
-        "# AGENTD_WALLET_PASSPHRASE=... if a wallet the schedules publish with is sealed too.",
-        f"EnvironmentFile={path}",
-    ]
+    """Where the unit reads the passphrases the daemon needs, when it needs one (a sealed
+    log key signs checkpoints; a sealed wallet signs what the schedules publish): a file
+    only root reads, which systemd reads before it starts the daemon as its user, never
+    the unit itself. Required when the log's key is sealed, so that a missing file fails
+    the start at once."""
+    path = home.root / DAEMON_SECRETS
+    kept = f"in {path}, a file only root may read (chown root, chmod 600)"
+    if log_key_sealed(home):
+        return [
+            f"# The log's key is sealed: put AGENTD_LOG_PASSPHRASE=... {kept},",
+            "# and AGENTD_WALLET_PASSPHRASE=... if a wallet the schedules publish with is sealed too.",
+            f"EnvironmentFile={path}",
+        ]
+    if any(wallet.encrypted for wallet in list_wallets(home, skip=lambda unreadable: None)):
+        return [
+            f"# A wallet is sealed: put AGENTD_WALLET_PASSPHRASE=... {kept} if the schedules publish with it.",
+            f"EnvironmentFile=-{path}",
+        ]
+    return []
 
 
 def systemd_unit(home: Home, options: ServeOptions) -> str:
-    """A unit file running this daemon as the current user, restarted when it fails."""
+    """A unit file running this daemon as the home's owner, restarted when it fails, and
+    confined as far as its sandbox lets it be (`_confinement`)."""
+    owner = _owner(home)
     command = f"{sys.executable} -m agentd --home {home.root} serve --host {options.host} --port {options.port}"
     if options.json_logs:
         command += " --json-logs"
@@ -262,17 +281,92 @@ def systemd_unit(home: Home, options: ServeOptions) -> str:
             "",
             "[Service]",
             "Type=simple",
-            f"User={getpass.getuser()}",
+            f"User={owner.pw_name}",
             f"Environment=AGENTD_HOME={home.root}",
+            f"Environment=AGENTD_MODELS={models_dir()}",
             *_secrets_file(home),
             f"ExecStart={command}",
             "Restart=on-failure",
+            f"RestartPreventExitStatus={EXIT_KEY_SHUT}",
             "RestartSec=5",
             "KillSignal=SIGTERM",
             f"TimeoutStopSec={int(options.stop_timeout) + 10}",
+            *_confinement(home, owner.pw_uid == 0),
             "",
             "[Install]",
             "WantedBy=multi-user.target",
             "",
         ]
     )
+
+
+def _owner(home: Home) -> pwd.struct_passwd:
+    """Who owns the home: the daemon runs as that user, which reads and writes it."""
+    uid = home.root.stat().st_uid
+    try:
+        return pwd.getpwuid(uid)
+    except KeyError:
+        raise AgentdError(f"{home.root} belongs to uid {uid}, which has no name here: chown it to a user") from None
+
+
+# What the bubblewrap runner does as root, each sandbox: mounts and pivot_root in its own
+# namespaces (SYS_ADMIN), the loopback of its network (NET_ADMIN), the run's writable
+# folder handed to the run's own uid (CHOWN), which setpriv becomes (SETUID, SETGID,
+# SETPCAP for its bounding set), and the run's files read and removed after (DAC_OVERRIDE).
+BWRAP_CAPABILITIES = "CAP_SYS_ADMIN CAP_NET_ADMIN CAP_CHOWN CAP_SETUID CAP_SETGID CAP_SETPCAP CAP_DAC_OVERRIDE"
+
+
+def _private_tmp(home: Home) -> list[str]:
+    """/tmp of the daemon's own, unless the home or this Python is in /tmp, which it hides."""
+    shared = [Path("/tmp"), Path("/var/tmp")]
+    if any(p.resolve().is_relative_to(t) for p in (home.root, Path(sys.prefix)) for t in shared):
+        return ["# No PrivateTmp=: the home or the Python it runs is in /tmp, which it would hide."]
+    return ["PrivateTmp=yes"]
+
+
+def _confinement(home: Home, root: bool) -> list[str]:
+    """What systemd-analyze security scores, kept where a sandbox runner still works: as
+    root (the bubblewrap runner: it refuses to run otherwise) only the capabilities,
+    namespaces and system calls bwrap uses; as anyone else (the Docker runner, through
+    the docker group's socket) none of them. Either way nothing is writable but the home
+    and the models folder, and /tmp is the daemon's own (`_private_tmp`)."""
+    if root:
+        who = [
+            "# As root, for the bubblewrap runner, which makes each sandbox as root: only what it needs is kept.",
+            f"CapabilityBoundingSet={BWRAP_CAPABILITIES}",
+            "RestrictNamespaces=cgroup ipc mnt net pid uts",
+            "SystemCallFilter=@system-service @mount sethostname",
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+        ]
+    else:
+        who = [
+            "# Not as root: the sandbox is Docker's (the user in the docker group); bubblewrap needs root.",
+            "CapabilityBoundingSet=",
+            "RestrictNamespaces=yes",
+            "SystemCallFilter=@system-service",
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+        ]
+    return [
+        "# Confined: `systemd-analyze security agentd.service` rates what is left.",
+        *who,
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        f"ReadWritePaths={home.root}",
+        f"ReadWritePaths=-{models_dir()}",
+        *_private_tmp(home),
+        "PrivateMounts=yes",
+        "PrivateDevices=yes",
+        "ProtectKernelTunables=yes",
+        "ProtectKernelModules=yes",
+        "ProtectKernelLogs=yes",
+        "ProtectControlGroups=yes",
+        "ProtectClock=yes",
+        "ProtectProc=invisible",
+        "LockPersonality=yes",
+        "RestrictRealtime=yes",
+        "RestrictSUIDSGID=yes",
+        "SystemCallArchitectures=native",
+        "SystemCallErrorNumber=EPERM",
+        "UMask=0077",
+    ]

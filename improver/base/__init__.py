@@ -1,6 +1,7 @@
 """What every room of the improver shares: content digests, time stamps, whole-file
 writes, cross-process locks, errors, the paths under a home's `routes/`, the episode
-protocol a candidate speaks, and the variant a trial runs.
+protocol a candidate speaks, the variant a trial runs, and what every HTTP server holds its
+clients to.
 
 What other rooms and the face use; names load on first use (improver.base.faces).
 """
@@ -41,6 +42,8 @@ _SURFACE = {
     "ProviderError": "protocol",
     "TokenUsage": "protocol",
     "Routes": "routes",
+    "HttpLimits": "serving",
+    "ServerConfig": "serving",
     "Variant": "variant",
 }
 

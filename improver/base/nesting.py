@@ -14,6 +14,8 @@ bound cannot be deeper than it, so only texts with more are measured.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from typing import Any
 
 MAX_NESTING = 100
@@ -24,16 +26,29 @@ class TooDeep(ValueError):
 
 
 def loads_bounded(text: str | bytes, limit: int = MAX_NESTING) -> Any:
-    """`json.loads(text)`, raising TooDeep for nesting deeper than `limit` (and
-    json.JSONDecodeError, as json.loads does, for what is not JSON)."""
+    """`json.loads(text)`, raising TooDeep for nesting deeper than `limit` and, as json.loads
+    does, json.JSONDecodeError for what is not JSON (here a number too long to read too)
+    and UnicodeDecodeError for bytes that are not UTF-8: ValueErrors all."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise TooDeep(f"nested deeper than {limit} levels") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError:  # past Python's bound on the digits it converts (CVE-2020-10735)
+        raise _too_long(text) from None
     opened = text.count(b"[") + text.count(b"{") if isinstance(text, bytes) else text.count("[") + text.count("{")
     if opened > limit and depth_of(value) > limit:
         raise TooDeep(f"nested deeper than {limit} levels")
     return value
+
+
+def _too_long(text: str | bytes) -> json.JSONDecodeError:
+    """What json.loads says of a number it cannot read, where the number starts."""
+    doc = text.decode(errors="replace") if isinstance(text, bytes) else text
+    digits = sys.get_int_max_str_digits()
+    found = re.search(f"[0-9]{{{digits + 1},}}", doc)
+    return json.JSONDecodeError(f"a number of more than {digits} digits", doc, found.start() if found else 0)
 
 
 def depth_of(value: Any) -> int:

@@ -12,15 +12,20 @@ improver/ never imports agentd/: the runtime is injected as an `Agent`, and mode
 
 from __future__ import annotations
 
-import asyncio
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from improver.base.errors import ImproverError
-from improver.base.nesting import TooDeep, loads_bounded
+from improver.base.nesting import loads_bounded
+
+if TYPE_CHECKING:
+    # Only the harness's side (Budget) runs under an event loop: a candidate program that
+    # speaks the protocol (agentd case --stdio) never loads asyncio, a third of its CPU.
+    import asyncio
 
 T = TypeVar("T")
 
@@ -216,6 +221,8 @@ class Budget:
     async def wait_for_model(self, answer: Awaitable[T]) -> T:
         """Awaits a model's `answer` on the model's time; ProviderError when it takes
         longer than `call_seconds`."""
+        import asyncio  # loaded by whatever runs this under a loop (see the top)
+
         if not self._waiting:
             self._since = time.monotonic()
         self._waiting += 1
@@ -242,6 +249,8 @@ class Budget:
         if self._waiting:
             self._timer.reschedule(None)
         else:
+            import asyncio  # loaded by whatever runs this under a loop (see the top)
+
             left = self.limits.wall_seconds - self.elapsed()
             self._timer.reschedule(asyncio.get_running_loop().time() + left)
 
@@ -258,17 +267,35 @@ def encode_line(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 def decode_line(line: bytes | str) -> tuple[str, dict[str, Any]]:
-    """Parses one protocol line into (kind, payload); raises ValueError with the reason."""
+    """Parses one protocol line into (kind, payload); ValueError with the reason for any
+    other line: not JSON, not UTF-8, nested too deep, a number too long to read, a lone
+    surrogate, or not an object of one key holding an object."""
     try:
         data = loads_bounded(line)
-    except (json.JSONDecodeError, UnicodeDecodeError, TooDeep) as exc:
+    except ValueError as exc:
         raise ValueError(f"not a JSON line: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    if (isinstance(line, str) or _SURROGATE.search(line)) and not _is_text(data):
+        raise ValueError("not a JSON line: it holds a lone surrogate (\\ud800 to \\udfff), which is no text")
     if not isinstance(data, dict) or len(data) != 1:
         raise ValueError("a protocol line must be a JSON object with exactly one key")
     ((kind, payload),) = data.items()
     if not isinstance(payload, dict):
         raise ValueError(f"the value of {kind!r} must be a JSON object")
     return kind, payload
+
+
+# A lone surrogate, escaped, parses as JSON, but nothing written as UTF-8 can hold it: a
+# run that kept one would fail wherever it is written. Bytes (UTF-8 holds no surrogate)
+# are checked only when they hold such an escape; paired surrogates, one character, pass.
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _is_text(data: Any) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def completion_to_json(c: Completion) -> dict[str, Any]:

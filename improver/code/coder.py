@@ -14,7 +14,6 @@ nor anything a sealed run said: this module is given none.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from improver.base.nesting import loads_bounded
 from improver.base.protocol import Model, TokenUsage
 from improver.decide import codewords
 from improver.loop.proposer import Failed, Tried
@@ -164,8 +164,8 @@ async def _answer(call: Any, copy: Path, run_command: RunCommand) -> str:
     function = call.get("function") if isinstance(call, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
     try:
-        arguments = json.loads(function.get("arguments") or "{}") if isinstance(function, dict) else None
-    except (json.JSONDecodeError, TypeError):
+        arguments = loads_bounded(function.get("arguments") or "{}") if isinstance(function, dict) else None
+    except (ValueError, TypeError):  # not JSON, nested too deep, a number too long to read; not text
         return "error: the arguments are not valid JSON"
     if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
         return "error: the arguments must be a JSON object of strings"

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote_plus
 
+from improver.base.nesting import loads_bounded
+
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{12,}={0,2}")
 BASE32_RUN = re.compile(r"[A-Za-z2-7]{16,}={0,6}")
 HEX_RUN = re.compile(r"(?:[0-9A-Fa-f]{2}[\s:]?){5,}")
@@ -151,8 +153,8 @@ def call_texts(calls: Iterable[Any]) -> list[str]:
         arguments = call.get("function", {}).get("arguments") if isinstance(call, dict) else None
         if isinstance(arguments, str):
             try:
-                texts.extend(_strings(json.loads(arguments)))
-            except (json.JSONDecodeError, RecursionError):
+                texts.extend(_strings(loads_bounded(arguments)))
+            except ValueError:  # not JSON, nested too deep, a number too long to read: read as text
                 texts.append(arguments)
         elif arguments is not None:
             texts.extend(_strings(arguments))

@@ -38,7 +38,10 @@ timeout (the episode's wall_seconds) governs instead: a silent client ends its e
 HTTP: `GET /health`, `/metadata`, `/schema`, `/state`; `POST /reset` (the first
 observation of a task, the episode then dropped) and `POST /step`, stateless: its action
 names the task and the policy's earlier messages (`history`), which are replayed (the
-stand-ins answer the same every time) before the new message is taken.
+stand-ins answer the same every time) before the new message is taken. Every HTTP
+connection is held to the limits the server is given (`http`, improver.base.serving's):
+deadlines on a request's head, on its body and on an idle connection, and a body cap
+(8 MiB unless given another; 413 with `{"detail": ...}` past it).
 """
 
 from __future__ import annotations
@@ -59,14 +62,15 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from improver.base.errors import ImproverError
-from improver.base.nesting import TooDeep, loads_bounded
+from improver.base.nesting import loads_bounded
 from improver.base.protocol import DEFAULT_MAX_TOKENS, Agent, Completion, EpisodeLimits, TokenUsage
+from improver.base.serving import HttpLimits, ServerConfig
 from improver.base.variant import Variant
 from improver.episodes.env import POLICY, POLICY_GRACE, checked_message, episode_models
 from improver.episodes.harness import EpisodeAborted, ModelFactory, RunResult, run_task
@@ -282,7 +286,7 @@ class Connection:
         """The reply to one frame; None for `close`."""
         try:
             frame = loads_bounded(text)
-        except (json.JSONDecodeError, TooDeep) as exc:
+        except ValueError as exc:  # not JSON, too deep, or a number too long to read
             return error_frame("INVALID_JSON", f"not a JSON frame: {exc}")
         if not isinstance(frame, dict):
             return error_frame("VALIDATION_ERROR", 'a frame is a JSON object {"type": ..., "data": ...}')
@@ -346,7 +350,13 @@ def action_message(data: Any, stateless: bool) -> tuple[dict[str, Any], str | No
 class EnvServer:
     """The environment's sessions and routes, over one task set."""
 
-    def __init__(self, setup: EnvSetup, max_sessions: int = MAX_SESSIONS, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(
+        self,
+        setup: EnvSetup,
+        max_sessions: int = MAX_SESSIONS,
+        idle_seconds: float = IDLE_SECONDS,
+        http: HttpLimits | None = None,
+    ) -> None:
         if not setup.taskset.tasks:
             raise ImproverError(
                 "the task set holds no tasks to serve (validation excluded them all, or none were harvested)"
@@ -358,6 +368,7 @@ class EnvServer:
         self.setup = setup
         self.max_sessions = max_sessions
         self.idle_seconds = idle_seconds
+        self.http = http or HttpLimits()
         self.active = 0
         self.turn = 0  # the next task a reset without task_id or seed gets
         self._uvicorn: QuietExit | None = None
@@ -494,12 +505,12 @@ class EnvServer:
 
     def app(self) -> Starlette:
         async def body(request: Request) -> Any:
-            raw = await request.body()
+            raw = await request.body()  # at most http.body_bytes: ServerConfig's cap answered any more
             if not raw.strip():
                 return {}
             try:
                 return loads_bounded(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError, TooDeep) as exc:
+            except ValueError as exc:  # not JSON, not UTF-8, too deep, or a number too long to read
                 raise BadRequest(f"the body is not JSON: {exc}") from None
 
         def answer(call: Callable[[Any], Any]) -> Callable[[Request], Any]:
@@ -511,18 +522,21 @@ class EnvServer:
 
             return endpoint
 
-        def fixed(value: Callable[[], Any]) -> Callable[[Request], Any]:
-            async def endpoint(_request: Request) -> JSONResponse:
-                return JSONResponse(value())
+        def fixed(value: Any) -> Callable[[Request], Any]:
+            """A route whose answer never changes: its bytes made once, served as they are."""
+            answer = JSONResponse(value)
+
+            async def endpoint(_request: Request) -> Response:
+                return Response(answer.body, media_type=answer.media_type)
 
             return endpoint
 
         schemas = {"action": ACTION_SCHEMA, "observation": OBSERVATION_SCHEMA, "state": STATE_SCHEMA}
         routes = [
-            Route("/health", fixed(lambda: {"status": "healthy"})),
-            Route("/metadata", fixed(self.metadata)),
-            Route("/schema", fixed(lambda: schemas)),
-            Route("/state", fixed(empty_state)),
+            Route("/health", fixed({"status": "healthy"})),
+            Route("/metadata", fixed(self.metadata())),
+            Route("/schema", fixed(schemas)),
+            Route("/state", fixed(empty_state())),
             Route("/reset", answer(self.reset), methods=["POST"]),
             Route("/step", answer(self.step), methods=["POST"]),
             WebSocketRoute("/ws", self.websocket),
@@ -531,7 +545,9 @@ class EnvServer:
 
     async def serve(self, sock: socket.socket) -> None:
         """Serves on a socket from `listen` until `stop` (or SIGINT/SIGTERM in the main thread)."""
-        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off", backlog=BACKLOG)
+        config = ServerConfig(
+            self.app(), self.http, errors="detail", log_level="warning", lifespan="off", backlog=BACKLOG
+        )
         self._uvicorn = QuietExit(config)
         self._uvicorn.should_exit = self._stopping
         await self._uvicorn.serve(sockets=[sock])
@@ -567,6 +583,9 @@ def listen(host: str, port: int) -> socket.socket:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(info[0], socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # uvicorn serving a socket it did not bind leaves Nagle on (accepted sockets inherit
+        # it): an answer's body then waits ~40 ms for the client's delayed ACK.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(info[4])
         sock.listen(BACKLOG)
     except OSError as exc:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from improver.base.nesting import loads_bounded
 from improver.base.protocol import Model, TokenUsage
 from improver.base.variant import Variant
 from improver.decide import codewords
@@ -140,8 +141,8 @@ async def propose(
 def _proposal(base: Variant, arguments: Any) -> Proposal:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
+        data = loads_bounded(text)
+    except (ValueError, TypeError):  # not JSON, nested too deep, a number too long to read; not text
         return Proposal(None, str(text), "its arguments are not valid JSON")
     if not isinstance(data, dict) or ("lessons" not in data and "models" not in data):
         return Proposal(None, text, "it gives neither lessons nor models")

@@ -19,13 +19,13 @@ reached it.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from improver.base.errors import ImproverError
+from improver.base.nesting import loads_bounded
 from improver.base.protocol import Model, TokenUsage
 from improver.decide import codewords
 from improver.episodes.validate import CARELESS_RUN_PASSES, NO_RUN_PASSES, refusal
@@ -208,9 +208,9 @@ async def _attempt(brief: Brief, turn: int, number: int, call: dict[str, Any]) -
 def _task(brief: Brief, arguments: Any, number: int) -> Task:
     """The task a write_task call makes, every field checked as a task file's are."""
     try:
-        data = json.loads(arguments) if isinstance(arguments, str) else arguments
-    except json.JSONDecodeError as exc:
-        raise ImproverError(f"its arguments are not JSON ({exc.msg})") from None
+        data = loads_bounded(arguments) if isinstance(arguments, str) else arguments
+    except ValueError as exc:  # not JSON, nested too deep, a number too long to read
+        raise ImproverError(f"its arguments are not JSON ({getattr(exc, 'msg', exc)})") from None
     if not isinstance(data, dict):
         raise ImproverError("its arguments must be a JSON object")
     unknown = sorted(set(data) - set(WRITTEN_FIELDS))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from improver.base.errors import ImproverError
+from improver.base.nesting import loads_bounded
 from improver.decide.stats import Tally
 from improver.loop.gates import SealedText
 from improver.loop.running import Stop
@@ -87,8 +88,8 @@ def improver_messages(
 def proposed(base: Settings, arguments: Any) -> Proposed:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
+        data = loads_bounded(text)
+    except (ValueError, TypeError):  # not JSON, nested too deep, a number too long to read; not text
         return Proposed(None, "its arguments are not valid JSON")
     allowed = {"instructions", *TUNABLE}
     if not isinstance(data, dict) or not data:
@@ -121,8 +122,8 @@ def _proposal_words(arguments: Any) -> str:
     """What a propose_improver call says: the text of each of its values, or its arguments
     as given when they are no JSON object (JSON's escapes would split its words)."""
     try:
-        data = json.loads(arguments) if isinstance(arguments, str) else arguments
-    except json.JSONDecodeError:
+        data = loads_bounded(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
         return str(arguments)
     return "\n".join(str(v) for v in data.values()) if isinstance(data, dict) else str(arguments)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from improver.base.digests import canonical
 from improver.base.errors import ImproverError
+from improver.base.nesting import loads_bounded
 
 # How a task's solution or failure may end (a run the harness records may also have
 # errored, or broken the protocol; see improver.episodes.harness).
@@ -29,13 +30,14 @@ class Call:
     @classmethod
     def from_text(cls, tool: str, text: str) -> Call:
         """Parsed when the text is a JSON object with a canonical form; otherwise kept as
-        sent (NaN, Infinity or an integer beyond 2**53 has none, so it matches nothing)."""
+        sent (NaN, Infinity or an integer beyond 2**53 has none, so it matches nothing; JSON
+        nested past the bound of improver.base.nesting is kept as text too)."""
         try:
-            parsed = json.loads(text)
+            parsed = loads_bounded(text)
             if isinstance(parsed, dict):
                 canonical(parsed)
                 return cls(tool, parsed)
-        except (json.JSONDecodeError, TypeError, RecursionError, ImproverError):
+        except (ValueError, TypeError, ImproverError):  # not JSON, too deep, a number too long to read
             pass
         return cls(tool, text)
 

@@ -33,6 +33,7 @@ from typing import Any
 from improver.base.digests import canonical, digest
 from improver.base.errors import ImproverError
 from improver.base.files import write_atomic
+from improver.base.nesting import loads_bounded
 from improver.tasks import checks, twins
 from improver.tasks.rubric import Rubric, parse_rubric
 from improver.tasks.runs import RUN_ENDINGS, Run
@@ -211,10 +212,10 @@ def tool_schema(info: dict[str, Any]) -> dict[str, Any]:
 def load_tasks(path: Path) -> TaskSet:
     """Reads a task set, refusing it whole if any digest or field is wrong."""
     try:
-        data = json.loads(path.read_text())
+        data = loads_bounded(path.read_text())
     except OSError as exc:
         raise ImproverError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep to read (TooDeep)
         raise ImproverError(f"{path}: not a JSON task set ({exc})") from None
     return parse_set(data, str(path))
 

@@ -26,6 +26,7 @@ import weakref
 from typing import Any
 
 from improver.base.errors import ImproverError
+from improver.base.nesting import loads_bounded
 from sandbox import Limits, Process, Runner, SandboxError, make_runner, python_request
 
 # Kind -> the module that runs its domains in the sandbox.
@@ -67,8 +68,8 @@ class World:
             result = await self.process.finish(0)
             raise WorldFailed(f"the {self._name} world ended: {result.describe()}; {' '.join(result.tail(2))}")
         try:
-            reply = json.loads(line)
-        except json.JSONDecodeError:
+            reply = loads_bounded(line)
+        except ValueError:  # not JSON, nested too deep, a number too long to read
             reply = None
         if not isinstance(reply, dict):
             raise WorldFailed(f"the {self._name} world answered something that is not a JSON object: {line[:80]!r}")

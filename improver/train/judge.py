@@ -22,6 +22,7 @@ from typing import Any
 from improver.base.clock import utc_now
 from improver.base.errors import ImproverError
 from improver.base.files import write_atomic
+from improver.base.nesting import loads_bounded
 from improver.base.protocol import Model
 from improver.tasks.chat import text_of
 from improver.train.export import Transcript
@@ -75,8 +76,8 @@ def verdict(text: str) -> tuple[str, str]:
     """(mark, reason) from the judge's answer; ImproverError saying what is wrong."""
     found = re.search(r"\{.*\}", text, re.DOTALL)
     try:
-        data = json.loads(found.group(0) if found else text)
-    except json.JSONDecodeError:
+        data = loads_bounded(found.group(0) if found else text)
+    except ValueError:  # not JSON, nested too deep, a number too long to read
         raise ImproverError(f"the judge did not answer with a JSON object: {text[:120]!r}") from None
     if not isinstance(data, dict) or data.get("mark") not in MARKS:
         raise ImproverError(f'the judge\'s answer has no "mark" of good or bad: {text[:120]!r}')

@@ -13,13 +13,13 @@ any DSSE verifier given that public key checks it, agentd or not.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from improver.base.digests import canonical, digest
 from improver.base.errors import ImproverError
+from improver.base.nesting import loads_bounded
 from ledger import Wallet, pae, signature_holds, wallet_id
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -93,8 +93,8 @@ def verify(held: Any, public_key: bytes) -> Verified:
     if keyid is None:
         raise BadStatement(f"bad signature: key {wallet_id(public_key)} did not sign this envelope")
     try:
-        about = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
+        about = loads_bounded(payload)
+    except ValueError:  # not UTF-8, not JSON, or nested too deep to read (TooDeep)
         raise BadStatement("the payload is not JSON") from None
     _check_statement(about)
     return Verified(about, str(keyid))

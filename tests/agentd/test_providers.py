@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,15 @@ from agentd.home import Home
 from agentd.providers import connections, make_model, settings
 from agentd.providers.retry import RetryPolicy
 from agentd.providers.settings import KEYLESS
-from improver.base.protocol import Completion, Model, ModelMisconfigured, ProviderError, TokenUsage
+from improver.base.protocol import (
+    Budget,
+    Completion,
+    EpisodeLimits,
+    Model,
+    ModelMisconfigured,
+    ProviderError,
+    TokenUsage,
+)
 from tests.fakeservers import ModelServer, Reply
 
 KEY = "sk-test-key-4242"
@@ -687,6 +696,8 @@ def test_a_rules_file_that_does_not_parse_names_file_and_line(tmp_path: Path, ho
         ),
         ('error = "timeout"', "rule 2: error must be \"provider\", not 'timeout'"),
         ('error = "provider"\ntext = "x"', "rule 2: a rule with error gives no text or calls"),
+        ('delay = -1\ntext = "x"', "rule 2: delay must be a number of seconds, 0 or more, not -1"),
+        ('delay = "long"\ntext = "x"', "rule 2: delay must be a number of seconds, 0 or more, not 'long'"),
         ("[[rule.calls]]\narguments = { a = 1 }", "rule 2: call 1 needs a name (the tool to call)"),
         (
             '[[rule.calls]]\nname = "pay"\narguments = { when = 2024-01-01 }',
@@ -706,3 +717,30 @@ def test_a_rules_file_without_rules_is_refused(tmp_path: Path, home: Home) -> No
         script_model(tmp_path, home, "# nothing yet\n")
     with pytest.raises(AgentdError, match=r"agent.toml: unknown key 'rules'; a rules file holds only"):
         script_model(tmp_path, home, '[[rules]]\ntext = "x"\n')
+
+
+# A call's deadline cuts off every provider
+
+
+DEADLINE = EpisodeLimits(call_seconds=0.5)
+PAST_IT = "did not answer within 0.5 seconds \\(the call's limit, call_seconds\\)"
+
+
+def test_a_call_trickling_past_its_deadline_is_cut_off_and_not_tried_again(
+    server: ModelServer, fast_home: Home
+) -> None:
+    # A byte every 0.1 s: no read waits longer than the try's time-out, only the deadline ends it.
+    server.queue(replace(server.text("Paid."), trickle=0.1))
+    answer = model_for(server, fast_home).complete(CHAT, [PAY_TOOL], None)
+    with pytest.raises(ProviderError, match=PAST_IT):
+        asyncio.run(Budget(DEADLINE).wait_for_model(answer))
+    assert len(server.requests) == 1
+    assert server.wait_for_no_connections()
+
+
+def test_a_scripted_model_slower_than_its_deadline_is_cut_off(tmp_path: Path, home: Home) -> None:
+    slow = script_model(tmp_path, home, '[[rule]]\ndelay = 600\ntext = "Done."\n')
+    with pytest.raises(ProviderError, match=PAST_IT):
+        asyncio.run(Budget(DEADLINE).wait_for_model(slow.complete(CHAT, [], None)))
+    quick = script_model(tmp_path, home, '[[rule]]\ndelay = 0.01\ntext = "Done."\n')
+    assert ask(quick, CHAT, []).message["content"] == "Done."

@@ -85,3 +85,11 @@ def test_the_turn_limit_ends_the_run() -> None:
 def test_a_limit_raised_by_the_episode_is_a_limit() -> None:
     ep = ScriptedEpisode([LimitReached("the run reached its limit of 10 tokens")])
     assert asyncio.run(run_case(CASE, ep)).ended == "limit"
+
+
+def test_each_message_is_said_as_it_joins_the_transcript_a_call_before_it_runs() -> None:
+    ep = ScriptedEpisode([call("pay", {"to": "acme"}), {"role": "assistant", "content": "Paid."}])
+    heard: list[tuple[int, str]] = []  # (calls run so far, the role said)
+    ending = asyncio.run(run_case(CASE, ep, lambda message: heard.append((len(ep.calls), message["role"]))))
+    assert heard == [(0, "system"), (0, "user"), (0, "assistant"), (1, "tool"), (1, "assistant")]
+    assert [role for _, role in heard] == [m["role"] for m in ending.messages]

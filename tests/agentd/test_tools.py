@@ -46,6 +46,15 @@ def test_a_tool_that_raises_answers_with_its_error(home: Home) -> None:
     assert call(box, "nope", {}) == "error: there is no tool named 'nope'"
 
 
+def test_arguments_nested_too_deep_or_with_a_number_too_long_are_an_error_answer(home: Home) -> None:
+    install_example(home, "invoices")
+    box = Toolbox(load_profile(home, "invoices"))
+    deep = call(box, "read_invoice", "[" * 200_000)
+    assert deep == "error: the arguments are not valid JSON (nested deeper than 100 levels)"
+    long = call(box, "read_invoice", '{"number": ' + "9" * 5000 + "}")
+    assert long == "error: the arguments are not valid JSON (a number of more than 4300 digits)"
+
+
 def test_command_tool_reads_json_on_stdin(home: Home) -> None:
     script = "import json,sys; d=json.load(sys.stdin); print('hello ' + d['who'])"
     profile_with(

@@ -240,7 +240,7 @@ def test_bad_problems_are_refused_in_one_line_with_exit_2_and_nothing_written(
     assert not home.routes.improvers(PROFILE).exists() and not improver_file(home).exists()
 
 
-def test_an_unknown_profile_is_refused_with_exit_2(agentd, home: Home, given) -> None:
+def test_an_unknown_profile_is_refused_with_exit_1_as_in_every_command(agentd, home: Home, given) -> None:
     r = agentd(
         "improve",
         "improver",
@@ -252,7 +252,7 @@ def test_an_unknown_profile_is_refused_with_exit_2(agentd, home: Home, given) ->
         "--held-out-problem",
         given["p2"],
     )
-    assert r.code == 2 and r.err.count("\n") == 1 and "no profile named 'nobody'" in r.err
+    assert r.code == 1 and r.err.count("\n") == 1 and "no profile named 'nobody'" in r.err
     assert not home.routes.improvers("nobody").exists()
 
 

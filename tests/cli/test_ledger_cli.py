@@ -406,6 +406,35 @@ def test_a_witness_cosigns_and_verify_counts_it(agentd, home, tmp_path) -> None:
     assert agentd("ledger", "verify", "--witnesses", "1", "--witness-key", keys[1]).code == 0
 
 
+def test_one_witness_key_under_two_names_is_not_two_cosigners(agentd, home, tmp_path) -> None:
+    _tour(agentd)
+    one, alias = tmp_path / "one", tmp_path / "alias"
+    vkey = _witness(agentd, one)
+    # The same key, moved to another home under another name: a second "witness" in name only.
+    assert agentd("--home", alias, "init").code == 0
+    key_file = json.loads((one / "witness" / "witness-key.json").read_text())
+    (alias / "witness").mkdir()
+    (alias / "witness" / "witness-key.json").write_text(json.dumps({**key_file, "name": "witness.example/alias"}))
+    alias_vkey = json.loads(agentd("--home", alias, "witness", "show", "--json").out)["vkey"]
+    assert alias_vkey != vkey and alias_vkey.split("+")[2] == vkey.split("+")[2]
+    note = tmp_path / "cp.txt"
+    note.write_text(agentd("ledger", "checkpoint").out)
+    for witness in (one, alias):
+        cosigned = agentd("--home", witness, "witness", "cosign", note, "--log-key", _log_key_of(agentd))
+        assert cosigned.code == 0, cosigned.err
+        note.write_text(cosigned.out)
+    assert agentd("ledger", "checkpoint", "--add", note).code == 0
+    assert "cosigned by witness.example/one" in agentd("ledger", "checkpoint").err
+    line = one_error_line(
+        agentd("ledger", "verify", "--witnesses", "2", "--witness-key", vkey, "--witness-key", alias_vkey), code=2
+    )
+    assert line == (
+        "agentd: error: Invalid value for --witness-key: the witnesses witness.example/one and "
+        "witness.example/alias have one key: trust each witness once, under one name"
+    )
+    assert agentd("ledger", "verify", "--witnesses", "1", "--witness-key", vkey).code == 0
+
+
 def test_a_forked_log_is_refused_by_its_witness_with_a_fork_proof(agentd, home, tmp_path) -> None:
     _tour(agentd)
     witness, other = tmp_path / "w", tmp_path / "other"

@@ -56,7 +56,7 @@ def test_a_live_session_pays_and_is_recorded_on_the_ledger(agentd, invoices: Pat
         "tool",
         "assistant",
     ]
-    assert shown["tokens_in"] > 0 and shown["tokens_out"] > 0
+    assert shown["tokens"]["in"] > 0 and shown["tokens"]["out"] > 0
     assert shown["person_messages"] == 1 and shown["compacted"] is False
     assert {t["call"] for t in shown["timings"]} == {"model", "tool"}
     entry = json.loads(agentd("ledger", "show", str(shown["pulse"]), "--json").out)

@@ -11,6 +11,7 @@ from agentd.cli import invoke
 from agentd.home import Home
 from agentd.wallets import log_key
 from tests.atonce import all_at_once
+from tests.mounts import read_only_view
 
 PASS = {"AGENTD_WALLET_PASSPHRASE": "correct horse"}
 
@@ -255,5 +256,29 @@ def test_a_sealed_log_key_locks_no_auditor_out(agentd, home) -> None:
     assert {w["name"]: w["balance_cents"] for w in json.loads(agentd("wallet", "list", "--json").out)} == {"alice": 300}
     # Signing still needs it.
     assert "AGENTD_LOG_PASSPHRASE" in one_error_line(agentd("wallet", "fund", "alice", "1"))
-    unit = agentd("serve", "--print-systemd-unit").out
-    assert f"EnvironmentFile={home.root / 'serve.env'}\n" in unit and "AGENTD_LOG_PASSPHRASE=" in unit
+
+
+def test_a_read_only_copy_of_a_home_with_a_sealed_log_key_is_audited_without_its_passphrase(agentd, home) -> None:
+    agentd("init")
+    agentd("wallet", "new", "alice")
+    assert agentd("wallet", "fund", "alice", "3").code == 0
+    assert agentd("wallet", "transfer", "alice", "log", "1").code == 0
+    assert agentd("wallet", "seal-log-key", env=LOG_PASS).code == 0
+    with read_only_view(home.root) as view:
+        # What an auditor given the home runs, holding no secret of it.
+        verified = agentd("--home", view, "ledger", "verify")
+        assert verified.code == 0 and "ok: 3 entries, 3 signatures and every rule hold" in verified.out, verified.err
+        assert json.loads(agentd("--home", view, "ledger", "verify", "--json").out)["ok"] is True
+        listed = json.loads(agentd("--home", view, "ledger", "log", "--json").out)
+        assert [(e["kind"], e["author_name"]) for e in listed][1:] == [
+            ("funds.mint/v1", "log"),
+            ("funds.transfer/v1", "alice"),
+        ]
+        exported = agentd("--home", view, "ledger", "export", "-")
+        assert exported.code == 0 and len(exported.out.splitlines()) == 3
+        wallets = json.loads(agentd("--home", view, "wallet", "list", "--json").out)
+        assert {w["name"]: w["balance_cents"] for w in wallets} == {"alice": 200}
+        # Appending needs the log's key, and says what to set; the copy is unchanged.
+        line = one_error_line(agentd("--home", view, "wallet", "fund", "alice", "1"))
+        assert line == f"agentd: error: {view / 'log-key.json'} is sealed: set AGENTD_LOG_PASSPHRASE to its passphrase"
+    assert len(json.loads(agentd("ledger", "log", "--json").out)) == 3

@@ -202,6 +202,21 @@ def coder_run(tmp_path: Path, replies: list) -> tuple:
     return ws, copy, coded, seen
 
 
+def test_a_coder_whose_arguments_nest_too_deep_or_hold_a_number_too_long_is_told_so(tmp_path: Path) -> None:
+    def sent(arguments: str) -> dict:
+        function = {"name": "read_file", "arguments": arguments}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "b", "type": "function", "function": function}],
+        }
+
+    replies = [sent("[" * 200_000), sent('{"path": ' + "9" * 5000 + "}"), says("Done.")]
+    _, _, coded, seen = coder_run(tmp_path, replies)
+    answers = [m["content"] for m in seen[-1] if m["role"] == "tool"]
+    assert answers == ["error: the arguments are not valid JSON"] * 2 and coded.summary == "Done."
+
+
 def test_a_coder_that_makes_no_tool_call_changes_nothing(tmp_path: Path) -> None:
     _, _, coded, _ = coder_run(tmp_path, [says("I would rather not.")])
     assert coded.problem == "the coder made no tool call" and coded.summary == "I would rather not."

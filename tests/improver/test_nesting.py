@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -38,3 +39,10 @@ def test_depth_counts_arrays_and_objects() -> None:
 def test_a_protocol_line_too_deep_is_a_value_error_saying_so() -> None:
     with pytest.raises(ValueError, match="not a JSON line: nested deeper than 100 levels"):
         decode_line(b"[" * 200_000 + b"\n")
+
+
+def test_a_number_too_long_to_read_is_not_json_saying_where_it_starts() -> None:
+    with pytest.raises(json.JSONDecodeError) as refused:
+        loads_bounded('{"a":\n[1, ' + "9" * 5000 + "]}")
+    assert refused.value.msg == f"a number of more than {sys.get_int_max_str_digits()} digits"
+    assert (refused.value.lineno, refused.value.colno) == (2, 5)

@@ -18,6 +18,7 @@ from openenv.core.generic_client import GenericEnvClient
 
 from improver.base.errors import ImproverError
 from improver.base.protocol import Case, Ending, Episode, EpisodeLimits, ProviderError
+from improver.base.serving import HttpLimits
 from improver.episodes.openenv import IDLE_SECONDS, EnvServer, EnvSetup, address, listen
 from improver.tasks.task import TaskSet
 from tests.improver.taskkit import OPERATOR, calls, follows_the_protocol, paid_task, says
@@ -37,9 +38,10 @@ def serving(
     max_sessions: int = 256,
     limits: EpisodeLimits = EpisodeLimits(),
     idle_seconds: float = IDLE_SECONDS,
+    http: HttpLimits | None = None,
 ) -> Iterator[str]:
     """The server on a free loopback port, in a thread of its own; its base URL."""
-    server = EnvServer(EnvSetup(taskset(), agent, "Check the payee.", limits), max_sessions, idle_seconds)
+    server = EnvServer(EnvSetup(taskset(), agent, "Check the payee.", limits), max_sessions, idle_seconds, http)
     sock = listen("127.0.0.1", 0)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sock)), daemon=True)
     thread.start()

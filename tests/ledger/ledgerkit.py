@@ -81,6 +81,13 @@ def fetch(url: str, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return pg.execute(sql.replace("?", "%s"), params).fetchall()
 
 
+def tables(url: str) -> set[str]:
+    """The names of the tables the store holds."""
+    if url.startswith("sqlite:///"):
+        return {r[0] for r in fetch(url, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {r[0] for r in fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+
+
 STORE_TABLES = ("ledger_entries", "ledger_head", "ledger_tiles", "ledger_checkpoints", "ledger_snapshot")
 
 

@@ -55,7 +55,7 @@ from ledger.log import IMPORT_BATCH, SNAPSHOT_BYTES_PER_ENTRY
 from ledger.rules import MAX_CENTS
 from ledger.store import CHAIN_START, Snapshot, chain
 from ledger.stores import open_store
-from tests.ledger.ledgerkit import fetch, footprint, funds_rules, tamper
+from tests.ledger.ledgerkit import fetch, footprint, funds_rules, tables, tamper
 
 APPENDER = Path(__file__).parent / "appender.py"
 SPENDER = Path(__file__).parent / "spender.py"
@@ -570,11 +570,11 @@ def test_a_swap_of_two_authors_entries_with_digests_recomputed_names_its_pulse(
 def test_a_duplicate_at_the_tip_is_named(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
     _honest_log(ledger, log_key)
     # The same signed transfer again at Pulse 13, with its digests, head and tree made to fit:
-    # the store's unique index is no help once a forger writes another claim key.
+    # the store's unique index is no help once a forger writes another sequence number in its row.
     fifth = fetch(store_url, "SELECT raw, leaf, kind, author FROM ledger_entries WHERE pulse = 5")[0]
     tamper(
         store_url,
-        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (13, ?, ?, ?, ?, ?, 42)",
+        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, seq) VALUES (13, ?, ?, ?, ?, ?, 42)",
         [bytes(fifth[0]), bytes(fifth[1]), bytes(32), fifth[2], fifth[3]],
     )
     _forge_consistent(store_url)
@@ -587,8 +587,8 @@ def test_a_row_beyond_the_head_is_named(store_url: str, ledger: Ledger, log_key:
     extra = _signed_elsewhere(ledger, alice, TRANSFER, {"to": "0" * 32, "cents": 1})
     tamper(
         store_url,
-        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (13, ?, ?, ?, ?, ?, 42)",
-        [extra.raw, extra.leaf_hash, chain(ledger.get(12).leaf_hash, extra.leaf_hash), TRANSFER, alice.id],
+        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, seq) VALUES (13, ?, ?, ?, ?, ?, ?)",
+        [extra.raw, extra.leaf_hash, chain(ledger.get(12).leaf_hash, extra.leaf_hash), TRANSFER, alice.id, extra.seq],
     )
     pulse, reason = _problem(store_url)
     assert pulse == 13 and "beyond the head: the store holds rows up to Pulse 13 but its head records 12" in reason
@@ -652,6 +652,53 @@ def test_a_store_missing_its_head_or_format_row_is_named_damaged_and_nothing_is_
     with pytest.raises(DamagedStore, match=re.escape(said)):  # a writer, on opening or on its first append
         Ledger.open(store_url, funds_rules(), None).append(log_key, MINT, {"to": "0" * 32, "cents": 1})
     assert fetch(store_url, f"SELECT * FROM {table}") == []  # an audit, or a writer, made nothing anew
+
+
+@pytest.mark.parametrize("table", ["ledger_tiles", "ledger_head", "ledger_checkpoints"])
+def test_a_store_that_lost_a_table_is_named_damaged_and_nothing_is_made_anew(
+    store_url: str, ledger: Ledger, log_key: Wallet, table: str
+) -> None:
+    _honest_log(ledger, log_key)
+    ledger.close()
+    tamper(store_url, f"DROP TABLE {table}")
+    said = f"has lost its {table} table: the store is damaged; restore it from a backup"
+    for read_only in (True, False):  # as `ledger verify` opens it, and as a writer does
+        with pytest.raises(DamagedStore, match=re.escape(said)):
+            open_store(store_url, read_only=read_only)
+    assert table not in tables(store_url)
+
+
+# A column given another type behind the ledger's back: SQLite's way, then PostgreSQL's.
+RETYPED = {
+    "raw": (
+        "UPDATE ledger_entries SET raw = CAST(raw AS TEXT)",
+        "ALTER TABLE ledger_entries ALTER COLUMN raw TYPE TEXT USING convert_from(raw, 'UTF8')",
+        "holds text in ledger_entries.raw at Pulse 1, where it keeps bytes",
+    ),
+    "note": (
+        "UPDATE ledger_checkpoints SET note = CAST(note AS BLOB)",
+        "ALTER TABLE ledger_checkpoints ALTER COLUMN note TYPE BYTEA USING convert_to(note, 'UTF8')",
+        "holds bytes in ledger_checkpoints.note, where it keeps text",
+    ),
+    "root": (
+        "UPDATE ledger_head SET root = hex(root)",
+        "ALTER TABLE ledger_head ALTER COLUMN root TYPE TEXT USING encode(root, 'hex')",
+        "holds text in ledger_head.root, where it keeps bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("column", RETYPED)
+def test_a_value_of_another_type_is_named_damaged(store_url: str, ledger: Ledger, log_key: Wallet, column: str) -> None:
+    _honest_log(ledger, log_key)
+    ledger.close()
+    sqlite_sql, postgres_sql, said = RETYPED[column]
+    tamper(store_url, sqlite_sql if store_url.startswith("sqlite") else postgres_sql)
+    with (
+        LedgerReader.open(store_url, funds_rules(), check=False) as reader,
+        pytest.raises(DamagedStore, match=re.escape(f"{said}: the store is damaged")),
+    ):
+        reader.verify()
 
 
 def test_a_garbled_stored_checkpoint_is_a_finding_of_verify(store_url: str, ledger: Ledger, log_key: Wallet) -> None:
@@ -944,7 +991,7 @@ def test_a_ledger_of_the_first_format_is_refused_in_one_line(store_url: str) -> 
     tamper(store_url, "DROP TABLE ledger_format")
     tamper(
         store_url,
-        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, claim) VALUES (1, ?, ?, ?, 'k', 'a', 1)",
+        "INSERT INTO ledger_entries (pulse, raw, leaf, chain, kind, author, seq) VALUES (1, ?, ?, ?, 'k', 'a', 1)",
         [b"x", b"x", b"x"],
     )
     with pytest.raises(LedgerError) as refused:

@@ -1,5 +1,5 @@
-"""A SQLite ledger opened read-only: an auditor's copy on a read-only disk is read and
-verified, and nothing is written or created."""
+"""A ledger opened read-only: an auditor's SQLite copy on a read-only disk is read and
+verified, and on either backend nothing is written or created."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger import MINT, Ledger, LedgerError, Wallet, open_store
-from tests.ledger.ledgerkit import funds_rules
+from tests.ledger.ledgerkit import footprint, funds_rules, tables
 from tests.mounts import read_only_view
 
 
@@ -55,3 +55,26 @@ def test_a_missing_file_is_not_created(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="no ledger at"):
         open_store(f"sqlite:///{tmp_path / 'ledger.db'}", read_only=True)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_store_opened_read_only_writes_nothing_on_either_backend(store_url: str, log_key: Wallet) -> None:
+    with Ledger.open(store_url, funds_rules(), log_key) as writer:
+        writer.append(log_key, MINT, {"to": log_key.id, "cents": 250})
+    before = footprint(store_url), tables(store_url)
+    ledger = Ledger(open_store(store_url, read_only=True), funds_rules(), log_key)
+    try:
+        assert ledger.size == 2 and ledger.verify().ok
+        with pytest.raises(LedgerError, match=r"read-only here .*: this command needs to write to it"):
+            ledger.append(log_key, MINT, {"to": log_key.id, "cents": 1})
+    finally:
+        ledger.close()
+    assert (footprint(store_url), tables(store_url)) == before
+
+
+def test_an_empty_store_opened_read_only_is_no_ledger_and_stays_empty(store_url: str) -> None:
+    with pytest.raises(LedgerError, match="no ledger at"):
+        open_store(store_url, read_only=True)
+    if store_url.startswith("sqlite:///"):
+        assert not Path(store_url.removeprefix("sqlite:///")).exists()
+    else:
+        assert tables(store_url) == set()
