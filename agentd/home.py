@@ -149,6 +149,12 @@ class Home:
         url = self.setting("ledger", "url", env="AGENTD_LEDGER_URL")
         return str(url) if url else f"sqlite:///{self.ledger_db}"
 
+    @property
+    def trials_queue(self) -> str | None:
+        """The trial queue a loop's runs go to (`[trials] queue`, a PostgreSQL URL), or None: they run here."""
+        url = self.setting("trials", "queue")
+        return str(url) if url else None
+
 
 def load_toml(path: Path) -> dict[str, Any]:
     """Reads a TOML file; a syntax error names the file and line."""

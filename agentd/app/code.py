@@ -21,7 +21,9 @@ from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock
 from agentd.app.agent import AGENT, model_factory, variant_of
 from agentd.app.ledger import open_ledger, publisher
-from agentd.app.loop import Stopper, recovered_lineage, run_with_signals
+from agentd.app.loop import Stopper, examiner_of, recovered_lineage, run_with_signals, trials_executor
+from agentd.app.queued import through
+from agentd.app.rebuilt import code_asked
 from agentd.app.runners import sandbox_extras, sandbox_runner
 from agentd.app.seals import check_claimant, settle_seals
 from agentd.errors import AgentdError, WrongValue
@@ -41,6 +43,7 @@ from improver import (
     Model,
     PatchLimits,
     Stop,
+    Variant,
     Workshop,
     apply_to,
     current_seal,
@@ -74,6 +77,7 @@ class CodeRequest:
     max_files: int = MAX_FILES
     max_lines: int = MAX_LINES
     seed: int | None = None
+    queue: str | None = None  # the trial queue (agentd worker) the runs go to; default the home's [trials] queue
 
 
 def run_code(
@@ -98,7 +102,7 @@ def run_code(
         stack.callback(workshop.close)
         stopper = stopper or Stopper()
         loop = _loop(home, profile_name, request, workshop, on_event, coder, progress, ledger, stopper)
-        asyncio.run(run_with_signals(loop, request.rounds, stopper))
+        asyncio.run(through(loop.executor, lambda: run_with_signals(loop, request.rounds, stopper)))
         return loop.stopped
 
 
@@ -148,6 +152,11 @@ def _loop(
         apply_to(workshop.source, patch)
 
     current = variant_of(profile)
+    executor = trials_executor(home, request.queue, profile.dir, seal, lambda: stopper.halted(home), on_event)
+    if executor is not None and request.readable:
+        raise WrongValue(
+            "--readable names paths on this machine, which a worker elsewhere may not have: drop --readable or --queue"
+        )
     try:
         return CodeLoop(
             workshop=workshop,
@@ -174,9 +183,17 @@ def _loop(
             rng=np.random.default_rng(request.seed),
             on_event=on_event,
             progress=progress,
+            executor=executor,
+            examiner=examiner_of(seal, ledger, lambda change, current: handed_over(workshop, change, current)),
         )
     except Stop as exc:
         raise AgentdError(str(exc)) from None
+
+
+def handed_over(workshop: Workshop, change: Variant, current: Variant) -> dict[str, Any]:
+    """What an examiner is handed to rebuild both arms: their patches and the commands."""
+    patches = {v.patch: workshop.patches[v.patch] for v in (change, current) if v.patch}
+    return code_asked(patches, workshop.commands)
 
 
 def releases(home: Home, profile: str) -> list[dict[str, Any]]:

@@ -7,14 +7,28 @@ import asyncio
 import json
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
+from agentd.app import killswitch
 from agentd.app.adopt import lineage_of
 from agentd.app.agent import AGENT, model_factory, variant_of
+from agentd.app.queued import queue_executor, through
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile
-from improver import Evaluation, RunResult, Variant, load_tasks, run_eval, write_atomic
+from improver import (
+    Evaluation,
+    ExecutorFailed,
+    Halted,
+    RunResult,
+    Variant,
+    load_tasks,
+    open_seal,
+    run_eval,
+    seals_of,
+    write_atomic,
+)
 
 
 def evaluate_profile(
@@ -27,10 +41,14 @@ def evaluate_profile(
     concurrency: int = 8,
     on_result: Callable[[RunResult], None] | None = None,
     runs_out: Path | None = None,
+    queue: str | None = None,
+    on_refused: Callable[[str], None] = lambda line: None,
 ) -> tuple[Evaluation, str]:
     """The evaluation, and what was evaluated ("the agent as it is" or "step X"). With
     `runs_out`, every run's JSON is written there too, one line a run in the order they
-    finished, once all have (whole or not at all)."""
+    finished, once all have (whole or not at all). With `queue` (else the home's `[trials]
+    queue`) the runs go to its workers, but those of the profile's sealed tasks, and
+    `on_refused` hears each result refused."""
     if runs_out is not None and not os.access(runs_out.parent, os.W_OK):
         raise AgentdError(f"cannot write the runs to {runs_out}: its folder does not exist or is not writable")
     profile = load_profile(home, profile_name)
@@ -49,7 +67,10 @@ def evaluate_profile(
         if on_result is not None:
             on_result(run)
 
-    result = run_eval(
+    halted = partial(killswitch.halted, home)
+    executor = queue_executor(home, queue, profile.dir, _sealed(home, profile.name), halted, on_refused)
+    result = partial(
+        run_eval,
         variant,
         taskset.tasks,
         AGENT,
@@ -59,8 +80,18 @@ def evaluate_profile(
         limits=profile.limits,
         concurrency=concurrency,
         on_result=kept,
+        executor=executor,
     )
-    evaluation = asyncio.run(result)
+    try:
+        evaluation = asyncio.run(through(executor, result))
+    except (ExecutorFailed, Halted) as exc:
+        raise AgentdError(str(exc)) from None
     if runs_out is not None:
         write_atomic(runs_out, "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in finished))
     return evaluation, what
+
+
+def _sealed(home: Home, profile: str) -> frozenset[str]:
+    """The digests of the profile's sealed tasks held here: runs of them stay off the queue."""
+    seals = (open_seal(path) for path in seals_of(home.routes, profile))
+    return frozenset(t.digest for seal in seals if seal.held_here for t in seal.sealed.tasks)

@@ -17,9 +17,10 @@ import numpy as np
 from agentd.app import killswitch
 from agentd.app.adopt import holding_loop_lock, lineage_of, make_current
 from agentd.app.agent import AGENT, model_factory, variant_of
-from agentd.app.examining import RemoteExamination
+from agentd.app.examining import CodeHandedOver, RemoteExamination
 from agentd.app.ledger import open_ledger, publisher
 from agentd.app.practice import load_practice
+from agentd.app.queued import QueueExecutor, queue_executor, through
 from agentd.app.seals import check_claimant, settle_seals
 from agentd.errors import AgentdError, WrongValue
 from agentd.home import Home
@@ -98,6 +99,7 @@ class RunRequest:
     challenger_tasks: int = Challenger.tasks
     challenger_variants: int = Challenger.variants
     challenger_turns: int = Challenger.turns  # its answers: the first and those mending what was refused
+    queue: str | None = None  # the trial queue (agentd worker) the runs go to; default the home's [trials] queue
 
 
 def run_improvement(
@@ -121,7 +123,7 @@ def run_improvement(
         ledger = stack.enter_context(open_ledger(home)) if request.wallet else None
         stopper = stopper or Stopper()
         loop = _loop(home, profile_name, request, on_event, proposer, progress, ledger, stopper, challenger)
-        asyncio.run(run_with_signals(loop, request.rounds, stopper))
+        asyncio.run(through(loop.executor, lambda: run_with_signals(loop, request.rounds, stopper)))
         return loop.stopped
 
 
@@ -153,6 +155,8 @@ def _loop(
     def apply(variant: Variant, step: str) -> None:
         make_current(load_profile(home, profile_name), variant, step)
 
+    executor = trials_executor(home, request.queue, profile.dir, seal, lambda: stop.halted(home), on_event)
+
     lineage = recovered_lineage(home, profile_name, ledger, on_event)
     allowed = list(dict.fromkeys([*profile.models, *profile.run_models, *request.models]))
     try:
@@ -180,7 +184,8 @@ def _loop(
             progress=progress,
             practice=practice,
             challenge=_challenge(home, profile.dir, request, challenger),
-            examiner=_examiner(seal, ledger),
+            examiner=examiner_of(seal, ledger),
+            executor=executor,
         )
     except BudgetTooSmall as exc:
         raise WrongValue(str(exc)) from None
@@ -188,14 +193,34 @@ def _loop(
         raise AgentdError(str(exc)) from None
 
 
-def _examiner(seal: Seal, ledger: Ledger | None) -> Callable[[Trials, int], Examination] | None:
-    """The examiner that holds the seal's sealed tasks, asked through the ledger; None
-    when they are held here."""
+def trials_executor(
+    home: Home,
+    queue: str | None,
+    models_dir: Path,
+    seal: Seal,
+    halted: Callable[[], str | None],
+    on_event: Callable[[Event], None],
+) -> QueueExecutor | None:
+    """The trial queue a loop on `seal` sends its runs to (agentd/app/queued.py), or None:
+    they run here. Its sealed tasks are run only by workers the home trusts, or here."""
+    sealed = frozenset(t.digest for t in seal.sealed.tasks) if seal.held_here else frozenset()
+
+    def refused(line: str) -> None:
+        on_event(Event("refused", line))
+
+    return queue_executor(home, queue, models_dir, sealed, halted, refused)
+
+
+def examiner_of(
+    seal: Seal, ledger: Ledger | None, code: CodeHandedOver | None = None
+) -> Callable[[Trials, int], Examination] | None:
+    """The examiner that holds the seal's sealed tasks, asked through the ledger (handed a
+    code change's patches and commands by `code`); None when they are held here."""
     if seal.held_here:
         return None
     if ledger is None:
         raise WrongValue(f"seal {seal.id} is held by an examiner, whose confirmations go on the ledger: give --wallet")
-    return lambda trials, baseline_runs: RemoteExamination(seal, ledger, baseline_runs)
+    return lambda trials, baseline_runs: RemoteExamination(seal, ledger, baseline_runs, code=code)
 
 
 def _challenge(home: Home, folder: Path, request: RunRequest, model: Model | None) -> Challenger | None:

@@ -7,7 +7,8 @@ for every job; the improve job's `proposer`, `auto_seal`, `auto_seal_min`, and
 `challenger`, `challenger_tasks`, `challenger_variants`, `challenger_turns` as `improve
 run` takes them; the code job's `coder`, `source` (a git checkout: relative to the
 profile's folder, or absolute), `build`, `test`, `candidate`, `allow`, `readable` (paths
-as `source`), `env` (VAR=VALUE), `max_files`, `max_lines` as `improve code` takes them.
+as `source`), `env` (VAR=VALUE), `max_files`, `max_lines` as `improve code` takes them; `queue`, the trial
+queue both jobs' runs go to (as `--queue`; default the home's `[trials] queue`).
 A code job without `coder` and `source` is not scheduled. `agentd schedule add` adds jobs of its own. Both
 live in APScheduler's SQLAlchemy job store in the home's database (`agentd.db`), so the
 daemon finds its jobs, their next runs and their missed runs after a restart. Each
@@ -60,6 +61,7 @@ OPTIONS = {
     "env": list,
     "max_files": int,
     "max_lines": int,
+    "queue": str,
 }
 # How the challenger works: nothing without one.
 CHALLENGER_COUNTS = ("challenger_tasks", "challenger_variants", "challenger_turns")

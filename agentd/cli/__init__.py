@@ -38,7 +38,9 @@ COMMANDS: dict[str, CommandEntry] = {
     "bond": CommandEntry(
         "agentd.cli.bond", "Bonds: funds locked behind attestations, slashed when one is shown false."
     ),
-    "challenge": CommandEntry("agentd.cli.bond", "Challenge an attestation on its bond, with a deposit.", "challenge"),
+    "challenge": CommandEntry(
+        "agentd.cli.bond", "Challenge an attestation or an examination on its bond, with a deposit.", "challenge"
+    ),
     "rule": CommandEntry("agentd.cli.bond", "Rule on a challenge, as the bond's adjudicator.", "rule"),
     "witness": CommandEntry("agentd.cli.witness", "A witness: cosign logs' checkpoints after checking they only grew."),
     "profile": CommandEntry("agentd.cli.profile", "Profiles: the operator's words, models and tools."),
@@ -51,6 +53,7 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "serve": CommandEntry("agentd.cli.serve", "Run the daemon: schedules, the ledger over HTTP, status."),
     "examiner": CommandEntry("agentd.cli.examiner", "Hold other agents' sealed tasks and confirm changes on them."),
+    "worker": CommandEntry("agentd.cli.worker", "Run the trial queue's runs on this machine, results signed."),
     "schedule": CommandEntry("agentd.cli.schedule", "Scheduled jobs: list, add, remove, run now."),
     "kill-switch": CommandEntry("agentd.cli.killswitch", "Stop every session, proposal and trial from starting."),
     "sandbox": CommandEntry("agentd.cli.sandbox", "The sandbox: check that nothing run in it gets out."),

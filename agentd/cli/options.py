@@ -71,6 +71,17 @@ def baseline_runs_option(f: F) -> F:
     )(f)
 
 
+def queue_option(f: F) -> F:
+    """`--queue URL`, shared by the commands that run trials: their runs go to the
+    workers on that trial queue (`agentd worker`) instead of running here."""
+    return click.option(
+        "--queue",
+        metavar="URL",
+        help="Run the trials through the workers on this queue (a PostgreSQL URL; agentd worker)  "
+        "[default: the home's [trials] queue, else here]",
+    )(f)
+
+
 def sandbox_options(f: F) -> F:
     """`--readable PATH` and `--env VAR=VALUE` (each repeatable), shared by the commands
     that build and run code in the sandbox; `agentd.app.runners.sandbox_extras` checks them."""

@@ -3,6 +3,9 @@
 The result counts, per task and in total, the runs that passed, failed and errored.
 Errored runs (a provider or harness fault, after the harness's retries) are reported as
 errors and left out of the pass counts: they are never scored as failures.
+
+Each run goes through an executor (improver.episodes.executors): by default in this
+process, or handed to a worker elsewhere; the trial is the same either way.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dataclasses import dataclass, field
 from improver.base.protocol import EpisodeLimits, Model, TokenUsage
 from improver.base.variant import Variant
 from improver.decide.stats import Tally
-from improver.episodes.harness import RETRIES, Candidate, ModelFactory, RunResult, run_task
+from improver.episodes.executors import Executor, LocalExecutor
+from improver.episodes.harness import RETRIES, Candidate, ModelFactory, RunResult
 from improver.tasks.task import Task
 
 CONCURRENCY = 8
@@ -124,22 +128,24 @@ async def run_trials(
     retries: int = RETRIES,
     on_result: Callable[[RunResult], None] | None = None,
     halted: Callable[[], str | None] = lambda: None,
+    executor: Executor | None = None,
 ) -> TrialResult:
     """Runs every task `runs` times, at most `concurrency` at once; results come back
     in task order, then run order, whatever order they finished in. `halted` is asked
     before each run starts: a reason from it stops the trial (Halted), the runs under
-    way with it."""
+    way with it. Each run goes through `executor`; by default here, with `models` (and
+    `retries`; another executor has its own, and its own models)."""
     if runs < 1 or concurrency < 1:
         raise ValueError("runs and concurrency must be at least 1")
     gate = asyncio.Semaphore(concurrency)
-    factory = memoized(models)
+    runner = executor or LocalExecutor(memoized(models), retries)
 
     async def one(task: Task) -> RunResult:
         async with gate:
             why = halted()
             if why:
                 raise Halted(why)
-            result = await run_task(task, variant, candidate, factory, limits, retries)
+            result = await runner.run(task, variant, candidate, limits)
         if on_result:
             on_result(result)
         return result

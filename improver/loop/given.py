@@ -20,6 +20,7 @@ from improver.base.protocol import EpisodeLimits, Model, TokenUsage
 from improver.base.variant import Variant
 from improver.decide import decision
 from improver.decide.archive import Archive
+from improver.episodes.executors import Executor
 from improver.episodes.harness import Candidate, ModelFactory
 from improver.loop.challenger import Challenger
 from improver.loop.confirming import Examination
@@ -68,6 +69,7 @@ class Given(ABC):
     # Who asks the sealed tasks, given the loop's trials and the agent's baseline runs: an examiner elsewhere, for a seal
     # handed to one; default (None), this process, on the seal's own tasks.
     examiner: Callable[[Trials, int], Examination] | None = None
+    executor: Executor | None = None  # where the trials' runs run: None, here (improver.episodes.executors)
 
     def compose(self, candidate: Callable[[Variant], Candidate], wording: Wording, keeper: Keeper) -> None:
         """Makes the units the loop runs on (see `judge_on`); called by its __post_init__."""
@@ -120,6 +122,7 @@ def judge_on(given: Given, candidate: Callable[[Variant], Candidate], wording: W
         max_tokens=given.max_tokens,
         progress=given.progress,
         canary_in=seal.canary_in,
+        executor=given.executor,
     )
     record = Record(given.profile, given.lineage, given.on_event)
     judge = Judge(

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from improver.base.protocol import EpisodeLimits, TokenUsage
 from improver.base.variant import Variant
+from improver.episodes.executors import Executor, ExecutorFailed
 from improver.episodes.harness import Candidate, ModelFactory, run_cost
 from improver.episodes.trials import Halted, TaskTally, TrialResult, run_trials
 from improver.loop.record import Record
@@ -61,6 +62,8 @@ class Trials:
     # Whether a stop request cancels a trial under way; the improver loop's own trials run
     # to their end (the loops grading its improvers are told of the stop at once).
     cancels: bool = True
+    # Where each run runs: None, here; or another executor (workers on other machines).
+    executor: Executor | None = None
     used: TokenUsage = field(default_factory=TokenUsage)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -137,11 +140,12 @@ class Trials:
             limits=self.limits,
             on_result=self._counter(f"trial of variant {variant.id}", len(tasks) * runs),
             halted=self.halted,
+            executor=self.executor,
         )
         try:
             result = await (self.unless_stopped(work, "a trial") if self.cancels else work)
-        except Halted as exc:
-            raise Stop(str(exc)) from None
+        except (Halted, ExecutorFailed) as exc:
+            raise Stop(f"{exc}; {self.left_as}" if isinstance(exc, ExecutorFailed) else str(exc)) from None
         self.spend(result.usage)
         self._check_answers(result)
         return result

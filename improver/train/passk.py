@@ -22,6 +22,7 @@ from typing import Any
 from improver.base.errors import ImproverError
 from improver.base.protocol import EpisodeLimits
 from improver.base.variant import Variant
+from improver.episodes.executors import Executor
 from improver.episodes.harness import RETRIES, Candidate, ModelFactory, RunResult
 from improver.episodes.trials import CONCURRENCY, TrialResult, run_trials
 from improver.tasks.task import Task
@@ -146,8 +147,10 @@ async def run_eval(
     concurrency: int = CONCURRENCY,
     retries: int = RETRIES,
     on_result: Callable[[RunResult], None] | None = None,
+    executor: Executor | None = None,
 ) -> Evaluation:
-    """Runs every task `runs` times as `variant` and reports pass@k for each of `ks`."""
+    """Runs every task `runs` times as `variant` and reports pass@k for each of `ks`,
+    each run through `executor` (by default here)."""
     if not tasks:
         raise ImproverError("there are no tasks to evaluate on (validation excluded them all, or none were harvested)")
     if not ks or min(ks) < 1 or max(ks) > runs:
@@ -162,6 +165,7 @@ async def run_eval(
         limits=limits,
         retries=retries,
         on_result=on_result,
+        executor=executor,
     )
     return evaluate(result, ks)
 

@@ -73,7 +73,7 @@ def test_a_code_round_keeps_a_release_publishes_it_and_lineage_check_proves_it(a
     assert not home.routes.code_work(CODE).exists()  # clones and trees removed
 
     listed = agentd("improve", "releases", CODE, "--json")
-    (record,) = json.loads(listed.out)["releases"]
+    (record,) = json.loads(listed.out)
     assert record["release"] == rid and record["files"] == ["agent.py"] and record["patch_file"] == str(patch)
     assert (
         record["patch"] == hashlib.sha256(patch.read_bytes()).hexdigest()

@@ -66,8 +66,8 @@ def test_an_unknown_command_is_a_usage_error(agentd) -> None:
 
 
 # Commands whose output is not a report: the demo is a tour, `case` and `improve env`
-# speak their JSON-lines protocol, `ledger prove` and `improve releases show` print JSON
-# always, `ledger export` writes the copy itself.
+# speak their JSON-lines protocol, `ledger prove` prints JSON always, `ledger export` writes
+# the copy itself; `serve`, `examiner serve` and `worker` are services that log as they go.
 NO_JSON = {
     "demo",
     "case",
@@ -77,7 +77,7 @@ NO_JSON = {
     "ledger export",
     "serve",
     "examiner serve",
-    "improve releases show",
+    "worker",
 }
 
 

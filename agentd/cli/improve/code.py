@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from agentd.app.attest import write_envelope
 from agentd.app.code import BUILD, CANDIDATE, TEST, CodeRequest, releases, run_code
 from agentd.app.statements import release_claim, release_envelope
+from agentd.cli.completers import profiles, wallets
 from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -20,14 +22,16 @@ from agentd.cli.options import (
     json_option,
     pass_app,
     progress,
+    queue_option,
     sandbox_options,
 )
 from agentd.errors import WrongValue
+from agentd.home import Home
 from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 
 
 @click.command("code")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option(
     "--source",
     required=True,
@@ -58,13 +62,16 @@ from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
 @baseline_runs_option
 @click.option("--apply", is_flag=True, help="Apply each release's patch to the --source checkout (git apply).")
-@click.option("--wallet", help="Publish each release as an agent.release/v1 claim with this wallet.")
+@click.option(
+    "--wallet", shell_complete=wallets, help="Publish each release as an agent.release/v1 claim with this wallet."
+)
 @click.option(
     "--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (coder and trials) would be passed."
 )
 @click.option(
     "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial."
 )
+@queue_option
 @json_option
 @pass_app
 def code(
@@ -87,6 +94,7 @@ def code(
     wallet: str | None,
     max_tokens: int | None,
     concurrency: int,
+    queue: str | None,
     as_json: bool,
 ) -> None:
     """Let PROFILE's agent change its own code: each round a coder changes a copy of
@@ -120,6 +128,7 @@ def code(
         concurrency=concurrency,
         max_files=max_files,
         max_lines=max_lines,
+        queue=queue,
     )
     stopped = run_code(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
@@ -142,20 +151,17 @@ def releases_command() -> None:
 
 
 @releases_command.command("list")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @json_option
 @pass_app
 def releases_list(app: App, profile: str, as_json: bool) -> None:
     """List PROFILE's releases: the code changes the loop kept, and where their patches are."""
     found = releases(app.home, profile)
     if as_json:
-        emit_json({"releases": found})
+        emit_json(found)
         return
     for r in found:
-        click.echo(
-            f"release {r['release']}: {r['summary']} ({', '.join(r['files'])} +{r['added']} -{r['deleted']}) "
-            f"on commit {r['commit'][:12]}; patch {r['patch_file']}"
-        )
+        click.echo(_release_line(r))
     if not found:
         click.echo(f"profile {profile} has no release yet")
 
@@ -163,18 +169,50 @@ def releases_list(app: App, profile: str, as_json: bool) -> None:
 @releases_command.command("show")
 @click.argument("release")
 @click.option("--intoto", is_flag=True, help="Write the release as an in-toto statement in a DSSE envelope.")
-@click.option("--wallet", help="The wallet that signs the statement (default: this home's wallet that published it).")
+@click.option(
+    "--wallet",
+    shell_complete=wallets,
+    help="The wallet that signs the statement (default: this home's wallet that published it).",
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the statement here, not to stdout.")
+@json_option
 @pass_app
-def releases_show(app: App, release: str, intoto: bool, wallet: str | None, out: Path | None) -> None:
-    """Show RELEASE (its id, or its claim id) as its agent.release/v1 claim publishes it;
-    with --intoto, as an in-toto Statement v1 (predicate type
-    https://agentd.dev/release/v1) in a DSSE envelope signed by --wallet."""
+def releases_show(app: App, release: str, intoto: bool, wallet: str | None, out: Path | None, as_json: bool) -> None:
+    """Show RELEASE (its id, or its claim id) as its agent.release/v1 claim publishes it:
+    what `releases PROFILE` lists of it, then its claim (--json: the listed keys, then
+    the claim's id, Pulse, author, time and body). With --intoto, as an in-toto Statement
+    v1 (predicate type https://agentd.dev/release/v1) in a DSSE envelope signed by
+    --wallet: JSON either way."""
     if wallet and not intoto:
         raise WrongValue("--wallet signs the in-toto statement: give --intoto too")
-    shown = release_envelope(app.home, release, wallet) if intoto else release_claim(app.home, release)
+    if intoto:
+        document = release_envelope(app.home, release, wallet)
+    else:
+        document = _release_shown(app.home, release_claim(app.home, release))
+        if not (as_json or out):
+            click.echo(_release_line(document))
+            click.echo(
+                f"claim {document['claim']} at Pulse {document['pulse']}, by {document['author']} at {document['at']}"
+            )
+            return
     if out:
-        write_envelope(out, shown)
+        write_envelope(out, document)
         click.echo(f"wrote {out}", err=True)
     else:
-        emit_json(shown)
+        emit_json(document)
+
+
+def _release_shown(home: Home, claim: dict[str, Any]) -> dict[str, Any]:
+    """A release as `releases PROFILE --json` lists it (its record, and its patch's path
+    here, or null for a release this home does not keep), then its claim."""
+    record = claim["body"]["release"]
+    patch = home.routes.release_patch(record["release"])
+    return {**record, "patch_file": str(patch) if patch.exists() else None, **claim}
+
+
+def _release_line(r: dict[str, Any]) -> str:
+    kept = f"patch {r['patch_file']}" if r["patch_file"] else "its patch is not kept here"
+    return (
+        f"release {r['release']}: {r['summary']} ({', '.join(r['files'])} +{r['added']} -{r['deleted']}) "
+        f"on commit {r['commit'][:12]}; {kept}"
+    )

@@ -8,12 +8,13 @@ from pathlib import Path
 import click
 
 from agentd.app.evaluate import evaluate_profile
-from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress
+from agentd.cli.completers import profiles, steps
+from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress, queue_option
 from improver import Evaluation, ImproverError, RunResult, parse_ks
 
 
 @click.command("eval")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option(
     "--tasks",
     "tasks_file",
@@ -30,7 +31,10 @@ from improver import Evaluation, ImproverError, RunResult, parse_ks
     help="The ks to report pass@k for, e.g. 1,5,10 (each at most --runs).",
 )
 @click.option(
-    "--variant", "step", help="Evaluate the agent as this kept step (or a unique prefix) made it, not as it is now."
+    "--variant",
+    "step",
+    shell_complete=steps,
+    help="Evaluate the agent as this kept step (or a unique prefix) made it, not as it is now.",
 )
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once.")
 @click.option(
@@ -39,6 +43,7 @@ from improver import Evaluation, ImproverError, RunResult, parse_ks
     help="Also write every run's JSON to this file, one line a run (its calls, answer, tokens, and a "
     "conversation's simulated replies), once all have finished.",
 )
+@queue_option
 @json_option
 @pass_app
 def eval_command(
@@ -50,6 +55,7 @@ def eval_command(
     step: str | None,
     concurrency: int,
     runs_out: Path | None,
+    queue: str | None,
     as_json: bool,
 ) -> None:
     """Run PROFILE's agent --runs times on each task of --tasks and report pass@k (the
@@ -73,7 +79,17 @@ def eval_command(
         progress(f"run {total}: {result.task} {result.outcome}")
 
     evaluation, what = evaluate_profile(
-        app.home, profile, tasks_file, runs, ks, step, concurrency, ran if sys.stderr.isatty() else None, runs_out
+        app.home,
+        profile,
+        tasks_file,
+        runs,
+        ks,
+        step,
+        concurrency,
+        ran if sys.stderr.isatty() else None,
+        runs_out,
+        queue,
+        progress,
     )
     if runs_out is not None:
         progress(f"each run's JSON is in {runs_out}, one line a run")

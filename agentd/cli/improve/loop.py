@@ -12,6 +12,7 @@ from agentd.app.adopt import adopt as adopt_step, undo as undo_step
 from agentd.app.lineage import check_lineage, improvers_kept, lineage_here
 from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.seals import Examiner, Sealed, seal_tasks
+from agentd.cli.completers import profiles, steps, wallets
 from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -23,6 +24,7 @@ from agentd.cli.options import (
     json_option,
     pass_app,
     progress,
+    queue_option,
 )
 from agentd.errors import WrongValue
 from improver import (
@@ -39,7 +41,7 @@ from improver import (
 
 
 @click.command("seal")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option(
     "--tasks",
     "tasks_file",
@@ -82,7 +84,11 @@ from improver import (
     help="The test changes are held to: exact within each task (stratified), pooled Newcombe, or the task-paired "
     "sign-flip test.",
 )
-@click.option("--wallet", help="Publish the seal's digests on the ledger (agent.seal/v1) with this wallet.")
+@click.option(
+    "--wallet",
+    shell_complete=wallets,
+    help="Publish the seal's digests on the ledger (agent.seal/v1) with this wallet.",
+)
 @click.option(
     "--examiner",
     metavar="URL",
@@ -168,13 +174,17 @@ def _seal_json(sealed: Sealed) -> dict[str, Any]:
 
 
 @click.command("run")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option("--proposer", required=True, help="The model that proposes changes, provider:model.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds to run.")
 @click.option("--runs", type=click.IntRange(min=1), default=4, show_default=True, help="Runs of each task per trial.")
 @baseline_runs_option
 @click.option("--apply", is_flag=True, help="Make each kept change the profile's (learned.json) at once.")
-@click.option("--wallet", help="Publish each kept change as an agent.improvement/v1 claim with this wallet.")
+@click.option(
+    "--wallet",
+    shell_complete=wallets,
+    help="Publish each kept change as an agent.improvement/v1 claim with this wallet.",
+)
 @click.option("--model", "models", multiple=True, help="A further model changes may run on (repeat).")
 @click.option(
     "--max-tokens",
@@ -216,6 +226,7 @@ def _seal_json(sealed: Sealed) -> dict[str, Any]:
     show_default=True,
     help="With --challenger: its answers, the first and those mending what was refused.",
 )
+@queue_option
 @json_option
 @pass_app
 def run(
@@ -236,6 +247,7 @@ def run(
     challenger_tasks: int,
     challenger_variants: int,
     challenger_turns: int,
+    queue: str | None,
     as_json: bool,
 ) -> None:
     """Let PROFILE's agent improve itself on its current seal: each round a proposer
@@ -276,6 +288,7 @@ def run(
         challenger_tasks,
         challenger_variants,
         challenger_turns,
+        queue,
     )
     stopped = run_improvement(app.home, profile, request, show, progress=progress if sys.stderr.isatty() else None)
     if stopped is not None:
@@ -283,8 +296,8 @@ def run(
 
 
 @click.command("adopt")
-@click.argument("profile")
-@click.argument("step")
+@click.argument("profile", shell_complete=profiles)
+@click.argument("step", shell_complete=steps)
 @json_option
 @pass_app
 def adopt(app: App, profile: str, step: str, as_json: bool) -> None:
@@ -297,7 +310,7 @@ def adopt(app: App, profile: str, step: str, as_json: bool) -> None:
 
 
 @click.command("undo")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @json_option
 @pass_app
 def undo(app: App, profile: str, as_json: bool) -> None:
@@ -317,7 +330,7 @@ def undo(app: App, profile: str, as_json: bool) -> None:
 
 
 @click.command("lineage", short_help="A profile's kept changes with their evidence; --check proves them.")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option("--check", "check_", is_flag=True, help="Hold each kept change to its claim and its seal on the ledger.")
 @click.option(
     "--remote", metavar="URL", help="With --check: hold them to a daemon's ledger (http://HOST:PORT), read over HTTP."

@@ -1,0 +1,371 @@
+"""A loop's runs through the trial queue (agentd/app/trialqueue.py): the executor on the
+loop's side, which stays the only writer of the ledger.
+
+Each run is a procrastinate job on the queue naming what it needs by digest; a worker
+claims it, runs it and answers on this loop's own reply queue with the `RunResult`
+signed by its wallet. An answer is taken only when its signature holds, it is for a job
+this loop is waiting on, from the worker holding that job (procrastinate's own claim),
+for the inputs the job was given, and, for a sealed task, from a worker the seal's owner
+trusts. Anything else is refused, named in a line, and the run waits on.
+
+A lease is a job: a run whose worker stops beating (killed, cut off, stopped for longer
+than `lease` seconds), or whose job ended without an answer taken, is handed out again
+as a new job, and what the old one says afterwards is refused as a stale lease. So a
+trial's counts are as if the lost worker had never claimed it. After `LEASES` leases
+without an answer the run is counted errored, never failed.
+
+Sealed tasks go only to workers the seal's owner names in `[trials] trusted` (wallet
+ids or names), on a queue of their own that only `agentd worker --sealed` claims from;
+with none named they run here. A watcher looks every quarter second: the loop's kill
+switch halts the queue (`agentd_halts`, which workers read before each claim) and its
+jobs; a database that no longer answers stops the trial with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from agentd.app.agent import AGENT, model_factory
+from agentd.app.trialqueue import (
+    RESULT_TASK,
+    RUN_TASK,
+    QueueAddress,
+    Refused,
+    blob,
+    candidate_spec,
+    opened_result,
+    prepare,
+    put_blobs,
+    reaching,
+    set_halt,
+)
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.wallets import wallet_id_of
+from improver import (
+    RUN_RETRIES,
+    Agent,
+    Candidate,
+    EpisodeLimits,
+    Executor,
+    ExecutorFailed,
+    Halted,
+    ImproverError,
+    LocalExecutor,
+    Run,
+    RunResult,
+    Task,
+    Variant,
+    canonical,
+    memoized_models,
+    run_result_from_json,
+)
+
+LEASE = 30.0  # seconds without a worker's heartbeat before its runs are handed out again (procrastinate's own)
+LEASES = 3  # times a run is handed out before it is counted errored
+WATCH = 0.25  # seconds between the watcher's looks
+REPLY_POLL = 0.05  # seconds between looks for an answer, when procrastinate's notice of one was lost (as CLAIM_POLL)
+T = TypeVar("T")
+
+# The jobs this loop waits on: their status, and whether the worker holding one stopped beating.
+JOBS = """
+SELECT j.id, j.status::text AS status, j.worker_id,
+       j.status = 'doing' AND (w.id IS NULL OR w.last_heartbeat < now() - make_interval(secs => %(lease)s)) AS lost
+  FROM procrastinate_jobs j LEFT JOIN procrastinate_workers w ON w.id = j.worker_id
+ WHERE j.id = ANY(%(ids)s)
+"""
+
+
+@dataclass
+class Out:
+    """A run out on the queue: its current job (lease), every job it was given, its answer."""
+
+    task: Task
+    inputs: dict[str, Any]
+    queue: str
+    sealed: bool
+    done: asyncio.Future[RunResult]
+    job: int = 0
+    jobs: list[int] = field(default_factory=list)
+    ended: float | None = None  # when its job was first seen ended with no answer taken
+
+
+@dataclass
+class QueueExecutor:
+    """The `Executor` that hands runs to workers; used as `async with` around the loop."""
+
+    address: QueueAddress
+    local: Executor  # where a sealed task runs when no worker is trusted with it
+    agent: Agent = AGENT  # the in-process candidate a worker runs as its own
+    sealed: frozenset[str] = frozenset()  # the sealed tasks' digests
+    trusted: frozenset[str] = frozenset()  # the wallet ids trusted with them
+    halted: Callable[[], str | None] = lambda: None
+    on_refused: Callable[[str], None] = lambda line: None
+    lease: float = LEASE
+    retries: int = RUN_RETRIES
+
+    async def __aenter__(self) -> QueueExecutor:
+        await prepare(self.address)
+        self.app = self.address.app()
+        self.reply = f"{self.address.queue}.replies.{secrets.token_hex(6)}"
+        self.out: dict[int, Out] = {}  # by current job
+        self.given: dict[int, Out] = {}  # by every job handed out
+        self.stored: set[str] = set()
+        self.specs: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, bytes]]] = {}
+        self.broken: ExecutorFailed | Halted | None = None
+        self.app.task(name=RESULT_TASK)(self._deliver)
+        with reaching(self.address):
+            await self.app.open_async()
+            if self.halted() is None:  # the kill switch is off: lift a halt it left
+                await set_halt(self.app, self.address.queue, None)
+        self.replies = asyncio.ensure_future(
+            self.app.run_worker_async(
+                queues=[self.reply],
+                name="agentd-replies",
+                concurrency=4,
+                install_signal_handlers=False,
+                delete_jobs="always",
+                fetch_job_polling_interval=REPLY_POLL,
+            )
+        )
+        self.watcher = asyncio.ensure_future(self._watch())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.watcher.cancel()
+        if not isinstance(self.broken, ExecutorFailed):  # the database still answers
+            with contextlib.suppress(Exception):
+                await self._tidy()
+        self.replies.cancel()
+        with contextlib.suppress(BaseException):
+            await self.replies
+        with contextlib.suppress(Exception):
+            await self.app.close_async()
+
+    async def run(self, task: Task, variant: Variant, candidate: Candidate, limits: EpisodeLimits) -> RunResult:
+        sealed = task.digest in self.sealed
+        if sealed and not self.trusted:
+            return await self.local.run(task, variant, candidate, limits)
+        if self.broken is not None:
+            raise self.broken
+        spec, blobs = self._spec(candidate)
+        variant_key, variant_body = blob(canonical(variant.to_json()))
+        blobs = {**blobs, task.digest: canonical(task.content()), variant_key: variant_body}
+        inputs = {
+            "task": task.digest,
+            "variant": variant_key,
+            "candidate": spec,
+            "limits": asdict(limits),
+            "retries": self.retries,
+        }
+        queue = self.address.sealed_queue if sealed else self.address.queue
+        with reaching(self.address):
+            await put_blobs(self.app, {k: v for k, v in blobs.items() if k not in self.stored})
+        self.stored |= blobs.keys()
+        out = Out(task, inputs, queue, sealed, asyncio.get_running_loop().create_future())
+        await self._hand_out(out)
+        try:
+            return await out.done
+        except asyncio.CancelledError:
+            if self.broken is None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.app.job_manager.cancel_job_by_id_async(out.job, abort=True))
+            raise
+        finally:
+            self.out.pop(out.job, None)
+
+    def _spec(self, candidate: Candidate) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """How a worker makes the candidate; a built tree is packed once, whatever runs it."""
+        request = getattr(candidate, "request", None)
+        key = (
+            ("agent", id(candidate))
+            if request is None
+            else (request.argv, request.tree, request.readable, tuple(sorted(request.env.items())))
+        )
+        if key not in self.specs:
+            self.specs[key] = candidate_spec(candidate, self.agent)
+        return self.specs[key]
+
+    async def _hand_out(self, out: Out) -> None:
+        """A new lease on the run: a job a worker may claim."""
+        with reaching(self.address):
+            job = await self.app.configure_task(RUN_TASK, queue=out.queue).defer_async(
+                **out.inputs, profile=out.task.profile, reply=self.reply
+            )
+        self.out.pop(out.job, None)
+        out.job, out.ended = job, None
+        out.jobs.append(job)
+        self.out[job] = out
+        self.given[job] = out
+
+    async def _deliver(self, signed: dict[str, Any]) -> None:
+        """A worker's answer, taken or refused (procrastinate runs this for each reply job)."""
+        try:
+            worker, body = opened_result(signed)
+            out, result = await self._checked(worker, body)
+        except Refused as exc:
+            self.on_refused(f"refused {exc}")
+            return
+        if not out.done.done():
+            out.done.set_result(result)
+
+    async def _checked(self, worker: str, body: dict[str, Any]) -> tuple[Out, RunResult]:
+        job = body.get("job")
+        who = f"worker {worker}'s result for job {job}"
+        out = self.given.get(job) if isinstance(job, int) else None
+        if out is None:
+            raise Refused(f"{who}: this loop gave out no such job")
+        if job != out.job:
+            raise Refused(f"{who}: its lease is stale (the run was handed out again, as job {out.job})")
+        if out.done.done():
+            raise Refused(f"{who}: the run has its result already")
+        with reaching(self.address):
+            rows = await self.app.connector.execute_query_all_async(
+                "SELECT worker_id FROM procrastinate_jobs WHERE id = %(id)s", id=job
+            )
+        holder = rows[0]["worker_id"] if rows else None
+        if holder is None or holder != body.get("holder"):
+            raise Refused(f"{who}: it holds no lease on that job (another worker claimed it)")
+        if body.get("inputs") != out.inputs:
+            raise Refused(f"{who}: it is for other inputs than the job's (another job's result)")
+        if out.sealed and worker not in self.trusted:
+            out.done.set_result(_errored(out.task, f"run by worker {worker}, which is not trusted with sealed tasks"))
+            raise Refused(f"{who}: that worker is not trusted with sealed tasks ([trials] trusted)")
+        try:
+            result = run_result_from_json(body.get("result"))
+        except ImproverError as exc:
+            raise Refused(f"{who}: {exc}") from None
+        if result.task != out.task.name:
+            raise Refused(f"{who}: it is a run of task {result.task[:40]}, not of {out.task.name}")
+        return out, result
+
+    async def _watch(self) -> None:
+        """Every WATCH seconds: the kill switch, the jobs' workers, the database and the replies."""
+        while True:
+            await asyncio.sleep(WATCH)
+            why = self.halted()
+            if why:
+                await self._halt(why)
+                return
+            if self.replies.done():  # procrastinate's worker stops when its connection to the database fails
+                failed = None if self.replies.cancelled() else self.replies.exception()
+                self._break(self.address.down(failed or ConnectionError("the replies stopped")))
+                return
+            try:
+                async with asyncio.timeout(max(self.lease, 5.0)):
+                    await self._leases()
+            except ExecutorFailed as exc:
+                self._break(exc)
+                return
+            except TimeoutError:
+                self._break(self.address.down(TimeoutError("no answer")))
+                return
+
+    async def _leases(self) -> None:
+        """Hands out again each run whose worker stopped beating, or whose job ended with no answer taken."""
+        if not self.out:
+            return
+        with reaching(self.address):
+            rows = await self.app.connector.execute_query_all_async(JOBS, ids=list(self.out), lease=self.lease)
+        now = time.monotonic()
+        for row in rows:
+            out = self.out.get(row["id"])
+            if out is None or out.done.done():
+                continue
+            if row["lost"]:
+                await self._lost(out, "its worker stopped beating")
+            elif row["status"] not in ("todo", "doing"):
+                out.ended = out.ended or now
+                if now - out.ended >= self.lease:  # its answer, if one was sent, has had time to arrive
+                    await self._lost(out, f"its job ended ({row['status']}) with no answer taken")
+
+    async def _lost(self, out: Out, why: str) -> None:
+        if len(out.jobs) >= LEASES:
+            out.done.set_result(_errored(out.task, f"no worker answered it in {LEASES} leases (the last: {why})"))
+            return
+        await self._hand_out(out)
+
+    async def _halt(self, why: str) -> None:
+        """The kill switch: no worker claims from the queue, this loop's jobs are called off,
+        and the trial stops as it would here."""
+        with contextlib.suppress(Exception):
+            await set_halt(self.app, self.address.queue, why)
+            for job in list(self.out):
+                await self.app.job_manager.cancel_job_by_id_async(job, abort=True)
+        self._break(Halted(why))
+
+    def _break(self, why: ExecutorFailed | Halted) -> None:
+        self.broken = why
+        for out in list(self.out.values()):
+            if not out.done.done():
+                out.done.set_exception(why)
+
+    async def _tidy(self) -> None:
+        """The jobs this loop gave out that have ended, and its replies no one waits on, removed."""
+        with reaching(self.address):
+            await self.app.connector.execute_query_async(
+                "DELETE FROM procrastinate_jobs WHERE (id = ANY(%(ids)s) AND status NOT IN ('todo', 'doing')) "
+                "OR (queue_name = %(reply)s AND status = 'todo')",
+                ids=list(self.given),
+                reply=self.reply,
+            )
+
+
+def _errored(task: Task, why: str) -> RunResult:
+    return RunResult(task.name, "errored", 0.0, [], Run((), "", "errored"), why, retryable=False)
+
+
+def queue_executor(
+    home: Home,
+    url: str | None,
+    models_dir: Path | None,
+    sealed: frozenset[str],
+    halted: Callable[[], str | None],
+    on_refused: Callable[[str], None],
+) -> QueueExecutor | None:
+    """The executor `--queue URL` (else the home's `[trials] queue`) names, with the home's
+    `[trials] trusted` and `lease`; None for neither: the runs stay here."""
+    url = url or home.trials_queue
+    if not url:
+        return None
+    trusted = home.setting("trials", "trusted") or []
+    lease = home.setting("trials", "lease") or LEASE
+    if not isinstance(trusted, list) or not all(isinstance(t, str) for t in trusted):
+        raise AgentdError(f"{home.config_path}: [trials] trusted must be a list of wallet ids or names")
+    if not isinstance(lease, int | float) or isinstance(lease, bool) or lease <= 0:
+        raise AgentdError(f"{home.config_path}: [trials] lease must be a number of seconds above 0")
+    local = LocalExecutor(memoized_models(model_factory(home, models_dir)))
+    return QueueExecutor(
+        address=QueueAddress.parse(url),
+        local=local,
+        sealed=sealed,
+        trusted=frozenset(wallet_id_of(home, who) for who in trusted),
+        halted=halted,
+        on_refused=on_refused,
+        lease=float(lease),
+    )
+
+
+async def through(executor: Executor | None, work: Callable[[], Awaitable[T]]) -> T:
+    """`work()` with a trial queue's executor open around it (any other: as it is); a
+    queue that cannot be reached when it opens is one line."""
+    if not isinstance(executor, QueueExecutor):
+        return await work()
+    try:
+        opened = await executor.__aenter__()
+    except ExecutorFailed as exc:
+        raise AgentdError(str(exc)) from None
+    try:
+        return await work()
+    finally:
+        await opened.__aexit__(None, None, None)

@@ -1,0 +1,253 @@
+"""`agentd worker`: a trial queue's runs (agentd/app/trialqueue.py) run on this machine,
+in its own sandbox, with its own models, each answer signed by its wallet.
+
+At start it runs the escape probes of `agentd sandbox check` in its sandbox and runs
+nothing if one got out; it makes the queue's tables when they are missing. Then it
+claims runs through procrastinate's worker until SIGTERM or Ctrl-C, which let the runs
+under way finish; `--sealed` claims the sealed tasks' runs too (a loop takes those only
+from workers its owner trusts). Before each claim it asks whether the queue is halted
+(the kill switch of the loop that gave the runs) or this home's own kill switch is on:
+then it claims nothing until both are off.
+
+A run's task, variant and, for a code round, built tree are fetched by digest and held
+to it (a task to its digest, a tree unpacked once into a scratch folder removed when
+the worker stops). Its models are made from this home's providers, a `script:` model's
+rules read from this home's copy of the task's profile. A job it cannot make a run of
+(its inputs missing or not what they say) is answered with nothing: the loop hands the
+run out again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from procrastinate.connector import BaseConnector
+from procrastinate.job_context import JobContext
+from procrastinate.jobs import Job
+from procrastinate.manager import JobManager
+
+from agentd.app import killswitch
+from agentd.app.agent import AGENT, users_factory
+from agentd.app.runners import sandbox_runner
+from agentd.app.trialqueue import (
+    RESULT_TASK,
+    RUN_TASK,
+    QueueAddress,
+    get_blob,
+    halted_queue,
+    prepare,
+    reaching,
+    signed_result,
+    unpack_tree,
+)
+from agentd.errors import AgentdError
+from agentd.home import Home
+from agentd.wallets import load_wallet
+from improver import (
+    TRIAL_CONCURRENCY,
+    Candidate,
+    Command,
+    EpisodeLimits,
+    ExecutorFailed,
+    ImproverError,
+    ModelFactory,
+    RunResult,
+    Task,
+    Variant,
+    loads_bounded,
+    memoized_models,
+    parse_task,
+    run_result_to_json,
+    run_task,
+)
+from ledger import Wallet
+from sandbox import Runner, check_escapes, shell_request
+
+# Seconds between looks for a run to claim. procrastinate's notice of a new job wakes a worker
+# at once, but one that comes while the worker is still looking is lost; this bounds the wait then.
+CLAIM_POLL = 0.1
+# A worker starting removes the rows of workers silent this long. Long, whatever this one's
+# beat: a row removed under a live worker (a loop's own, beating every 10 s) fails its next claim.
+PRUNE = 600.0
+
+
+class SandboxUnsafe(AgentdError):
+    """A probe got out of the sandbox: the worker runs nothing (exit 3, as `sandbox check`)."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class WorkerRequest:
+    queue: str
+    wallet: str = "worker"
+    concurrency: int = TRIAL_CONCURRENCY
+    sealed: bool = False
+    heartbeat: float = 10.0  # seconds between the worker's beats; a loop's lease must be longer
+
+
+def checked_runner(home: Home) -> Runner:
+    """The home's sandbox runner, every escape probe held in it; SandboxUnsafe naming those that got out."""
+    runner = sandbox_runner(home)
+    got_out = [probe.name for probe, verdict in check_escapes(runner, lambda probe, verdict: None) if not verdict.held]
+    if got_out:
+        raise SandboxUnsafe(
+            f"{len(got_out)} escape probes got out of the {runner.name} sandbox ({', '.join(got_out)}): "
+            "this worker runs nothing; see agentd sandbox check"
+        )
+    return runner
+
+
+def run_worker(home: Home, request: WorkerRequest, say: Callable[[str], None]) -> int:
+    """Claims and runs the queue's runs until stopped; returns how many it answered."""
+    if request.concurrency < 1 or request.heartbeat <= 0:
+        raise AgentdError("--concurrency must be at least 1 and --heartbeat above 0")
+    address = QueueAddress.parse(request.queue)
+    wallet = load_wallet(home.require(), request.wallet)
+    runner = checked_runner(home)
+    say(f"worker {wallet.id} ({request.wallet}): every escape probe held in the {runner.name} sandbox")
+    scratch = Path(tempfile.mkdtemp(prefix="agentd-worker-"))
+    worker = Worker(home, address, wallet, runner, scratch, say)
+    try:
+        asyncio.run(worker.serve(request))
+    except ExecutorFailed as exc:
+        raise AgentdError(str(exc)) from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return worker.answered
+
+
+class Claims(JobManager):
+    """procrastinate's job manager, asking `halted` before each claim: no claim while it says why not."""
+
+    def __init__(self, connector: BaseConnector, halted: Callable[[], Awaitable[str | None]]) -> None:
+        super().__init__(connector)
+        self.halted = halted
+
+    async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
+        if await self.halted():
+            return None
+        return await super().fetch_job(queues, worker_id)
+
+
+@dataclass
+class Worker:
+    home: Home
+    address: QueueAddress
+    wallet: Wallet
+    runner: Runner
+    scratch: Path  # where built trees are unpacked, removed when the worker stops
+    say: Callable[[str], None]
+    answered: int = 0
+    halt: str | None = None  # why it claims nothing now, once said
+    tasks: dict[str, Task] = field(default_factory=dict)
+    variants: dict[str, Variant] = field(default_factory=dict)
+    trees: dict[str, Path] = field(default_factory=dict)
+    models: dict[str, ModelFactory] = field(default_factory=dict)
+    unpacking: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def serve(self, request: WorkerRequest) -> None:
+        await prepare(self.address)
+        app = self.address.app()
+        app.job_manager = Claims(app.connector, self._halted)
+        app.task(name=RUN_TASK, pass_context=True)(self._run)
+        self.app = app
+        queues = [self.address.queue, *([self.address.sealed_queue] if request.sealed else [])]
+        self.say(
+            f"claiming runs from queue {' and '.join(queues)} at {self.address.shown}, up to {request.concurrency} "
+            "at once; SIGTERM or Ctrl-C stops it when the runs under way end"
+        )
+        with reaching(self.address):
+            async with app.open_async():
+                await app.run_worker_async(
+                    queues=queues,
+                    name=f"agentd-worker-{self.wallet.id[:8]}",
+                    concurrency=request.concurrency,
+                    update_heartbeat_interval=request.heartbeat,
+                    stalled_worker_timeout=PRUNE,
+                    fetch_job_polling_interval=CLAIM_POLL,
+                    delete_jobs="never",  # the loop reads who held a job when its answer comes, then removes it
+                )
+
+    async def _halted(self) -> str | None:
+        why = killswitch.halted(self.home) or await halted_queue(self.app, [self.address.queue])
+        if why != self.halt:
+            self.say(f"claiming nothing: {why}" if why else "claiming runs again")
+            self.halt = why
+        return why
+
+    async def _run(self, context: JobContext, /, **given: Any) -> None:
+        """One run job: the run made from what it names, answered signed; a job that names
+        what cannot be had is answered with nothing (the loop hands the run out again)."""
+        job = context.job
+        inputs = {key: given.get(key) for key in ("task", "variant", "candidate", "limits", "retries")}
+        try:
+            result = await self._result(inputs, str(given.get("profile", "")))
+        except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
+            self.say(f"job {job.id}: not run: {exc}")
+            return
+        body = {"job": job.id, "holder": job.worker_id, "inputs": inputs, "result": run_result_to_json(result)}
+        reply = str(given.get("reply"))
+        await self.app.configure_task(RESULT_TASK, queue=reply).defer_async(signed=signed_result(self.wallet, body))
+        self.answered += 1
+
+    async def _result(self, inputs: dict[str, Any], profile: str) -> RunResult:
+        task = await self._task(str(inputs["task"]))
+        variant = await self._variant(str(inputs["variant"]))
+        candidate = await self._candidate(inputs["candidate"])
+        limits = EpisodeLimits(**inputs["limits"])
+        retries = inputs["retries"]
+        if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
+            raise ValueError(f"retries {retries!r} is not a count from 0 to 10")
+        return await run_task(task, variant, candidate, self._models(profile), limits, retries)
+
+    async def _task(self, key: str) -> Task:
+        if key not in self.tasks:
+            data = _json(await get_blob(self.app, key))
+            task = parse_task({**data, "digest": key}, f"the queue's task {key[:16]}")
+            self.tasks[key] = task
+        return self.tasks[key]
+
+    async def _variant(self, key: str) -> Variant:
+        if key not in self.variants:
+            self.variants[key] = Variant.from_json(_json(await get_blob(self.app, key)))
+        return self.variants[key]
+
+    async def _candidate(self, spec: Any) -> Candidate:
+        if spec == {"kind": "agent"}:
+            return AGENT
+        if not isinstance(spec, dict) or spec.get("kind") != "command":
+            raise ValueError(f"no candidate of the kind {spec!r}")
+        env = spec["env"]
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise ValueError("a command candidate's env must map names to text")
+        tree = await self._tree(str(spec["tree"]))
+        return Command(self.runner, shell_request(str(spec["command"]), tree, False, (), None, **env))
+
+    async def _tree(self, key: str) -> Path:
+        async with self.unpacking:  # one unpacking of a tree, whatever runs wait on it
+            if key not in self.trees:
+                folder = self.scratch / key
+                unpack_tree(await get_blob(self.app, key), folder)
+                self.trees[key] = folder
+        return self.trees[key]
+
+    def _models(self, profile: str) -> ModelFactory:
+        if profile not in self.models:
+            made = users_factory(self.home, profile)
+            assert made is not None  # there is a home
+            self.models[profile] = memoized_models(made)
+        return self.models[profile]
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    data = loads_bounded(body)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data

@@ -1,0 +1,262 @@
+"""Runs/s through workers on the trial queue, beside the local executor, on the same tasks.
+
+The runs are sandboxed ones, as a code round's are: `python3 -m agentd case --stdio` from a
+built tree (a copy of agentd's four packages, shipped to each worker once by digest), in
+bubblewrap, on a task of the invoices example answered by a scripted model (three turns,
+two tool calls). The same trial runs:
+
+1. here, through the local executor (the figure the workers are held to);
+2. through one `agentd worker` (goal: at least 90% of the local figure);
+3. through two workers (on one machine they share its cores: this shows what the queue
+   costs with two claimants, not what a second machine would add);
+4. one run at a time, here and through one worker in turn: the difference of the medians
+   is what the queue adds to each run (defer, claim, the signed answer and its checks,
+   about eight round trips to PostgreSQL);
+5. the raw limit of the queue itself in the same run: no-op procrastinate jobs deferred
+   and run on the same database, jobs/s and ms a job.
+
+Every worker and the loop share this machine with PostgreSQL; the load average is printed
+before and after. The queue lives in a schema of its own on AGENTD_TEST_POSTGRES (default
+the test database at 127.0.0.1:5432), dropped at the end.
+
+    python bench/workers.py            # 48 runs each way, 8 at once (the default), about two minutes
+    python bench/workers.py --quick    # 16 runs each way
+    python bench/workers.py --at-once 2   # as many at once as this machine has cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from episodes import example_task
+from postgres import POSTGRES_URL
+
+from agentd.app.agent import model_factory
+from agentd.app.init import initialise
+from agentd.app.queued import QueueExecutor, queue_executor, through
+from agentd.app.trialqueue import QueueAddress
+from agentd.home import Home
+from agentd.wallets import create_wallet
+from improver.base.variant import Variant
+from improver.episodes.harness import Command
+from improver.episodes.trials import CONCURRENCY as TRIAL_CONCURRENCY, TrialResult, run_trials
+from improver.tasks.task import Task
+from sandbox.choose import make_runner
+from sandbox.python import shell_request
+
+CANDIDATE = "python3 -m agentd case --stdio"
+PACKAGES = ("agentd", "improver", "ledger", "sandbox")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="Fewer runs, for a look.")
+    parser.add_argument(
+        "--at-once",
+        type=int,
+        default=TRIAL_CONCURRENCY,
+        help="Runs at once, here and on each worker (default: the loop's and a worker's own default).",
+    )
+    args = parser.parse_args()
+    runs, at_once = (16 if args.quick else 48), args.at_once
+    print(f"load average before: {_load()}; {os.cpu_count()} cores; {runs} runs each way, {at_once} at once")
+    with tempfile.TemporaryDirectory() as tmp, _schema() as url:
+        home = Home(Path(tmp) / "home")
+        os.environ["AGENTD_HOME"] = str(home.root)
+        initialise(home)
+        task, variant = example_task(home)
+        candidate = Command(make_runner("bwrap"), shell_request(CANDIDATE, _tree(Path(tmp) / "tree")))
+        bench = Bench(home, task, variant, candidate, url)
+        bench.trial(2, at_once, None)  # warm up: the page cache, the sandbox, the first imports
+        local = bench.timed("1. here, the local executor", runs, at_once, None)
+        with _workers(Path(tmp), url, 1, at_once) as started:
+            bench.trial(at_once, at_once, bench.executor())  # the worker's first fetch of the tree
+            one = bench.timed("2. through 1 worker", runs, at_once, bench.executor(), local)
+            here, queued = bench.alternating(runs // 2)
+        with _workers(Path(tmp), url, 2, max(1, at_once // 2)):
+            bench.trial(at_once, at_once, bench.executor())
+            bench.timed("3. through 2 workers", runs, at_once, bench.executor(), local)
+        print(
+            f"4. one run at a time, here and through 1 worker in turn, {runs // 2} each: median {here * 1e3:.0f} ms "
+            f"here, {queued * 1e3:.0f} ms through the worker: the queue adds {(queued - here) * 1e3:.0f} ms a run"
+        )
+        print(
+            f"   1 worker gives {runs / one:.2f} runs/s against {runs / local:.2f} here: {local / one:.0%} "
+            f"({'meets' if local / one >= 0.9 else 'misses'} the goal of 90%)"
+        )
+        print(f"   workers said: {started}")
+        _raw_limit(url, 200)
+    print(f"load average after: {_load()}")
+
+
+class Bench:
+    def __init__(self, home: Home, task: Task, variant: Variant, candidate: Command, url: str) -> None:
+        self.home, self.task, self.variant, self.candidate, self.url = home, task, variant, candidate, url
+
+    def executor(self) -> QueueExecutor:
+        made = queue_executor(self.home, self.url, None, frozenset(), lambda: None, _refused)
+        assert made is not None
+        return made
+
+    def trial(self, runs: int, at_once: int, executor: QueueExecutor | None) -> TrialResult:
+        async def go() -> TrialResult:
+            return await run_trials(
+                self.variant,
+                [self.task],
+                self.candidate,
+                model_factory(self.home),
+                runs=runs,
+                concurrency=at_once,
+                retries=0,
+                executor=executor,
+            )
+
+        result = asyncio.run(through(executor, go))
+        if result.passed != runs:
+            raise SystemExit(f"bench: {result.passed} of {runs} runs passed ({result.errors or result.per_task})")
+        return result
+
+    def alternating(self, runs: int) -> tuple[float, float]:
+        """One run here, then one through the queue, `runs` times: the median of each, so
+        what others do on the machine meanwhile weighs on both alike."""
+        executor = self.executor()
+
+        async def go() -> tuple[float, float]:
+            here: list[float] = []
+            queued: list[float] = []
+            for _ in range(runs):
+                for times, through_queue in ((here, None), (queued, executor)):
+                    started = time.perf_counter()
+                    await run_trials(
+                        self.variant,
+                        [self.task],
+                        self.candidate,
+                        model_factory(self.home),
+                        runs=1,
+                        retries=0,
+                        executor=through_queue,
+                    )
+                    times.append(time.perf_counter() - started)
+            return statistics.median(here), statistics.median(queued)
+
+        return asyncio.run(through(executor, go))
+
+    def timed(
+        self, what: str, runs: int, at_once: int, executor: QueueExecutor | None, local: float | None = None
+    ) -> float:
+        started = time.perf_counter()
+        self.trial(runs, at_once, executor)
+        seconds = time.perf_counter() - started
+        share = f"; {local / seconds:.0%} of the local executor's" if local else ""
+        print(f"{what}: {runs} runs, {at_once} at once: {runs / seconds:.2f} runs/s ({seconds:.2f} s){share}")
+        return seconds
+
+
+def _refused(line: str) -> None:
+    raise SystemExit(f"bench: a worker's answer was refused: {line}")
+
+
+def _tree(folder: Path) -> Path:
+    """A built tree as a code round leaves one: agentd's four packages, nothing else."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, folder / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+class _schema:
+    """A trial queue in a schema of its own, dropped afterwards."""
+
+    def __enter__(self) -> str:
+        self.name = f"bench_workers_{uuid.uuid4().hex[:10]}"
+        return f"{POSTGRES_URL}?schema={self.name}&queue=bench"
+
+    def __exit__(self, *exc: object) -> None:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {self.name} CASCADE")
+
+
+class _workers:
+    """`count` worker processes on the queue, each `at_once` runs at once, stopped afterwards."""
+
+    def __init__(self, tmp: Path, url: str, count: int, at_once: int) -> None:
+        self.tmp, self.url, self.count, self.at_once = tmp, url, count, at_once
+        self.processes: list[subprocess.Popen[str]] = []
+        self.said: list[str] = []
+
+    def __enter__(self) -> list[str]:
+        for n in range(self.count):
+            home = Home(self.tmp / f"worker-{len(list(self.tmp.glob('worker-*')))}-{n}")
+            initialise(home)
+            create_wallet(home, "worker")
+            argv = [sys.executable, "-m", "agentd", "--home", str(home.root), "worker", "--queue", self.url]
+            argv += ["--concurrency", str(self.at_once)]
+            process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+            self.processes.append(process)
+            _wait_for(process, "claiming runs")
+        return self.said
+
+    def __exit__(self, *exc: object) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            _, err = process.communicate(timeout=60)
+            self.said += err.strip().splitlines()[-1:]
+
+
+def _wait_for(process: subprocess.Popen[str], text: str) -> None:
+    assert process.stderr is not None
+    for line in process.stderr:
+        if text in line:
+            return
+    raise SystemExit(f"bench: a worker ended before it said {text!r} (exit {process.wait()})")
+
+
+def _raw_limit(url: str, jobs: int) -> None:
+    """No-op procrastinate jobs through the same database: what the queue costs by itself."""
+    address = QueueAddress.parse(url)
+    app = address.app()
+    done: list[int] = []
+
+    @app.task(name="bench.noop")
+    async def noop(n: int) -> None:
+        done.append(n)
+
+    async def go() -> tuple[float, float]:
+        async with app.open_async():
+            started = time.perf_counter()
+            for n in range(jobs):
+                await app.configure_task("bench.noop", queue="noop").defer_async(n=n)
+            deferred = time.perf_counter() - started
+            await app.run_worker_async(queues=["noop"], wait=False, concurrency=4, install_signal_handlers=False)
+            return deferred, time.perf_counter() - started
+
+    deferred, total = asyncio.run(go())
+    assert len(done) == jobs
+    print(
+        f"5. the raw limit, the queue alone: {jobs} no-op jobs deferred one by one and run by one worker in "
+        f"{total:.2f} s: {jobs / total:.0f} jobs/s, {total * 1e3 / jobs:.1f} ms a job ({deferred * 1e3 / jobs:.1f} ms "
+        "of it deferring)"
+    )
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,538 @@
+"""Trials through workers on the PostgreSQL trial queue, as an operator runs them: real
+worker processes (`agentd worker`), the real database, and the faults a fleet meets.
+
+Each test has a schema of its own on the test database (dropped afterwards), so the
+suite runs in parallel. The runs that must be slow enough to interrupt are a candidate
+program in the sandbox that sleeps before it answers (a built tree, as a code round's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import psycopg
+import pytest
+
+from agentd.app import killswitch
+from agentd.app.agent import model_factory, variant_of
+from agentd.app.demo import PROFILE
+from agentd.app.examples import install_example
+from agentd.app.init import initialise
+from agentd.app.queued import QueueExecutor, queue_executor, through
+from agentd.app.trialqueue import QueueAddress
+from agentd.home import Home
+from agentd.profiles import load_profile
+from agentd.wallets import create_wallet
+from improver import Halted, Stop, Task, Trials, load_tasks
+from improver.episodes.harness import Command
+from improver.episodes.trials import TrialResult, run_trials
+from sandbox import make_runner, shell_request
+from tests.examplekit import harvested, sealed
+from tests.homekit import run_in_process
+from tests.ledger.ledgerkit import temporary_store
+from tests.postgres import POSTGRES_URL
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+HEARTBEAT = 0.3  # the workers' beat here: a lease of LEASE seconds is lost after a few missed
+LEASE = 1.5
+READY = 60.0  # seconds a worker may take to check its sandbox and start claiming
+# A candidate that takes SLOW seconds, then says it is done having done nothing: the
+# invoices tasks that went badly pass (nothing paid), those that went well fail.
+PROGRAM = """
+import json, os, sys, time
+json.loads(sys.stdin.readline())
+time.sleep(float(os.environ.get("SLOW", "0")))
+print(json.dumps({"done": {"answer": "Nothing paid."}}), flush=True)
+"""
+
+
+@pytest.fixture
+def queue_url(tmp_path: Path) -> Iterator[str]:
+    """A trial queue in a schema of its own on the test database, dropped afterwards."""
+    with temporary_store("postgres", tmp_path) as store:
+        schema = unquote(store).rsplit("search_path=", 1)[1]
+        yield f"{POSTGRES_URL}?schema={schema}&queue=runs"
+
+
+class WorkerProcess:
+    """`agentd worker` in a home of its own, its stderr read as it comes."""
+
+    def __init__(self, root: Path, url: str, *options: str) -> None:
+        self.home = Home(root)
+        if not self.home.exists:
+            initialise(self.home)
+            install_example(self.home, PROFILE)
+            self.wallet = create_wallet(self.home, "worker")
+        argv = [sys.executable, "-m", "agentd", "--home", str(root), "worker", "--queue", url]
+        argv += ["--heartbeat", str(HEARTBEAT), *options]
+        self.process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=_env())
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.said: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.wait_for("claiming runs", READY)
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str, seconds: float = 30.0) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                if self.process.poll() is not None and self.lines.empty():
+                    break
+                continue
+            self.said.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"the worker never said {text!r}; it said: {self.said}")
+
+    def stop(self) -> str:
+        """SIGTERM, then what it said last (how many runs it answered)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        time.sleep(0.2)
+        while not self.lines.empty():
+            self.said.append(self.lines.get())
+        return self.said[-1] if self.said else ""
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return env
+
+
+@pytest.fixture
+def workers(tmp_path: Path, queue_url: str) -> Iterator[Callable[..., WorkerProcess]]:
+    started: list[WorkerProcess] = []
+
+    def start(name: str, *options: str) -> WorkerProcess:
+        worker = WorkerProcess(tmp_path / name, queue_url, *options)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    schema = QueueAddress.parse(url).schema
+    with psycopg.connect(POSTGRES_URL, autocommit=True, options=f"-csearch_path={schema}") as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def answered(said: str) -> int:
+    assert said.startswith("stopped after answering "), said
+    return int(said.split()[3])
+
+
+# The loop through workers decides as it does here.
+
+
+def test_the_loop_through_two_workers_decides_exactly_as_it_does_here(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    seal = sealed(home).seal
+    here = Home(tmp_path / "here")
+    shutil.copytree(home.root, here.root)
+    first, second = workers("w1"), workers("w2", "--concurrency", "2")
+    args = ["improve", "run", PROFILE, "--proposer", "script:models/proposer.toml", "--rounds", "2"]
+    args += ["--runs", "4", "--seed", "7", "--json"]
+    through_workers = run_in_process(["--home", str(home.root), *args, "--queue", queue_url])
+    assert through_workers.code == 0, through_workers.err
+    local = run_in_process(["--home", str(here.root), *args])
+    assert local.code == 0, local.err
+    assert _decisions(through_workers.out) == _decisions(local.out)
+    assert "kept" in [kind for kind, _ in _decisions(local.out)]
+    assert answered(first.stop()) > 0 and answered(second.stop()) > 0
+    # The sealed tasks ran here: no worker was given one (none is trusted with them).
+    stored = {digest for (digest,) in rows(queue_url, "SELECT digest FROM agentd_blobs")}
+    assert stored and not stored & {t.digest for t in seal.sealed.tasks}
+    assert {t.digest for t in seal.train().tasks} <= stored
+    assert rows(queue_url, "SELECT id FROM procrastinate_jobs WHERE status NOT IN ('todo', 'doing')") == []
+
+
+def _decisions(out: str) -> list[tuple[str, str]]:
+    return [(e["event"], e["text"]) for e in map(json.loads, out.splitlines()) if e["event"] != "recorded"]
+
+
+def test_improve_eval_through_a_worker_reports_what_it_reports_here(
+    agentd: Callable[..., Any], home: Home, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    work = harvested(home)
+    workers("w1")
+    queued = agentd("improve", "eval", PROFILE, "--tasks", work, "--runs", "3", "--k", "1,3", "--queue", queue_url)
+    assert queued.code == 0, queued.err
+    assert queued.out == agentd("improve", "eval", PROFILE, "--tasks", work, "--runs", "3", "--k", "1,3").out
+
+
+# A built tree as the candidate, slow enough to interrupt.
+
+
+def slow_candidate(tmp_path: Path, seconds: float) -> Command:
+    tree = tmp_path / "tree"
+    tree.mkdir(exist_ok=True)
+    (tree / "agent.py").write_text(PROGRAM)
+    return Command(make_runner("bwrap"), shell_request("python3 agent.py", tree, SLOW=str(seconds)))
+
+
+def invoices(home: Home, count: int) -> list[Task]:
+    tasks = load_tasks(harvested(home)).tasks
+    return [t for t in tasks if t.source.get("outcome") == "good"][:1] + [
+        t for t in tasks if t.source.get("outcome") != "good"
+    ][: count - 1]
+
+
+def executor(home: Home, url: str, **fields: Any) -> QueueExecutor:
+    made = queue_executor(home, url, None, frozenset(), lambda: killswitch.halted(home), fields.pop("refused"))
+    assert made is not None
+    made.lease = LEASE
+    for name, value in fields.items():
+        setattr(made, name, value)
+    return made
+
+
+def trial(home: Home, tasks: list[Task], candidate: Command, runs: int, ex: QueueExecutor | None = None) -> TrialResult:
+    profile = load_profile(home, PROFILE)
+
+    async def go() -> TrialResult:
+        return await run_trials(
+            variant_of(profile),
+            tasks,
+            candidate,
+            model_factory(home, profile.dir),
+            runs=runs,
+            concurrency=8,
+            limits=profile.limits,
+            executor=ex,
+        )
+
+    return asyncio.run(through(ex, go))
+
+
+def counts(result: TrialResult) -> dict[str, tuple[int, int, int]]:
+    return {name: (t.passed, t.failed, t.errored) for name, t in result.per_task.items()}
+
+
+def held_by_first(url: str) -> int:
+    """How many runs the first worker to start holds now."""
+    return rows(
+        url,
+        "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing' "
+        "AND worker_id = (SELECT min(id) FROM procrastinate_workers)",
+    )[0][0]
+
+
+def sandboxed(pid: int) -> bool:
+    """Whether the process has started a child (its candidate's sandbox)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                return True
+        except (OSError, IndexError, ValueError):
+            continue
+    return False
+
+
+def when(check: Callable[[], Any], seconds: float = 30.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("it never happened")
+
+
+def in_background(work: Callable[[], Any]) -> Callable[[], Any]:
+    """`work` on a thread; the returned call waits for its result (or raises its exception)."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["result"] = work()
+        except BaseException as exc:
+            done["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+
+    def result() -> Any:
+        thread.join(timeout=120)
+        assert not thread.is_alive(), "the trial never ended"
+        if "error" in done:
+            raise done["error"]
+        return done["result"]
+
+    return result
+
+
+def test_a_worker_killed_mid_run_changes_no_count(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 3), slow_candidate(tmp_path, 1.0)
+    first = workers("w1", "--concurrency", "4")
+    workers("w2", "--concurrency", "2")
+    refused: list[str] = []
+    result = in_background(lambda: trial(home, tasks, candidate, 2, executor(home, queue_url, refused=refused.append)))
+    when(lambda: held_by_first(queue_url) > 0)
+    first.process.kill()  # SIGKILL: no goodbye, its beat just stops
+    queued = result()
+    assert counts(queued) == counts(trial(home, tasks, slow_candidate(tmp_path, 0), 2))
+    assert queued.errored == 0 and queued.judged == 6
+    assert refused == []
+
+
+def test_a_stale_lease_is_refused_and_named(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 1), slow_candidate(tmp_path, 2.0)
+    both = [workers("w1"), workers("w2")]
+    refused: list[str] = []
+    result = in_background(lambda: trial(home, tasks, candidate, 1, executor(home, queue_url, refused=refused.append)))
+    holder = when(lambda: next((w for w in both if sandboxed(w.process.pid)), None))  # its candidate under way
+    holder.process.send_signal(signal.SIGSTOP)  # cut off: no beat, and it cannot answer
+    when(lambda: rows(queue_url, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'")[0][0] == 2)
+    holder.process.send_signal(signal.SIGCONT)  # back, its candidate done: its answer comes first
+    queued = result()
+    assert counts(queued) == {tasks[0].name: (0, 1, 0)}
+    assert len(refused) == 1
+    assert f"worker {holder.wallet.id}'s result for job" in refused[0]
+    assert "its lease is stale (the run was handed out again, as job" in refused[0]
+
+
+def test_the_kill_switch_reaches_the_workers_before_their_next_claim(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 3), slow_candidate(tmp_path, 2.0)
+    worker = workers("w1", "--concurrency", "1")
+    ex = executor(home, queue_url, refused=print)
+    profile = load_profile(home, PROFILE)
+    claimed: list[tuple[str, int]] = []
+
+    async def go() -> None:
+        run = asyncio.ensure_future(
+            run_trials(variant_of(profile), tasks, candidate, model_factory(home, profile.dir), runs=2, executor=ex)
+        )
+        while not rows(queue_url, "SELECT id FROM procrastinate_jobs WHERE status = 'doing'"):
+            await asyncio.sleep(0.05)
+        killswitch.turn_on(home, "enough")
+        with pytest.raises(Halted, match="the kill switch is on"):
+            await run
+        claimed.extend(rows(queue_url, "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1"))
+
+    asyncio.run(through(ex, go))
+    # One run was under way on the worker's one slot; none of the other five was claimed.
+    assert dict(claimed) == {"doing": 1, "cancelled": 5} or dict(claimed) == {"aborted": 1, "cancelled": 5}
+    assert rows(queue_url, "SELECT reason FROM agentd_halts")[0][0].startswith("the kill switch is on")
+    worker.wait_for("claiming nothing: the kill switch is on")
+    killswitch.turn_off(home)
+    again = trial(home, tasks[:1], slow_candidate(tmp_path, 0), 1, executor(home, queue_url, refused=print))
+    assert again.judged == 1
+    worker.wait_for("claiming runs again")
+
+
+# Answers that are not what they say.
+
+ROGUE = """
+import asyncio, base64, json, sys
+import procrastinate
+from agentd.app.trialqueue import RESULT_TASK, QueueAddress, signed_result
+from ledger import Wallet
+
+async def main(url, how):
+    address = QueueAddress.parse(url)
+    app = address.app()
+    async with app.open_async():
+        me = await app.job_manager.register_worker()
+        job = None
+        while job is None:
+            job = await app.job_manager.fetch_job([address.queue], me)
+            await asyncio.sleep(0.05)
+        args = dict(job.task_kwargs)
+        body = {"job": job.id, "holder": me, "inputs": {k: args[k] for k in ("task", "variant", "candidate", "limits", "retries")},
+                "result": {}}
+        wallet = Wallet.generate("rogue")
+        if how == "forged":
+            signed = signed_result(wallet, body)
+            signed["key"] = base64.b64encode(Wallet.generate().public_key).decode()
+        elif how == "other-inputs":
+            body["inputs"]["task"] = "0" * 64
+            signed = signed_result(wallet, body)
+        else:  # a job it does not hold
+            body["holder"] = me + 1000
+            signed = signed_result(wallet, body)
+        await app.configure_task(RESULT_TASK, queue=args["reply"]).defer_async(signed=signed)
+        await app.job_manager.finish_job(job, procrastinate.jobs.Status.SUCCEEDED, delete_job=False)
+        print(wallet.id, flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("forged", "a result whose signature does not hold"),
+        ("other-inputs", "it is for other inputs than the job's (another job's result)"),
+        ("not-held", "it holds no lease on that job (another worker claimed it)"),
+    ],
+)
+def test_a_result_that_is_not_what_it_says_is_refused_and_named(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess], how: str, said: str
+) -> None:
+    tasks, candidate = invoices(home, 1), slow_candidate(tmp_path, 0)
+    refused: list[str] = []
+    rogue = subprocess.Popen(
+        [sys.executable, "-c", ROGUE, queue_url, how], stdout=subprocess.PIPE, text=True, env=_env()
+    )
+    result = in_background(lambda: trial(home, tasks, candidate, 1, executor(home, queue_url, refused=refused.append)))
+    rogue_id = rogue.communicate(timeout=60)[0].strip()
+    workers("w1")  # an honest worker, for the run handed out again
+    queued = result()
+    assert counts(queued) == {tasks[0].name: (0, 1, 0)}
+    assert len(refused) == 1 and said in refused[0]
+    if how != "forged":
+        assert f"refused worker {rogue_id}'s result for job" in refused[0]
+
+
+# Sealed tasks go only to workers the seal's owner trusts.
+
+
+def test_sealed_runs_go_only_to_a_trusted_worker(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    seal = sealed(home).seal
+    trusted = workers("trusted", "--sealed")
+    home.config_path.write_text(f'[trials]\ntrusted = ["{trusted.wallet.id}"]\n')
+    task = next(t for t in seal.real_tasks)
+    candidate = slow_candidate(tmp_path, 0)
+    refused: list[str] = []
+    ex = queue_executor(Home(home.root), queue_url, None, frozenset({task.digest}), lambda: None, refused.append)
+    assert ex is not None and ex.trusted == {trusted.wallet.id}
+    queued = trial(home, [task], candidate, 2, ex)
+    assert counts(queued) == counts(trial(home, [task], candidate, 2))
+    assert rows(queue_url, "SELECT count(*) FROM agentd_blobs WHERE digest = %s", task.digest)[0][0] == 1
+    assert answered(trusted.stop()) == 2
+    # An untrusted worker that claims sealed runs: its answers refused, the runs errored, never failed.
+    workers("untrusted", "--sealed")
+    ex = queue_executor(Home(home.root), queue_url, None, frozenset({task.digest}), lambda: None, refused.append)
+    assert ex is not None
+    queued = trial(home, [task], candidate, 2, ex)
+    assert counts(queued) == {task.name: (0, 0, 2)}
+    assert all("that worker is not trusted with sealed tasks ([trials] trusted)" in line for line in refused)
+
+
+# The database down.
+
+
+def test_a_queue_that_cannot_be_reached_is_one_line(agentd: Callable[..., Any], home: Home) -> None:
+    work = harvested(home)
+    r = agentd(
+        "improve", "eval", PROFILE, "--tasks", work, "--runs", "1", "--queue", "postgresql://agentd@127.0.0.1:1/x"
+    )
+    assert r.code == 1
+    assert r.err.startswith("agentd: error: the trial queue at postgresql://agentd@127.0.0.1:1/x cannot be reached (")
+    assert r.err.rstrip().endswith("; start its database") and r.err.count("\n") == 1
+
+
+class Proxy:
+    """A TCP relay to the test database: the loop's only way to it, cut when `cut` is called."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", 5432))
+            self.open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.server.close()
+        for s in self.open:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
+def test_the_database_going_down_stops_the_trial_with_one_line(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 2), slow_candidate(tmp_path, 2.0)
+    workers("w1")
+    proxy = Proxy()
+    through_proxy = queue_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    ex = executor(home, through_proxy, refused=print)
+    profile = load_profile(home, PROFILE)
+    trials = Trials(
+        candidate=lambda variant: candidate,
+        models=model_factory(home, profile.dir),
+        limits=profile.limits,
+        concurrency=8,
+        halted=lambda: None,
+        left_as="the archive and the seal are as the last finished step left them",
+        executor=ex,
+    )
+
+    async def go() -> None:
+        run = asyncio.ensure_future(trials.trial(variant_of(profile), tasks, 2))
+        while not rows(queue_url, "SELECT id FROM procrastinate_jobs WHERE status = 'doing'"):
+            await asyncio.sleep(0.05)
+        proxy.cut()
+        with pytest.raises(Stop) as stopped:
+            await run
+        said = str(stopped.value)
+        assert said.startswith(
+            f"the trial queue at postgresql://postgres@127.0.0.1:{proxy.port}/test cannot be reached ("
+        )
+        assert said.endswith("; start its database; the archive and the seal are as the last finished step left them")
+        assert "\n" not in said
+
+    asyncio.run(through(ex, go))
