@@ -10,7 +10,7 @@ from agentd.app.adopt import lineage_of
 from agentd.app.ledger import open_ledger
 from agentd.app.remote import open_remote
 from agentd.app.seals import settle_seals
-from agentd.errors import AgentdError
+from agentd.errors import AgentdError, NotFound
 from agentd.home import Home
 from agentd.profiles import check_name, profile_dir
 from agentd.wallets import wallet_names
@@ -27,7 +27,10 @@ def lineage_here(home: Home, profile: str) -> Lineage:
         and not routes.lineage(profile).exists()
         and not routes.sealed_files(profile)
     ):
-        raise AgentdError(f"profile {profile!r} has no profile, lineage or seal in {home.root}")
+        raise NotFound(
+            f"profile {profile!r} has no profile, lineage or seal in {home.root}",
+            f"no profile, lineage or seal named {profile!r}",
+        )
     return lineage_of(home, profile)
 
 

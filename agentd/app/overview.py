@@ -1,6 +1,8 @@
 """What the dashboard shows, read from the home: profiles and their schedules, the
-archive as a tree, the pass rate over kept steps, seals, recent sessions, and the ledger
-entry by entry with its inclusion proof and the checkpoint it is proved against.
+archives as trees with the verdict on each variant, the pass rate over kept steps with
+its intervals, seals, recent sessions, the ledger entry by entry with its inclusion proof
+and the checkpoint it is proved against, and the stamp a live page polls to know the home
+changed. (Sessions, decisions, the task grid and third parties have modules of their own.)
 
 Reading alone, except that proving an entry signs a checkpoint of the whole log when
 none covers it yet and this home holds the log's key (as `agentd ledger prove` does).
@@ -9,22 +11,28 @@ none covers it yet and this home holds the log's key (as `agentd ledger prove` d
 from __future__ import annotations
 
 import base64
+import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 
 from agentd.app.adopt import lineage_of
+from agentd.app.archives import profile_archives
+from agentd.app.decisions import Decision, verdicts
 from agentd.app.killswitch import is_on
 from agentd.app.ledger import open_for_signing, open_ledger, pulse_of, tree_to_prove
-from agentd.app.seals import settle_seals
+from agentd.app.schedules import runs_path
+from agentd.app.seals import settle_seals, spent_of
 from agentd.app.sessions import open_sessions
+from agentd.app.transcripts import listed
 from agentd.errors import AgentdError
 from agentd.home import Home, load_toml
 from agentd.profiles import list_profiles, profile_dir
-from improver import Archive, ImproverError, open_seal, seals_of
+from improver import Archive, ImproverError, digest, open_seal, seals_of, wilson_interval
 from ledger import Entry
 
 JOBS = ("improve", "harvest", "code")  # the jobs a profile's [schedule] may name
@@ -67,9 +75,11 @@ class SealView:
 
 @dataclass(frozen=True)
 class Node:
-    """A variant in the archive, with its own tallies and those of its whole line."""
+    """A variant in the archive, with its own tallies and those of its whole line, and
+    the verdict of the decision on it (None for the agent as it was)."""
 
     number: int
+    id: str
     label: str
     parent: int | None
     passed: int
@@ -78,23 +88,35 @@ class Node:
     line_judged: int
     kept: bool
     step: str | None  # the kept step's id in the lineage
+    verdict: str | None
     children: list[Node] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Point:
-    """The pass rate after a kept step (step None: the agent before the first one)."""
+    """The pass rate after a kept step (step None: the agent before the first one), each
+    with its 95% Wilson interval."""
 
     step: str | None
     change: str
     choose: tuple[int, int]
     sealed: tuple[int, int] | None
 
+    @property
+    def choose_interval(self) -> tuple[float, float]:
+        return wilson_interval(*self.choose)
+
+    @property
+    def sealed_interval(self) -> tuple[float, float] | None:
+        return wilson_interval(*self.sealed) if self.sealed and self.sealed[1] else None
+
 
 @dataclass
 class ArchiveView:
     profile: str
     seal: str
+    loop: str  # lessons, or code (`improve code`'s)
+    key: str  # the archive's name in a page's address
     roots: list[Node]
 
 
@@ -212,7 +234,7 @@ def seal_views(home: Home, profile: str, warnings: list[str]) -> list[SealView]:
                 t.train_tasks,
                 t.canaries,
                 t.confirmations,
-                state.spent,
+                spent_of(home, seal),
                 state.claim,
                 state.pulse,
             )
@@ -224,31 +246,28 @@ def recent_sessions(home: Home, count: int = RECENT_SESSIONS) -> list[dict[str, 
     """The last sessions recorded, newest first, with their outcome and a person's mark."""
     if not home.exists:
         return []
-    records = open_sessions(home).list()[-count:]
-    return [{**r.summary(), "check": r.check, "mark": r.mark, "mark_note": r.mark_note} for r in reversed(records)]
+    return [listed(r) for r in reversed(open_sessions(home).list()[-count:])]
 
 
 def archives(home: Home, profile: str) -> list[ArchiveView]:
-    """Each seal's archive of the profile as a tree, newest seal first; kept variants carry
-    the step the lineage recorded for them."""
-    steps = {line["variant"]: line["step"] for _, line in lineage_of(home, profile).kept() if "variant" in line}
-    views = []
-    for path in reversed(seals_of(home.routes, profile)):
-        seal = open_seal(path)
-        digest = seal.terms.train_digest
-        archive = Archive.load(home.routes.archive(profile, digest), digest)
-        views.append(ArchiveView(profile, seal.id, tree(archive, steps)))
-    return views
+    """Each seal's archives of the profile (the lesson loop's, the code loop's) as trees,
+    newest seal first; each variant carries the verdict on it and, kept, its step."""
+    said = verdicts(home, profile)
+    return [
+        ArchiveView(profile, t.seal.id, t.loop, t.key, tree(t.archive, said)) for t in profile_archives(home, profile)
+    ]
 
 
-def tree(archive: Archive, steps: dict[str, str]) -> list[Node]:
+def tree(archive: Archive, said: dict[str, Decision]) -> list[Node]:
     nodes: dict[int, Node] = {}
     roots: list[Node] = []
     for a in archive.variants:  # parents always come before their children
         line = archive.line(a.number)
         line_passed = sum(m.passed for m in line)
+        decided = said.get(a.variant.id)
         node = Node(
             a.number,
+            a.variant.id,
             a.label,
             a.parent,
             a.passed,
@@ -256,7 +275,8 @@ def tree(archive: Archive, steps: dict[str, str]) -> list[Node]:
             line_passed,
             sum(m.judged for m in line),
             a.kept,
-            steps.get(a.variant.id),
+            decided.step if decided else None,
+            decided.verdict if decided else None,
         )
         nodes[a.number] = node
         (nodes[a.parent].children if a.parent in nodes else roots).append(node)
@@ -277,6 +297,26 @@ def progress(home: Home, profile: str) -> list[Point]:
 
 def _pair(counts: list[int]) -> tuple[int, int]:
     return int(counts[0]), int(counts[1])
+
+
+def stamp(home: Home) -> str:
+    """What changes whenever a page of the dashboard could: the ledger's size, and the
+    size and time of the sessions store, of each file under routes/ (lineages, archives,
+    seals, releases) and of the profiles, the kill switch and the record of jobs run. A
+    page polls it (`/live`) and fetches itself again when it changed."""
+    if not home.exists:
+        return ""
+    files = [home.agentd_db, Path(f"{home.agentd_db}-wal"), home.kill_switch_path, runs_path(home)]
+    files += [*home.routes.root.glob("*"), *home.routes.releases().glob("*"), *home.profiles_dir.glob("*/*.*")]
+    seen = [f"{f} {s.st_size} {s.st_mtime_ns}" for f in sorted(files) if (s := _stat(f))]
+    return digest({"ledger": ledger_size(home), "files": seen})[:16]
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:
+        return None  # not there (yet): nothing to tell apart
 
 
 def known_profile(home: Home, profile: str) -> bool:

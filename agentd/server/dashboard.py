@@ -1,32 +1,43 @@
-"""The dashboard: server-rendered pages over a home, for the operator's morning look.
+"""The dashboard: server-rendered pages over a home, the operator's window on the loop.
 
-`/` profiles with their schedules, seals and recent sessions; `/profiles/NAME` the
-archive as a tree and the pass rate over kept steps; `/ledger` the entries by Pulse,
-of one `?kind=` and by one `?author=` (a wallet id, or a name of this home's) if asked;
-`/ledger/PULSE` one entry decoded, with its inclusion proof, which the page's own
-JavaScript checks against the log's signed checkpoint (nothing is taken on trust from
-the server but the bytes it sends). No build step and nothing fetched from elsewhere:
-the templates and static files ship in the package.
+`/` profiles with their schedules, seals and recent sessions; `/sessions` every session,
+a page at a time, searched with `?q=`; `/sessions/ID` a transcript, each tool call with
+its arguments and answer; `/profiles/NAME` the archives as trees and the pass rate over
+kept steps with its intervals; `/profiles/NAME/decisions` every decision of its loops as
+their commands printed it; `/profiles/NAME/tasks` each archive as a grid of tasks by
+variants; `/trust` releases, attestations, bonds, challenges, rulings and examinations;
+`/ledger` the entries by Pulse, of one `?kind=` and by one `?author=` (a wallet id, or a
+name of this home's) if asked; `/ledger/PULSE` one entry decoded, with its inclusion
+proof, which the page's own JavaScript checks against the log's signed checkpoint
+(nothing is taken on trust from the server but the bytes it sends). `/live` is what a
+page polls to know the home changed, and fetch itself again. No build step and nothing
+fetched from elsewhere: the templates and static files ship in the package.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from agentd.app import overview as view
+from agentd.app.archives import CODE, LESSONS
+from agentd.app.decisions import IMPROVER, improver_decisions, rounds
 from agentd.app.ledger import entry_filter, rule_set
+from agentd.app.taskgrid import grids
+from agentd.app.thirdparties import third_parties
+from agentd.app.transcripts import session_page, transcript
+from agentd.cli.options import format_usd
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.wallets import wallet_names
@@ -40,9 +51,31 @@ Status = Callable[[], dict[str, Any]]
 
 
 @dataclass(frozen=True)
+class Dot:
+    """A pass rate drawn at (x, y), its interval from `low` to `high` (all in pixels)."""
+
+    x: float
+    y: float
+    low: float
+    high: float
+    title: str
+
+
+@dataclass(frozen=True)
+class Series:
+    kind: str  # choose or sealed: its colour and marker
+    dots: list[Dot]
+
+    @property
+    def line(self) -> str:
+        return " ".join(f"{d.x},{d.y}" for d in self.dots)
+
+
+@dataclass(frozen=True)
 class Chart:
-    """An inline SVG of pass rates (0..1) over kept steps, laid out here so the template
-    only draws: one series for the tasks to choose on, one for the sealed tasks."""
+    """An inline SVG of pass rates (0..1) over kept steps with their 95% intervals, laid
+    out here so the template only draws: one series for the tasks to choose on, one for
+    the sealed tasks, drawn side by side so that equal rates never hide one another."""
 
     width: int
     height: int
@@ -51,16 +84,14 @@ class Chart:
     plot_width: int
     plot_height: int
     xs: list[float]
-    choose: list[float]
-    sealed: list[float | None]
     labels: list[str]
-    titles: list[str]
+    series: list[Series]
 
     def y(self, rate: float) -> float:
         return round(self.top + (1 - rate) * self.plot_height, 1)
 
-    def line(self, rates: list[float | None] | list[float]) -> str:
-        return " ".join(f"{x},{self.y(r)}" for x, r in zip(self.xs, rates, strict=False) if r is not None)
+
+SIDE = 9  # pixels either side of a step that each series is drawn at
 
 
 def chart(points: list[view.Point]) -> Chart | None:
@@ -70,18 +101,24 @@ def chart(points: list[view.Point]) -> Chart | None:
     plot_width, plot_height = width - left - right, height - top - bottom
     gap = plot_width / max(len(points) - 1, 1)
     xs = [round(left + i * gap if len(points) > 1 else left + plot_width / 2, 1) for i in range(len(points))]
-    return Chart(
-        width,
-        height,
-        left,
-        top,
-        plot_width,
-        plot_height,
-        xs,
-        [_rate(p.choose) for p in points],
-        [_rate(p.sealed) if p.sealed else None for p in points],
-        ["before" if p.step is None else p.step[:8] for p in points],
-        [p.change for p in points],
+    laid = Chart(width, height, left, top, plot_width, plot_height, xs, [], [])
+    choose = [
+        _dot(laid, x - SIDE, p.choose, p.choose_interval, f"{p.change}: {percent(p.choose)} on the tasks to choose on")
+        for x, p in zip(xs, points, strict=True)
+    ]
+    sealed = [
+        _dot(laid, x + SIDE, p.sealed, p.sealed_interval, f"{p.change}: {percent(p.sealed)} on the sealed tasks")
+        for x, p in zip(xs, points, strict=True)
+        if p.sealed and p.sealed_interval
+    ]
+    labels = ["before" if p.step is None else p.step[:8] for p in points]
+    return replace(laid, labels=labels, series=[Series("choose", choose), Series("sealed", sealed)])
+
+
+def _dot(laid: Chart, x: float, counts: tuple[int, int], interval: tuple[float, float], title: str) -> Dot:
+    low, high = interval
+    return Dot(
+        round(x, 1), laid.y(_rate(counts)), laid.y(low), laid.y(high), f"{title} (95% interval {low:.0%} to {high:.0%})"
     )
 
 
@@ -108,6 +145,7 @@ def when(stamp: str | None) -> str:
 
 
 TEMPLATES.env.filters["when"] = when
+TEMPLATES.env.filters["usd"] = format_usd
 TEMPLATES.env.filters["pretty"] = lambda data: json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
 
 
@@ -118,20 +156,84 @@ def routes(home: Home, status: Status | None = None) -> list[BaseRoute]:
     def front(request: Request) -> Response:
         return _page(request, "index.html", overview=view.overview(home, status() if status else None))
 
-    def profile(request: Request) -> Response:
-        name = request.path_params["name"]
-        if not view.known_profile(home, name):
-            return _missing(request, f"no profile {name!r} in {home.root}")
+    def live(request: Request) -> Response:
+        return JSONResponse({"stamp": view.stamp(home)}, headers={"Cache-Control": "no-store"})
+
+    def trust(request: Request) -> Response:
+        return _page(request, "trust.html", trust=third_parties(home))
+
+    return [
+        Route("/", _guarded(front, home), name="dashboard"),
+        Route("/live", _guarded(live), name="live"),
+        *_session_pages(home),
+        *_profile_pages(home),
+        Route("/trust", _guarded(trust, home), name="trust"),
+        *_ledger_pages(home),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+
+def _session_pages(home: Home) -> list[BaseRoute]:
+    def sessions(request: Request) -> Response:
+        query = request.query_params.get("q", "")
+        listing = session_page(home, _number(request.query_params.get("page")) or 1, query)
+        pages = {
+            side: _sessions_query(at, query) if 1 <= at <= listing.pages else None
+            for side, at in (("newer", listing.page - 1), ("older", listing.page + 1))
+        }
+        return _page(request, "sessions.html", listing=listing, pages=pages)
+
+    def session(request: Request) -> Response:
+        found = transcript(home, request.path_params["session"])
+        if found is None:
+            return _missing(request, f"no session {request.path_params['session']!r} in {home.root}")
+        return _page(request, "session.html", t=found, s=found.session)
+
+    return [
+        Route("/sessions", _guarded(sessions, home), name="sessions"),
+        Route("/sessions/{session}", _guarded(session, home), name="session"),
+    ]
+
+
+def _profile_pages(home: Home) -> list[BaseRoute]:
+    def known(page: Callable[[Request, str], Response]) -> Callable[[Request], Response]:
+        def serve(request: Request) -> Response:
+            name = request.path_params["name"]
+            if not view.known_profile(home, name):
+                return _missing(request, f"no profile {name!r} in {home.root}")
+            return page(request, name)
+
+        return serve
+
+    def profile(request: Request, name: str) -> Response:
         points = view.progress(home, name)
+        archives, improvers = view.archives(home, name), improver_decisions(home, name)
         return _page(
             request,
             "profile.html",
             profile=name,
-            archives=view.archives(home, name),
+            archives=archives,
+            improvers=improvers,
             points=points,
             chart=chart(points),
         )
 
+    def decisions(request: Request, name: str) -> Response:
+        found = rounds(home, name)
+        loops = {loop: [r for r in found if r.loop == loop] for loop in (LESSONS, CODE, IMPROVER)}
+        return _page(request, "decisions.html", profile=name, loops=loops)
+
+    def tasks(request: Request, name: str) -> Response:
+        return _page(request, "tasks.html", profile=name, grids=grids(home, name))
+
+    return [
+        Route("/profiles/{name}", _guarded(known(profile), home), name="profile"),
+        Route("/profiles/{name}/decisions", _guarded(known(decisions), home), name="decisions"),
+        Route("/profiles/{name}/tasks", _guarded(known(tasks), home), name="tasks"),
+    ]
+
+
+def _ledger_pages(home: Home) -> list[BaseRoute]:
     def ledger(request: Request) -> Response:
         kind, author = request.query_params.get("kind") or None, request.query_params.get("author") or None
         names = wallet_names(home, skip=lambda _: None)  # a wallet file that cannot be read only goes unnamed here
@@ -158,28 +260,31 @@ def routes(home: Home, status: Status | None = None) -> list[BaseRoute]:
             return _missing(request, f"no entry at Pulse {text}: the ledger holds {view.ledger_size(home)} entries")
         return _page(request, "entry.html", entry=found, proof=json.dumps(found.proof, indent=2))
 
-    def guarded(page: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        def serve(request: Request) -> Response:
-            try:
-                return page(request)
-            except (AgentdError, ImproverError, LedgerError) as exc:
-                return _page(
-                    request, "error.html", status_code=500, title="Something is wrong in the home", line=str(exc)
-                )
-
-        return serve
-
     return [
-        Route("/", guarded(front), name="dashboard"),
-        Route("/profiles/{name}", guarded(profile), name="profile"),
-        Route("/ledger", guarded(ledger), name="ledger"),
-        Route("/ledger/{pulse}", guarded(entry), name="entry"),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        Route("/ledger", _guarded(ledger), name="ledger"),
+        Route("/ledger/{pulse}", _guarded(entry), name="entry"),
     ]
 
 
+def _guarded(page: Callable[[Request], Response], live: Home | None = None) -> Callable[[Request], Response]:
+    """`page`, its errors from the home a page that names them; with `live`, the page
+    refreshes itself when that home changes (its stamp is taken before the page reads
+    anything, so a change while it reads is a change after)."""
+
+    def serve(request: Request) -> Response:
+        try:
+            if live is not None:
+                request.state.stamp = view.stamp(live)
+            return page(request)
+        except (AgentdError, ImproverError, LedgerError) as exc:
+            return _page(request, "error.html", status_code=500, title="Something is wrong in the home", line=str(exc))
+
+    return serve
+
+
 def _page(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
-    return TEMPLATES.TemplateResponse(request, template, context, status_code=status_code)
+    stamp = getattr(request.state, "stamp", None)  # a live page's: what its script polls against
+    return TEMPLATES.TemplateResponse(request, template, {"stamp": stamp, **context}, status_code=status_code)
 
 
 def _missing(request: Request, line: str) -> Response:
@@ -191,6 +296,11 @@ def _query(start: int, filters: dict[str, str | None]) -> str:
     return urlencode({"from": start, **{name: value for name, value in filters.items() if value}})
 
 
+def _sessions_query(page: int, query: str) -> str:
+    """The query of the sessions' page `page`, with the search that was given."""
+    return urlencode({"page": page, **({"q": query} if query else {})})
+
+
 def _number(text: str | None) -> int | None:
-    """A Pulse as a page gives it: a whole number from 1, else None."""
+    """A Pulse or a page's number as an address gives it: a whole number from 1, else None."""
     return int(text) if text and text.isascii() and text.isdigit() and 0 < len(text) < 19 and int(text) > 0 else None

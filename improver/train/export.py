@@ -1,7 +1,10 @@
 """Export: the agent's own work, written out for a trainer of one's own.
 
 - `sft.jsonl`: sessions that went well, a line each in OpenAI's chat fine-tuning format
-  (`{"messages", "tools", "metadata"}`, tool calls included, the tools shown beside).
+  (`{"messages", "tools", "metadata"}`, tool calls included, the tools shown beside; for
+  OpenAI's upload, `openai`: `{"messages", "tools"}` alone, `tools` only when there are
+  some). A session that ended by asking a person, and went well, goes too: asking is
+  what it teaches.
 - `sft-validation.jsonl`: the share held apart, chosen by a hash of each session's id,
   so a session stays on its side from one export to the next.
 - `tasks.json` and `environments.jsonl`: the tasks to reinforce in (a task set file, and
@@ -9,7 +12,7 @@
 - `groups.jsonl`: each task's runs in the loop's archive, with group-relative advantages (improver.train.groups).
 - `README.md`: what each file is.
 
-Passed over: sessions that did not finish, were compacted, held confidential content,
+Passed over: sessions that did not finish (neither done nor asked), were compacted, held confidential content,
 hold a secret this machine keeps, whose task is sealed, or whose transcript is not in
 the chat format. What is exported is recorded, merged across exports, before any file
 is written and under a lock, so that neither a crash nor two exports at once loses
@@ -46,6 +49,9 @@ ENVIRONMENTS = "environments.jsonl"
 README = "README.md"
 VALIDATION_SHARE = 0.1
 EXPORT_PASS_OVER = ("unfinished", "compacted", "confidential", "holds a secret", "sealed", "malformed")
+# How a session ends when it finished: with its answer, or by asking a person, which is
+# how one that must not go on without a person ends well.
+FINISHED = ("done", "asked")
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ class Export:
 def pass_over_reason(t: Transcript) -> str | None:
     if transcript_problem(t.messages):
         return "malformed"
-    if t.ended != "done":
+    if t.ended not in FINISHED:
         return "unfinished"
     if t.compacted:
         return "compacted"
@@ -135,7 +141,10 @@ def held_apart(session_id: str, share: float) -> bool:
     return point < share
 
 
-def sft_line(t: Transcript) -> dict[str, Any]:
+def sft_line(t: Transcript, openai: bool = False) -> dict[str, Any]:
+    """A line of sft.jsonl; for OpenAI's upload (`openai`), only what it takes."""
+    if openai:
+        return {"messages": t.messages, **({"tools": t.tools} if t.tools else {})}
     return {
         "messages": t.messages,
         "tools": t.tools,
@@ -161,9 +170,11 @@ def export(
     validation: float = VALIDATION_SHARE,
     force: bool = False,
     archive: Archive | None = None,
+    openai: bool = False,
 ) -> Export:
     """Records what goes out in `record_path`, then writes the files into `out`
-    (groups.jsonl from `archive`, the loop's record of the runs on these tasks).
+    (groups.jsonl from `archive`, the loop's record of the runs on these tasks; the SFT
+    lines as OpenAI's upload takes them with `openai`).
 
     The record comes first: an export that stops half-way has recorded more than it
     wrote, which only makes a later seal refuse more, never seal what was trained on."""
@@ -187,12 +198,12 @@ def export(
     report.groups, report.flat_groups = len(groups.lines), groups.flat
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / SFT, _jsonl(sft_line(t) for t in train))
-        write_atomic(out / SFT_VALIDATION, _jsonl(sft_line(t) for t in held))
+        write_atomic(out / SFT, _jsonl(sft_line(t, openai) for t in train))
+        write_atomic(out / SFT_VALIDATION, _jsonl(sft_line(t, openai) for t in held))
         taskset.save(out / TASKS)
         write_atomic(out / ENVIRONMENTS, _jsonl(_environment(task, env_command) for task in taskset.tasks))
         write_atomic(out / GROUPS, groups.jsonl())
-        write_atomic(out / README, readme(report, taskset, env_command, validation) + readme_section(groups))
+        write_atomic(out / README, readme(report, taskset, env_command, validation, openai) + readme_section(groups))
     except OSError as exc:
         raise ImproverError(
             f"cannot write the export into {out}: {exc.strerror or exc}; what it holds is recorded in {record_path} already"
@@ -259,7 +270,7 @@ def record_exported(path: Path, sessions: list[str], tasks: Sequence[Task]) -> E
     return after
 
 
-def readme(report: Export, taskset: TaskSet, env_command: list[str], validation: float) -> str:
+def readme(report: Export, taskset: TaskSet, env_command: list[str], validation: float, openai: bool = False) -> str:
     example = " ".join([*env_command, "--tasks", TASKS, "--case", taskset.tasks[0].name if taskset.tasks else "NAME"])
     return f"""# Training data exported from profile {taskset.profile}
 
@@ -269,10 +280,10 @@ what a trainer of your own reads.
 ## {SFT} ({report.sft} sessions)
 
 Sessions that went well (a person marked them good, or their check passed), one per
-line in OpenAI's chat fine-tuning format: `{{"messages": [...], "tools": [...],
-"metadata": {{...}}}}`. `messages` is the transcript (system prompt, the task, the
-assistant's tool calls and the tools' answers, its last words); `tools` are the tools
-the model was shown; `metadata` names the session and its claim on the ledger.
+line in OpenAI's chat fine-tuning format: {_line_format(openai)}. `messages` is the
+transcript (system prompt, the task, the assistant's tool calls and the tools' answers,
+its last words, or its question to a person when it ended by asking one); `tools` are
+the tools the model was shown{_metadata(openai)}.
 
 ## {SFT_VALIDATION} ({report.held_apart} sessions)
 
@@ -302,12 +313,24 @@ malformed reply ends it with `{{"error": ...}}`.
 
 ## Passed over
 
-Sessions that did not finish, were compacted, held confidential content, hold a secret
-this machine keeps, whose task is sealed (a model trained on it would pass the sealed
+Sessions that did not finish (neither done nor asked), were compacted, held confidential
+content, hold a secret this machine keeps, whose task is sealed (a model trained on it would pass the sealed
 task by memory) or whose transcript is not in the chat format are in neither {SFT} nor
 {SFT_VALIDATION}; no task of a confidential, secret-holding or sealed session is in
 {TASKS}. This export passed over {_counts(report.passed_over) or "none"}.
 """
+
+
+def _line_format(openai: bool) -> str:
+    if openai:
+        return '`{"messages": [...], "tools": [...]}`, as OpenAI\'s upload takes it (`tools` only when there are some)'
+    return '`{"messages": [...], "tools": [...], "metadata": {...}}`'
+
+
+def _metadata(openai: bool) -> str:
+    if openai:
+        return " (OpenAI's upload takes no other key: the sessions exported are named in the home's record of exports)"
+    return "; `metadata` names the session and its claim on the ledger"
 
 
 def _counts(counts: Counter[str]) -> str:

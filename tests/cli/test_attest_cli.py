@@ -415,7 +415,7 @@ def test_a_release_as_an_in_toto_statement_verified_by_agentd_and_by_securesyste
         {"name": f"release:{rid}", "digest": {"sha256": hashlib.sha256(rfc8785.dumps(record)).hexdigest()}},
     ]
     assert statement["predicateType"] == "https://agentd.dev/release/v1" and statement["predicate"]["release"] == record
-    claim = json.loads(agentd("improve", "releases", "show", rid).out)
+    claim = json.loads(agentd("improve", "releases", "show", rid, "--json").out)
     assert claim["body"] == statement["predicate"] and claim["author"] == publisher.id
     assert agentd("improve", "releases", CODE).out.startswith(f"release {rid}: ")  # the listing, as it was
 

@@ -27,7 +27,7 @@ def test_an_auditor_reads_entries_checkpoints_and_proofs(daemon: Daemon) -> None
     assert Entry.parse(base64.b64decode(first["raw"])).claim_id == first["claim"]
     assert first["payload"]["kind"] == "ledger.genesis/v1"
     seals = httpx.get(f"{daemon.url}/v1/entries", params={"kind": "agent.seal/v1"}).json()["entries"]
-    assert len(seals) == 2 and {s["kind"] for s in seals} == {"agent.seal/v1"}  # the demo's two profiles
+    assert len(seals) == 3 and {s["kind"] for s in seals} == {"agent.seal/v1"}  # the demo's three profiles
     by_claim = httpx.get(f"{daemon.url}/v1/entries/{seals[0]['claim'][:12]}").json()
     assert by_claim["pulse"] == seals[0]["pulse"]
 
@@ -79,7 +79,7 @@ def test_the_entries_listed_keep_to_a_kind_and_an_author_by_name_or_id(daemon: D
     for params, line in [
         ({"from": 1, "until": 5}, "give ?from= or ?until=, not both"),
         ({"kind": "agent.nope/v1"}, "kind 'agent.nope/v1' is not a kind of entry; the kinds are: "),
-        ({"author": "nobody"}, "no wallet named nobody in "),
+        ({"author": "nobody"}, "no wallet named 'nobody': give a wallet's id"),
         (
             {"kind": "agent.session/v1", "author": "no such one"},
             "'no such one' is neither a wallet name nor a wallet id",
@@ -92,7 +92,9 @@ def test_the_entries_listed_keep_to_a_kind_and_an_author_by_name_or_id(daemon: D
 def test_status_names_profiles_seals_and_the_kill_switch(daemon: Daemon) -> None:
     status = httpx.get(f"{daemon.url}/v1/status").json()
     assert status["home"] == str(daemon.home.root) and status["kill_switch"] is False
-    assert [p["name"] for p in status["profiles"]] == ["invoices", "invoices-code"]
+    assert [p["name"] for p in status["profiles"]] == ["invoices", "invoices-code", "invoices-examined"]
+    examined = status["profiles"][2]["seal"]  # its examiner spent a confirmation, and the ledger says so
+    assert examined["confirmations_spent"] == 1 and examined["confirmations_left"] == 1
     profile = status["profiles"][0]
     (job,) = profile["schedules"]  # the example's own [schedule]
     assert job["job"] == "improve" and job["cron"] == "0 3 * * *" and job["next_run"].endswith("03:00:00+00:00")

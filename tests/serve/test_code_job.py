@@ -46,7 +46,7 @@ def test_run_now_runs_the_code_job_with_its_schedule_and_keeps_its_outcome(agent
 
     r = agentd("schedule", "run-now", CODE, "code")
     assert r.code == 0, r.err
-    (release,) = json.loads(agentd("improve", "releases", CODE, "--json").out)["releases"]
+    (release,) = json.loads(agentd("improve", "releases", CODE, "--json").out)
     outcome = f"2 round(s), 1 release(s) kept ({release['release']})"
     assert r.out == f"{CODE}.code: {outcome}\n"
     assert release["commands"]["candidate"] == "python3 agent.py"  # the schedule's harness

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from agentd.app.attest import EXPIRES_DAYS, RUNS, Attested, AttestRequest, attest
+from agentd.cli.completers import wallets
 from agentd.cli.options import (
     NUMBERS,
     App,
@@ -42,8 +43,14 @@ from agentd.cli.options import (
     type=click.Path(dir_okay=False, path_type=Path),
     help="The sealed tasks the publisher handed over (a task set or the seal file).",
 )
-@click.option("--wallet", required=True, help="The attester's wallet, which signs the attestation.")
-@click.option("--adjudicator", help="Attest on your open bond under this adjudicator (a wallet name or id).")
+@click.option(
+    "--wallet", required=True, shell_complete=wallets, help="The attester's wallet, which signs the attestation."
+)
+@click.option(
+    "--adjudicator",
+    shell_complete=wallets,
+    help="Attest on your open bond under this adjudicator (a wallet name or id).",
+)
 @click.option(
     "--bond",
     "bond",

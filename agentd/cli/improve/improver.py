@@ -8,6 +8,7 @@ import sys
 import click
 
 from agentd.app.improver import ImproverRequest, improve_improver, improver_of
+from agentd.cli.completers import profiles, wallets
 from agentd.cli.options import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -23,7 +24,7 @@ from improver import REPLICATIONS, Event, Interrupted
 
 
 @click.command("improver")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option("--proposer", help="The model that proposes changes, to the agent and to the improver, provider:model.")
 @click.option(
     "--problem",
@@ -72,7 +73,11 @@ from improver import REPLICATIONS, Event, Interrupted
     help="Stop before this many tokens (proposals, grading loops and trials together) would be passed.",
 )
 @click.option("--apply", is_flag=True, help="Make each kept improver the profile's (its improver.json) at once.")
-@click.option("--wallet", help="Publish each kept improver as an agent.improver/v1 claim with this wallet.")
+@click.option(
+    "--wallet",
+    shell_complete=wallets,
+    help="Publish each kept improver as an agent.improver/v1 claim with this wallet.",
+)
 @click.option(
     "--seed", type=int, help="Seed every replication of the grading loops (default: random); the lineage names them."
 )

@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from agentd.app.install import InstallRequest, install, undo
+from agentd.cli.completers import profiles, wallets
 from agentd.cli.options import NUMBERS, App, CheckFailed, Usd, emit_json, format_usd, json_option, pass_app, users_umask
 from agentd.errors import WrongValue
 from improver import DEFAULT_ALLOW, LEAST_BOND
 
 
 @click.command("install", context_settings=NUMBERS)
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.argument("release")
 @click.option(
     "--source",
@@ -31,7 +32,13 @@ from improver import DEFAULT_ALLOW, LEAST_BOND
     "--allow", multiple=True, help=f"A path the patch may touch (repeat; default {', '.join(DEFAULT_ALLOW)})."
 )
 @click.option("--bonded", is_flag=True, help="Count only attestations on an open bond under an --adjudicator you name.")
-@click.option("--adjudicator", "adjudicators", multiple=True, help="A wallet whose rulings you trust (repeat).")
+@click.option(
+    "--adjudicator",
+    "adjudicators",
+    multiple=True,
+    shell_complete=wallets,
+    help="A wallet whose rulings you trust (repeat).",
+)
 @click.option("--least-bond", type=Usd(), help=f"USD a bond must hold  [default: {format_usd(LEAST_BOND)}]")
 @click.option("--undo", "take_out", is_flag=True, help="Take the installed release back out of its checkout.")
 @json_option

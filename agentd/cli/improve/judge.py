@@ -7,12 +7,13 @@ from typing import Any
 import click
 
 from agentd.app.judge import accept, decline, judge_profile, pending
+from agentd.cli.completers import profiles, wallets
 from agentd.cli.options import App, emit_json, json_option, pass_app
 from agentd.errors import AgentdError
 
 
 @click.command("judge")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option(
     "--model", "spec", help="The judge's model (e.g. openai:gpt-4o-mini): propose a mark for each unmarked session."
 )
@@ -29,7 +30,7 @@ from agentd.errors import AgentdError
     type=click.Choice(["all", "none"]),
     help="Accept every proposed mark, or none (drop them), without asking.",
 )
-@click.option("--wallet", help="Sign accepted marks with this wallet (default: the profile's).")
+@click.option("--wallet", shell_complete=wallets, help="Sign accepted marks with this wallet (default: the profile's).")
 @json_option
 @pass_app
 def judge(

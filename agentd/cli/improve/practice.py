@@ -8,12 +8,13 @@ from typing import Any
 import click
 
 from agentd.app.practice import Practiced, practise
+from agentd.cli.completers import profiles
 from agentd.cli.options import EXIT_ERROR, App, emit_json, json_option, pass_app
 from improver import PracticeRequest
 
 
 @click.command("practice")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option(
     "--count", type=click.IntRange(min=1), default=4, show_default=True, help="Practice tasks to ask the writer for."
 )

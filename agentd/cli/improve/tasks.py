@@ -12,6 +12,7 @@ from agentd.app.envserver import serve_tasks
 from agentd.app.judge import accept
 from agentd.app.marks import mark_line, mark_session
 from agentd.app.tasks import export_profile, harvest_profile, validate_file
+from agentd.cli.completers import profiles, sessions, wallets
 from agentd.cli.options import App, emit_json, json_option, pass_app
 from improver import (
     DEFAULT_ENV_HOST,
@@ -33,7 +34,7 @@ from improver import (
 
 
 @click.command("mark")
-@click.argument("session")
+@click.argument("session", shell_complete=sessions)
 @click.option("--good/--bad", default=None, help="How the session went.")
 @click.option(
     "--accept-judged",
@@ -41,7 +42,7 @@ from improver import (
     help="Mark it as the judge proposed (agentd improve judge), accepted by your wallet.",
 )
 @click.option("--note", default="", help="What went well or badly, for the record.")
-@click.option("--wallet", help="Sign the mark with this wallet (default: the profile's).")
+@click.option("--wallet", shell_complete=wallets, help="Sign the mark with this wallet (default: the profile's).")
 @json_option
 @pass_app
 def mark(
@@ -70,7 +71,7 @@ def mark(
 
 
 @click.command("harvest")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option(
     "--out",
     required=True,
@@ -253,18 +254,20 @@ def env(
     if case is not None:
         return run_env(app.home_if_any(), tasks_file, case, sys.stdin.buffer, sys.stdout.buffer)
 
-    def listening(address: str, taskset: TaskSet) -> None:
+    def listening(address: str, taskset: TaskSet, record: Path | None) -> None:
         click.echo(
             f"serving {_n(len(taskset.tasks), 'task')} of profile {taskset.profile} as an OpenEnv environment on {address}",
             err=True,
         )
+        if record is not None:
+            click.echo(f"recorded as exported for training in {record}: no later seal takes them", err=True)
 
     serve_tasks(app.home_if_any(), tasks_file, host, port, max_sessions, idle_seconds, listening)
     return 0
 
 
 @click.command("export")
-@click.argument("profile")
+@click.argument("profile", shell_complete=profiles)
 @click.option(
     "--out",
     required=True,
@@ -285,24 +288,37 @@ def env(
     help="Export these tasks (e.g. a seal's tasks to choose on) instead of every task harvested now.",
 )
 @click.option("--force", is_flag=True, help="Write into --out even when it is not empty, replacing the export's files.")
+@click.option(
+    "--openai",
+    is_flag=True,
+    help="Write the SFT lines as OpenAI's fine-tuning upload takes them: messages and tools, no metadata.",
+)
 @json_option
 @pass_app
 def export(
-    app: App, profile: str, out: Path, validation: float, tasks_file: Path | None, force: bool, as_json: bool
+    app: App,
+    profile: str,
+    out: Path,
+    validation: float,
+    tasks_file: Path | None,
+    force: bool,
+    openai: bool,
+    as_json: bool,
 ) -> None:
-    """Write PROFILE's work out for a trainer: sft.jsonl (sessions that went well, in
-    OpenAI's chat fine-tuning format), sft-validation.jsonl (held apart), tasks.json and
+    """Write PROFILE's work out for a trainer: sft.jsonl (sessions that went well, those
+    that ended by asking a person among them, in OpenAI's chat fine-tuning format; with
+    --openai, lines its upload takes as they are), sft-validation.jsonl (held apart), tasks.json and
     environments.jsonl (tasks to reinforce in), groups.jsonl (each task's runs in the
     loop's archive with group-relative advantages, for GRPO-style training), and a
     README.md saying what each is.
 
-    Sessions that did not finish, were compacted, are confidential, hold a secret this
+    Sessions that did not finish (neither done nor asked), were compacted, are confidential, hold a secret this
     machine keeps, whose task is sealed or whose transcript is malformed are passed over.
     What goes out is recorded in $AGENTD_HOME/routes/PROFILE-exported.json before any
     file is written (its sessions, and each task's content whatever its name), so a later
     seal never seals it.
     """
-    report = export_profile(app.home, profile, out, validation, force, tasks_file)
+    report = export_profile(app.home, profile, out, validation, force, tasks_file, openai)
     record = app.home.routes.exported(profile)
     if as_json:
         emit_json(
