@@ -11,8 +11,12 @@ that answers each request at once. Three figures, each in episodes/s:
    (reset, three steps) with the `websockets` library. The server's CPU seconds per
    episode are printed beside: on this machine's cores, the server and the clients
    share the CPU, so the figure is bounded by both.
+4. over HTTP: the server's CPU a request of each HTTP endpoint beside the same bytes
+   served as a constant by the same server (bench/beside.py; goal: at most 3x). The
+   fixed ones (/health, /metadata, /schema, /state) answer bytes made once; /reset and
+   /step (stateless: the history replayed) run an episode to answer.
 
-    python bench/env_server.py            # the full bench, well under a minute
+    python bench/env_server.py            # the full bench, about a minute
     python bench/env_server.py --quick    # fewer episodes, for a look
 """
 
@@ -29,17 +33,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import websockets
+from starlette.applications import Starlette
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from beside import beside, cpu_seconds, with_constant
 from episodes import example_task, trial
 
 from agentd.app.agent import AGENT, model_factory
 from agentd.home import Home
-from improver.episodes.openenv import EnvSetup, Session
-from improver.tasks.task import TaskSet
+from improver.episodes.openenv import EnvServer, EnvSetup, Session, address, listen
+from improver.tasks.task import TaskSet, load_tasks
+
+HTTP_GOAL = 3.0  # an endpoint's server CPU at most this many times the constant's
 
 
 def _call(call_id: str, name: str, arguments: dict[str, str]) -> dict[str, Any]:
@@ -91,15 +100,57 @@ async def over_websocket(url: str, clients: int, episodes: int) -> float:
     return time.perf_counter() - started
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def over_http(tasks_file: Path) -> None:
+    """Each HTTP endpoint's server CPU a request beside its answer's bytes as a constant."""
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--beside", str(tasks_file)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        base = server.stderr.readline().strip() if server.stderr else ""
+        if not base.startswith("http://"):
+            raise SystemExit(f"bench: the server did not start: {base}")
+        history = POLICY[:-1]
+        step = {"action": {"task_id": "work-1", "history": history, "message": POLICY[-1]}}
+        asked: dict[str, tuple[str, str, dict[str, Any]]] = {
+            "GET /health": ("GET", "/health", {}),
+            "GET /metadata": ("GET", "/metadata", {}),
+            "GET /schema": ("GET", "/schema", {}),
+            "GET /state": ("GET", "/state", {}),
+            "POST /reset": ("POST", "/reset", {"json": {"task_id": "work-1"}}),
+            f"POST /step (a history of {len(history)})": ("POST", "/step", {"json": step}),
+        }
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for name, (method, path, given) in asked.items():
+                found = beside(client, server.pid, method, path, budget=0.5, **given)
+                print(f"   {name}: {found.line(HTTP_GOAL)}", flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+class Beside(EnvServer):
+    """The server with the constant's route (bench/beside.py)."""
+
+    def app(self) -> Starlette:
+        return with_constant(super().app())
+
+
+def serve_beside(tasks_file: Path) -> None:
+    """The server a process of its own, its address the first line on stderr."""
+    taskset = load_tasks(tasks_file)
+    sock = listen("127.0.0.1", 0)
+    print(address(sock), file=sys.stderr, flush=True)
+    asyncio.run(Beside(EnvSetup(taskset, AGENT)).serve(sock))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Fewer episodes, for a look.")
-    quick = parser.parse_args().quick
+    parser.add_argument("--beside", type=Path, help=argparse.SUPPRESS)  # TASKS: the HTTP figures' server
+    args = parser.parse_args()
+    if args.beside:
+        return serve_beside(args.beside)
+    quick = args.quick
     with tempfile.TemporaryDirectory() as tmp:
         home = Home(Path(tmp) / "home")
         os.environ["AGENTD_HOME"] = str(home.root)
@@ -141,6 +192,8 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
+        print("4. over HTTP: the server's CPU a request beside the same bytes as a constant")
+        over_http(tasks_file)
 
 
 if __name__ == "__main__":

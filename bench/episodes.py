@@ -4,9 +4,13 @@ Three figures:
 1. In-process episodes/s: the agent runtime on a task of the invoices example, a
    scripted model (the `script:` provider, rules below) answering at once; three model
    turns and two tool calls an episode. Run one at a time, then 64 at once.
-2. Episodes/s through the stdio candidate protocol: `python -m agentd case --stdio`,
-   a process each in the bubblewrap sandbox (so mostly the cost of starting Python and
-   importing agentd; bench/sandbox.py compares the runners).
+2. agentd's own candidate over the stdio protocol, `python3 -m agentd case --stdio`, a
+   process each, as a code round runs it: from a tree of agentd's packages built with
+   the code loop's BUILD in the sandbox (bench/candidate.py). Episodes/s in bubblewrap;
+   then the candidate's CPU an episode beside `python3 -c pass` run the same way
+   (goal: at most 2x), with --instructions also valgrind's count of both; and what a
+   process taking several cases in turn would cost a case (bench/serialcase.py: the
+   protocol has no such candidate; measured, to see what one would save).
 3. 640 episodes, 64 at once, each one model turn answered after 50 ms, so the ideal
    wall time is 640 x 50 ms / 64 = 0.5 s (goal: within 10%): through the real `openai:`
    provider against a loopback OpenAI-compatible server (tests/fakeservers.py, run in a
@@ -16,8 +20,9 @@ Three figures:
    process's CPU time is printed beside each: when it approaches the ideal wall time,
    the client, not the harness, is what is slow.
 
-    python bench/episodes.py            # the full bench, well under a minute
-    python bench/episodes.py --quick    # fewer episodes, for a look
+    python bench/episodes.py                  # the full bench, about a minute
+    python bench/episodes.py --quick          # fewer episodes, for a look
+    python bench/episodes.py --instructions   # and count instructions (valgrind; +30 s)
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from candidate import built_tree, candidate, cases_in_turn, cpu_beside_floor, instructions_beside_floor
 from fakeservers import ModelServer
 from loopback import loopback_server
 
@@ -50,10 +56,10 @@ from improver.episodes.trials import TrialResult, run_trials
 from improver.tasks.harvest import Session, task_from
 from improver.tasks.task import Task
 from sandbox.choose import make_runner
-from sandbox.python import python_request
 
 TASK = "Pay invoice 23 from Acme, 7 USD, to acme-ltd."
 DELAY = 0.05
+STDIO_GOAL = 2.0  # a stdio episode's candidate at most this many times `python3 -c pass` by CPU
 RULES = """
 [[rule]]
 turn = 1
@@ -118,6 +124,7 @@ def trial(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Fewer episodes, for a look.")
+    parser.add_argument("--instructions", action="store_true", help="Count the candidate's instructions too.")
     parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)  # the loopback server's own process
     args = parser.parse_args()
     if args.serve is not None:
@@ -137,17 +144,10 @@ def main() -> None:
                 f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.0f} episodes/s ({seconds * 1e3 / n:.2f} ms each)"
             )
 
-        n = 8 if quick else 32
-        runtime = python_request(
-            ("-m", "agentd", "case", "--stdio"), packages=("agentd", "improver", "ledger", "sandbox")
+        print(
+            "2. agentd's own candidate over stdio, a process each, from a built tree (python3 -m agentd case --stdio)"
         )
-        stdio = Command(make_runner("bwrap"), runtime)
-        print("2. stdio candidate protocol, a process each in bwrap (python -m agentd case --stdio)")
-        for concurrency in (1, os.cpu_count() or 1):
-            seconds, _ = trial(task, variant, stdio, scripted, n, concurrency)
-            print(
-                f"   {n} episodes, {concurrency:>2} at once: {n / seconds:8.1f} episodes/s ({seconds * 1e3 / n:.0f} ms each)"
-            )
+        stdio_figures(task, variant, scripted, Path(tmp), quick, args.instructions)
 
         print(f"3. 640 episodes, 64 at once, each one model turn answered after {DELAY * 1e3:.0f} ms")
         one_turn = _answered_in_one_turn(task)
@@ -165,6 +165,38 @@ def main() -> None:
         _latency_line(
             "a model that only waits (asyncio.sleep), the harness alone", one_turn, waits, lambda spec: Waits()
         )
+
+
+def stdio_figures(task: Task, variant: Variant, factory, folder: Path, quick: bool, instructions: bool) -> None:
+    tree = built_tree(folder)
+    n = 8 if quick else 32
+    for concurrency in (1, os.cpu_count() or 1):
+        seconds, _ = trial(task, variant, candidate(make_runner("bwrap"), tree), factory, n, concurrency)
+        print(
+            f"   in bwrap, {n} episodes, {concurrency:>2} at once: {n / seconds:8.1f} episodes/s ({seconds * 1e3 / n:.0f} ms each)"
+        )
+
+    def episode(command: Command) -> None:
+        trial(task, variant, command, factory, 1, 1)
+
+    program, floor = cpu_beside_floor(episode, tree, 10 if quick else 40)
+    verdict = "meets" if program <= STDIO_GOAL * floor else "misses"
+    print(
+        f"   CPU an episode: {program * 1e3:.1f} ms beside {floor * 1e3:.1f} ms for python3 -c pass: "
+        f"{program / floor:.2f}x (goal {STDIO_GOAL:g}x: {verdict}); load average {os.getloadavg()[0]:.2f}"
+    )
+    if instructions:
+        program_ir, floor_ir = instructions_beside_floor(episode, tree)
+        print(
+            f"   instructions an episode: {program_ir / 1e6:.0f} M beside {floor_ir / 1e6:.0f} M for python3 -c pass: "
+            f"{program_ir / floor_ir:.2f}x"
+        )
+    each = cases_in_turn(episode, tree, (1, 10, 100))
+    print(
+        "   one process taking cases in turn (not in the protocol), CPU a case: "
+        + ", ".join(f"{count} cases {seconds * 1e3:.1f} ms" for count, seconds in each.items())
+        + f"; load average {os.getloadavg()[0]:.2f}"
+    )
 
 
 def _latency_line(what: str, task: Task, variant: Variant, factory) -> None:

@@ -30,34 +30,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
+from bare import Bare
 from episodes import example_task, trial
 
 from agentd.app.agent import model_factory
 from agentd.home import Home
 from improver.episodes.harness import Command
 from sandbox import seccomp
-from sandbox.bubblewrap import BubblewrapProcess, BubblewrapRunner, sandbox_uid
+from sandbox.bubblewrap import BubblewrapRunner, sandbox_uid
 from sandbox.choose import make_runner
 from sandbox.python import python_request
-from sandbox.runner import Limits, Request, Runner, SandboxUnavailable, run
+from sandbox.runner import Request, Runner, SandboxUnavailable, run
 
 TRUE = Request(("/bin/true",))
 PACKAGES = ("agentd", "improver", "ledger", "sandbox")
-
-
-class Bare:
-    """The baseline: the program as an ordinary child process, nothing confined."""
-
-    name = "bare"
-    limits = Limits()
-
-    async def start(self, request: Request) -> BubblewrapProcess:
-        popen = subprocess.Popen(
-            request.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=request.env
-        )
-        process = BubblewrapProcess(popen, request.limits or self.limits)
-        await process.connect()
-        return process
 
 
 def interleaved(n: int, ways: dict[str, Callable[[], object]]) -> dict[str, list[float]]:

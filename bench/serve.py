@@ -14,9 +14,12 @@ with the p50 and p99 latency, beside the rate of the same operation called on a
   the sequence numbers never clash (in-process: `append_raw` of one such entry).
 
 The clients share the machine's cores with the server, so the HTTP figures carry the
-clients' cost too. Nothing is kept: the home lives in a temporary folder.
+clients' cost too. Then the server's own CPU for a page of entries: GET /v1/entries of
+100 and of 1,000 rows beside the same bytes served as a constant by the same server (the
+daemon's app with bench/beside.py's constant route, in a process of its own; goal: at
+most 3x). Nothing is kept: the home lives in a temporary folder.
 
-    python bench/serve.py                  # about a minute
+    python bench/serve.py                  # about a minute and a half
     python bench/serve.py --requests 400   # a quicker look
 """
 
@@ -41,19 +44,28 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]  # before bench/, whose ledger.py would shadow the package
 
+from beside import beside, with_constant
+
 from agentd.app.ledger import open_ledger
 from agentd.home import Home
 from agentd.wallets import log_key
 from ledger import MINT, TRANSFER, Entry, Ledger, Wallet
 
 CLIENTS = (1, 16, 64)
+PAGES = (100, 1000)  # rows a page of GET /v1/entries, beside a constant
+PAGE_GOAL = 3.0  # a page's server CPU at most this many times the constant's
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=10_000, help="entries on the ledger before measuring")
     parser.add_argument("--requests", type=int, default=2_000, help="requests per operation and client count")
+    parser.add_argument(
+        "--beside", nargs=2, help=argparse.SUPPRESS
+    )  # HOME PORT: the pages' server, a process of its own
     args = parser.parse_args()
+    if args.beside:
+        return serve_beside(Home(Path(args.beside[0])), int(args.beside[1]))
     with tempfile.TemporaryDirectory(prefix="agentd-bench-serve-") as folder:
         home = Home(Path(folder) / "home")
         subprocess.run(
@@ -81,6 +93,36 @@ def main() -> None:
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(60)
+        pages(home)
+
+
+def pages(home: Home) -> None:
+    """A page of entries: the server's CPU a request beside the same bytes as a constant."""
+    port = _free_port()
+    argv = [sys.executable, __file__, "--beside", str(home.root), str(port)]
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait(base)
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for rows in PAGES:
+                found = beside(client, server.pid, "GET", "/v1/entries", params={"limit": rows})
+                print(f"GET /v1/entries, {rows:,} rows: {found.line(PAGE_GOAL)}", flush=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+
+
+def serve_beside(home: Home, port: int) -> None:
+    """The daemon's app with the constant's route, held to the home's HTTP limits as the daemon is."""
+    import uvicorn
+
+    from agentd.app.httplimits import http_limits
+    from agentd.server.api import SESSIONS_CAP, app
+    from improver import ServerConfig
+
+    config = ServerConfig(with_constant(app(home)), http_limits(home, SESSIONS_CAP), host="127.0.0.1", port=port)
+    uvicorn.Server(config).run()
 
 
 def grow(home: Home, size: int) -> list[str]:

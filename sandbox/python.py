@@ -71,12 +71,17 @@ def shell_request(
 ) -> Request:
     """`sh -c COMMAND` in `folder` (read-only unless `writable`), with this interpreter
     first on the search path as `python3` and `folder` first on PYTHONPATH: how a
-    build, a test or a candidate given as a command line runs agentd's own Python."""
+    build, a test or a candidate given as a command line runs agentd's own Python.
+
+    What it writes is readable by all (umask 022, whatever agentd's own): each run is a
+    uid of its own, and the test and the candidate read what the build made. Under
+    agentd's umask 077 they could not, so the build's bytecode went unused and every
+    candidate compiled agentd again."""
     base = python_request(("-c", ""), limits=limits)
     python_path = ":".join([str(folder), *filter(None, [base.env.get("PYTHONPATH", "")])])
     search = f"{Path(sys.base_prefix, 'bin')}:{base.env['PATH']}"
     return Request(
-        argv=("/bin/sh", "-c", command),
+        argv=("/bin/sh", "-c", f"umask 022; {command}"),
         tree=None if writable else folder,
         writable=folder if writable else None,
         readable=(*base.readable, *readable),

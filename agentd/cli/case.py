@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import sys
-
 import click
 
-from agentd.app.case import serve
+from agentd.app.case import main
 
 
 @click.command("case", short_help="Run the agent runtime as a candidate over JSON lines.")
@@ -16,4 +13,4 @@ def command(stdio: bool) -> int:
     """Run the agent runtime as a candidate: the case arrives as the first line on stdin,
     then every model request and tool call goes out as a JSON line and waits for the
     harness's answer. Used by the harness (and, later, by built copies of agentd)."""
-    return asyncio.run(serve(sys.stdin.buffer, sys.stdout.buffer))
+    return main()

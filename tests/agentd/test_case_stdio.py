@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import subprocess
 import sys
 
+import pytest
+
+from agentd.app.case import finished
+from agentd.cli import invoke
 from improver.base.protocol import Case, decode_line, encode_line
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "pay", "arguments": '{"to":"acme"}'}}
 
 
 def start() -> subprocess.Popen:
@@ -32,11 +40,10 @@ def test_a_case_runs_over_stdio_to_done() -> None:
     send(proc, "case", case.to_json())
     kind, request = receive(proc)
     assert kind == "model" and request["messages"][1] == {"role": "user", "content": "Pay invoice 21"}
-    call = {"id": "c1", "type": "function", "function": {"name": "pay", "arguments": '{"to":"acme"}'}}
     send(
         proc,
         "completion",
-        {"message": {"role": "assistant", "content": None, "tool_calls": [call]}, "usage": {"in": 3, "out": 2}},
+        {"message": {"role": "assistant", "content": None, "tool_calls": [CALL]}, "usage": {"in": 3, "out": 2}},
     )
     kind, tool = receive(proc)
     assert (kind, tool) == ("tool", {"id": "c1", "name": "pay", "arguments": '{"to":"acme"}'})
@@ -85,3 +92,65 @@ def test_a_garbage_first_line_is_refused_without_a_traceback() -> None:
     proc = start()
     _out, err = proc.communicate(b"hello\n", timeout=30)
     assert proc.returncode == 2 and b"Traceback" not in err and b"not a JSON line" in err
+
+
+PAID = [
+    {"message": {"role": "assistant", "content": None, "tool_calls": [CALL]}, "usage": {"in": 3, "out": 2}},
+    {"message": {"role": "assistant", "content": "Paid."}, "usage": {"in": 3, "out": 1}},
+]
+
+
+def _lines_of_a_paid_case() -> bytes:
+    """What the harness sends a case that pays once and is done, all at once: the
+    candidate reads each line only when it has asked for it."""
+    case = Case(name="c", task="Pay invoice 21", tools=[], operator="Pay.")
+    answers = [("completion", PAID[0]), ("result", {"content": "ok"}), ("completion", PAID[1])]
+    return encode_line("case", case.to_json()) + b"".join(encode_line(kind, payload) for kind, payload in answers)
+
+
+def test_the_candidate_program_loads_neither_the_command_line_nor_an_event_loop() -> None:
+    # `python -X importtime` names every module it loads on stderr.
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentd", "case", "--stdio"],
+        input=_lines_of_a_paid_case(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [decode_line(line)[0] for line in proc.stdout.splitlines()] == ["model", "tool", "model", "done"]
+    loaded = {line.rsplit(b"|", 1)[-1].strip().decode() for line in proc.stderr.splitlines()}
+    assert "agentd.runtime" in loaded
+    assert not loaded & {"asyncio", "click", "agentd.cli", "agentd.home", "improver.tasks.simuser"}
+
+
+def test_the_command_lines_case_runs_the_same_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.BytesIO()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(_lines_of_a_paid_case())))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    assert invoke(["case", "--stdio"]) == 0
+    assert [decode_line(line) for line in out.getvalue().splitlines()][-1] == ("done", {"answer": "Paid."})
+
+
+def test_the_runtime_runs_to_its_end_without_a_loop_and_with_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def run() -> str:
+        await asyncio.sleep(0)  # a bare yield, which asks the loop for nothing
+        return "ended"
+
+    assert finished(run()) == "ended"  # asyncio is loaded here: run under a loop
+    monkeypatch.delitem(sys.modules, "asyncio")
+    assert finished(run()) == "ended"
+
+
+def test_a_runtime_awaiting_a_loop_it_never_loaded_is_said_to() -> None:
+    loop = asyncio.new_event_loop()
+
+    async def run() -> None:
+        await loop.create_future()
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delitem(sys.modules, "asyncio")
+            with pytest.raises(RuntimeError, match="awaited an event loop's future without importing asyncio"):
+                finished(run())
+    finally:
+        loop.close()
