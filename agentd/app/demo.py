@@ -363,6 +363,7 @@ def examined_round(home: Home, say: Callable[[str], None], step: Callable[[str],
         examiner, sealed_file = _examiners_home(Path(other), say, step)
         with _serving(examiner) as url:
             folder = install_example(home, "invoices", profile=EXAMINED)
+            _unscheduled(folder)
             shown = {t.task for t in current_seal(home.routes, PROFILE).train().tasks}
             record_sessions(home, folder, lambda line: None, EXAMINED, [r for r in TASKS if _request(r) in shown])
             work = home.root / "work-examined.json"
@@ -405,6 +406,17 @@ def examined_round(home: Home, say: Callable[[str], None], step: Callable[[str],
         for line in again.lines():
             say(line)
     return not held and not report.problems and again.holds and _audited(home, say, step, EXAMINED)
+
+
+def _unscheduled(folder: Path) -> None:
+    """The examined profile without the example's nightly job: its examiner lives only as
+    long as the demo, so no later `agentd serve` should ask it anything."""
+    toml = folder / "profile.toml"
+    lines = toml.read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.strip() == "[schedule]")
+    while start > 0 and lines[start - 1].startswith("#"):  # the comment that explains the job goes with it
+        start -= 1
+    toml.write_text("".join(lines[:start]).rstrip("\n") + "\n")
 
 
 def _examiners_home(root: Path, say: Callable[[str], None], step: Callable[[str], None]) -> tuple[Examiner, Path]:
