@@ -163,7 +163,7 @@ def _wal(dbapi_connection: Any, _record: Any) -> None:
 
 
 @lru_cache(maxsize=16)
-def _engine(url: str, writing: bool) -> Engine:
+def _engine_for(url: str, writing: bool) -> Engine:
     """One engine a database URL in a process, however often a store is opened on it:
     SQLAlchemy keeps the SQL it compiled on the engine, so an engine each store made
     compiled every statement again (a quarter of the CPU a live session's recording took).
@@ -275,11 +275,11 @@ class SessionStore:
         self.engine: Engine | None = None
         if read_only:
             if self.path.exists():
-                self.engine = _engine(read_only_url(self.path), writing=False)
+                self.engine = _engine_for(read_only_url(self.path), writing=False)
             return
         if not self.path.exists():
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE))
-        self.engine = _engine(f"sqlite:///{self.path}", writing=True)
+        self.engine = _engine_for(f"sqlite:///{self.path}", writing=True)
         with self._failing("open"):
             tables = [table_of(model) for model in (SessionRecord, PendingWrite, UnderWay, SessionStep)]
             SQLModel.metadata.create_all(self.engine, tables=tables)

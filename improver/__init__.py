@@ -94,6 +94,7 @@ _SURFACE: dict[str, str] = {
     "memoized_models": "episodes.trials:memoized",
     "TRIAL_CONCURRENCY": "episodes.trials:CONCURRENCY",
     "EnvSetup": "episodes.openenv",
+    "QuietExit": "episodes.openenv",
     "env_address": "episodes.openenv:address",
     "env_socket": "episodes.openenv:listen",
     "ENVIRONMENTS": "train.export",
@@ -331,6 +332,7 @@ if TYPE_CHECKING:  # what a type checker and a reader see (`X as X`: exported); 
         MAX_SESSIONS as MAX_ENV_SESSIONS,
         EnvServer as EnvServer,
         EnvSetup as EnvSetup,
+        QuietExit as QuietExit,
         address as env_address,
         listen as env_socket,
     )

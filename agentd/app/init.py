@@ -18,12 +18,16 @@ CONFIG_TEMPLATE = """\
 
 # [ledger]
 # url = "postgresql://postgres@127.0.0.1:5432/agentd"   # AGENTD_LEDGER_URL; default: ledger.db here
+# checkpoint_every = 1000       # appends sign a checkpoint after this many entries...
+# checkpoint_seconds = 60       # ...or once this long has passed since the last
 
 # [openai]                      # OPENAI_BASE_URL, OPENAI_API_KEY
 # base_url = "http://127.0.0.1:11434/v1"
 # api_key = "..."
+# text_tool_calls = false       # read tool calls a model writes as text
 
 # [anthropic]                   # ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY
+# base_url = "https://api.anthropic.com"
 # api_key = "..."
 
 # [providers]                   # retries of 429, 5xx, time-outs and dropped connections
@@ -31,6 +35,37 @@ CONFIG_TEMPLATE = """\
 # backoff = 0.5
 # backoff_cap = 8.0
 # timeout = 120.0
+
+# [local]                       # local: models, run by llama.cpp on this machine
+# threads = 1                   # default: one per free core
+# context = 8192
+# answer_tokens = 512
+# text_tool_calls = true
+# base_url = "http://127.0.0.1:8080/v1"   # AGENTD_LOCAL_BASE_URL: a server already running
+
+# [sandbox]                     # where candidates, builds and tests run
+# runner = "bwrap"              # or "docker"; default: bwrap where it works, else Docker
+# wall_seconds = 300
+# cpu_seconds = 300
+# memory_mb = 2048
+# processes = 64
+# file_mb = 64
+# open_files = 256
+# output_mb = 4
+# scratch_mb = 64
+
+# [serve]                       # agentd serve, agentd examiner serve, agentd improve env --serve
+# intake_token = "..."          # AGENTD_INTAKE_TOKEN; POST /v1/sessions is off without one
+# entries_per_second = 2        # entries one wallet may have recorded a second over POST /v1/entries
+# entries_burst = 20            # ...and at once
+# header_timeout = 10
+# body_timeout = 120
+# idle_timeout = 10
+
+# [trials]                      # trials run by agentd worker on other machines
+# queue = "postgresql://agentd@db.internal:5432/agentd"   # default: trials run here
+# lease = 30                    # seconds without a worker's heartbeat before its runs go out again
+# trusted = []                  # workers (wallet ids or names) given sealed tasks
 """
 
 

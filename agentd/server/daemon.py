@@ -164,11 +164,13 @@ def serve(home: Home, options: ServeOptions) -> int:
     """Runs the daemon until SIGTERM or Ctrl-C; the exit code."""
     import uvicorn
 
-    from improver import ServerConfig
+    from improver import ServerConfig, env_socket
 
     configure_logging(options.json_logs)
     limits = http_limits(home, SESSIONS_CAP)  # a bad [serve] timeout is said before anything starts
-    with only_daemon(home):
+    with only_daemon(home), env_socket(options.host, options.port) as sock:
+        # Bound before anything is scheduled or said to be served: a port in use is one
+        # line (as `improve env --serve` says it), never a daemon announced and then refused.
         metrics = Metrics()
         ledgers = Ledgers(home)
         scheduler = scheduler_for(home, metrics)
@@ -205,15 +207,13 @@ def serve(home: Home, options: ServeOptions) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, stop)
         log.info("serving %s on http://%s:%d (pid %d)", home.root, options.host, options.port, os.getpid())
-        with contextlib.suppress(SystemExit):  # uvicorn exits when it cannot listen (it logged why); said below
-            server.run()
+        with contextlib.suppress(SystemExit):  # uvicorn exits when it cannot start (it logged why); said below
+            server.run(sockets=[sock])
         ticking.set()
         ticker.join()
         code = _stop_jobs(scheduler, options.stop_timeout)
         if not server.started:
-            raise AgentdError(
-                f"the server could not listen on {options.host}:{options.port} (the log above says why): give another --port"
-            )
+            raise AgentdError(f"the server on {options.host}:{options.port} could not start (the log above says why)")
         log.info("stopped")
         return code
 

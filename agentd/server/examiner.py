@@ -23,7 +23,6 @@ import binascii
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -33,7 +32,7 @@ from starlette.routing import Route
 from agentd.app.examiner import Examiner, ExaminerRefused
 from agentd.app.httplimits import http_limits
 from agentd.server.api import JSON_ERRORS, Refused, capped_body, public
-from improver import ServerConfig, loads_bounded
+from improver import QuietExit, ServerConfig, loads_bounded
 
 SEAL_CAP = 64 * 1024 * 1024  # a handed-over seal: thousands of tasks
 REQUEST_CAP = 1024 * 1024  # an examination asked: two variants
@@ -105,8 +104,9 @@ def server_config(examiner: Examiner, **settings: Any) -> ServerConfig:
 
 
 def serve(examiner: Examiner, host: str, port: int) -> None:
-    """Serves the examiner's API on host:port until SIGTERM or Ctrl-C."""
-    uvicorn.Server(server_config(examiner, host=host, port=port)).run()
+    """Serves the examiner's API on host:port until SIGTERM or Ctrl-C, then exits 0, as
+    `agentd serve` and `improve env --serve` do (uvicorn's own handlers raise the signal again)."""
+    QuietExit(server_config(examiner, host=host, port=port)).run()
 
 
 def _refused(exc: ExaminerRefused | Refused, examiner: Examiner) -> JSONResponse:

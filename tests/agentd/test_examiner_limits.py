@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -120,3 +121,16 @@ def test_garbage_sent_is_a_json_4xx(examiner: str, held: str, method: str, route
 
         sent()
         assert client.get("/health").json() == {"ok": True, "seals": 1}  # garbage never passed for a seal
+
+
+def test_sigterm_stops_the_examiner_and_it_exits_0(tmp_path: Path) -> None:
+    root = tmp_path / "home"
+    for argv in (["init"], ["wallet", "new", WALLET]):
+        assert run_in_process(["--home", str(root), *argv]).code == 0
+    port = free_port()
+    argv = [sys.executable, "-m", "agentd", "--home", str(root), "examiner", "serve", "--wallet", WALLET]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    with subprocess.Popen([*argv, "--port", str(port)], stderr=subprocess.PIPE, env=env) as process:
+        _wait_for(f"http://127.0.0.1:{port}", process)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0  # a clean stop, as `agentd serve`'s: `kill %1; wait %1` holds in a script

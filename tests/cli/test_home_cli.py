@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agentd.app.demo import PROFILE
+from agentd.app.httplimits import http_limits
+from agentd.app.ledger import checkpoint_policy
+from agentd.app.queued import LEASE
 from agentd.home import Home
+from agentd.providers.settings import retry_policy
+from agentd.server.ledgers import Rates
+from sandbox import Limits, limits_from
 from tests.cli.test_wallet_cli import one_error_line
 from tests.homekit import Result, run_in_process
 from tests.mounts import read_only_view
@@ -127,6 +135,30 @@ def test_init_creates_what_its_help_says(tmp_path: Path) -> None:
     assert Home(root).config == {}  # every setting commented out: the defaults hold
     assert f"config: {root / 'config.toml'} (created" in r.out
     assert agentd_at(root, "wallet", "list").code == 0
+
+
+# The settings init writes with a value that is an example, not a default (they have none).
+EXAMPLES = ("url", "base_url", "api_key", "threads", "runner", "intake_token", "queue")
+
+
+def test_init_writes_every_setting_commented_out_at_its_default(tmp_path: Path) -> None:
+    fresh, uncommented = Home(tmp_path / "fresh"), Home(tmp_path / "uncommented")
+    for home in (fresh, uncommented):
+        assert agentd_at(home.root, "init").code == 0
+    text = re.sub(r"^# (?=\[|\w+ = )", "", fresh.config_path.read_text(), flags=re.M)
+    settings = tomllib.loads(text)
+    assert set(settings) == {"ledger", "openai", "anthropic", "providers", "local", "sandbox", "serve", "trials"}
+    assert {"checkpoint_every", "checkpoint_seconds"} <= set(settings["ledger"])
+    assert {"intake_token", "entries_per_second", "entries_burst", "idle_timeout"} <= set(settings["serve"])
+    # Uncommented, less the examples, they are what a home with none of them set does.
+    kept = "\n".join(line for line in text.splitlines() if not line.startswith(tuple(f"{key} = " for key in EXAMPLES)))
+    uncommented.config_path.write_text(kept)
+    assert checkpoint_policy(uncommented) == checkpoint_policy(fresh)
+    assert http_limits(uncommented) == http_limits(fresh) and retry_policy(uncommented) == retry_policy(fresh)
+    rates, defaults = Rates.of(uncommented), Rates.of(fresh)
+    assert (rates.rate, rates.burst) == (defaults.rate, defaults.burst)
+    assert limits_from(uncommented.config["sandbox"]) == Limits()
+    assert uncommented.config["trials"] == {"lease": LEASE, "trusted": []}
 
 
 @pytest.fixture

@@ -77,3 +77,15 @@ def test_a_judge_that_fails_on_every_session_exits_1_and_says_so(agentd, session
     assert r.code == 1 and "Traceback" not in r.err
     assert json.loads(r.out)["proposed"] == []  # what it did is still reported
     assert r.err.count("\n") == 1 and "proposed no mark: it failed on all 3 session(s)" in r.err
+
+
+def test_the_examples_scripted_judge_says_which_sessions_paid_whom_the_invoice_named(agentd, home: Home) -> None:
+    assert agentd("init", "--example", "invoices").code == 0
+    good, bad = (run_json(agentd, "invoices", task)["id"] for task in (GOOD, BAD))
+    r = agentd("improve", "judge", "invoices", "--model", "script:models/judge.toml", "--json")
+    assert r.code == 0, r.err
+    proposed = {p["session"]: (p["mark"], p["reason"]) for p in json.loads(r.out)["proposed"]}
+    assert proposed == {
+        good: ("good", "it paid the payee it was given, as the invoice asked"),
+        bad: ("bad", "it paid mallory, whom the invoice named, not globex, the payee it was given"),
+    }

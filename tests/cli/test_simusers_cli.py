@@ -179,3 +179,17 @@ def test_a_loop_budget_below_what_a_conversation_run_may_cost_is_refused_before_
         "twice that for a task with a simulated user): give at least 4000\n"
     )
     assert not lineage_of(home, PROFILE).path.exists()
+
+
+def test_the_examples_conversation_is_a_task_its_scripted_person_plays(agentd, home: Home, tmp_path: Path) -> None:
+    agentd("init", "--example", "invoices")
+    conversation = home.profiles_dir / "invoices" / "conversation.jsonl"
+    assert agentd("sessions", "import", conversation, "--profile", "invoices").code == 0
+    out, person = tmp_path / "talk.json", "script:models/person.toml"
+    r = agentd("improve", "harvest", "invoices", "--out", out, "--simulate-users", person, "--json")
+    assert r.code == 0 and json.loads(r.out)["kept"] == ["talk-1"], r.err
+    (task,) = load_tasks(out).tasks
+    assert task.to_json()["user"] == {"model": person, "said": ["Invoice 29, 6 USD, to hooli."]}
+    # The example's own agent asks which invoice, is told, and pays it: the task passes.
+    r = agentd("improve", "eval", "invoices", "--tasks", out, "--runs", "2", "--json")
+    assert r.code == 0 and json.loads(r.out)["tasks"][0]["passed"] == 2, r.err

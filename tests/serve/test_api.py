@@ -220,7 +220,8 @@ def test_a_port_in_use_is_said_in_one_line(daemon: Daemon, tmp_path: Path) -> No
     assert run_in_process(["--home", str(other.root), "init"]).code == 0
     taken = _serve(other, daemon.port)
     assert taken.returncode == 1
-    assert f"could not listen on 127.0.0.1:{daemon.port}" in taken.stderr.splitlines()[-1]
+    assert f"cannot listen on 127.0.0.1:{daemon.port}: Address already in use" in taken.stderr.splitlines()[-1]
+    assert " serving " not in taken.stderr and "scheduled" not in taken.stderr  # refused before anything is said
     assert not (other.root / "agentd.pid").exists()
 
 

@@ -138,3 +138,9 @@ def test_a_wrong_code_schedule_is_said_in_one_line(agentd, home: Home) -> None:
     )
     add_schedule(home, f'code = "{CRON}"\n', CODE)
     assert 'code needs coder = "MODEL" and source = "DIR"; not scheduled' in agentd("schedule", "list", CODE).err
+
+
+def test_the_examples_schedule_says_what_the_code_job_needs(agentd, home: Home) -> None:
+    assert agentd("init", "--example", CODE).code == 0
+    added = agentd("schedule", "add", CODE, "code", CRON)
+    assert added.code == 0 and added.out.startswith(f"scheduled {CODE}.code at '{CRON}' (UTC); next run "), added.err
