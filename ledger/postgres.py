@@ -19,8 +19,9 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from ledger.errors import RESTORE_HINT, DamagedStore, LedgerError
-from ledger.sql import INSERT_COLUMNS, SqlRecorder
+from ledger.sql import SqlRecorder
 from ledger.store import Record
+from ledger.tables import INSERT_COLUMNS
 
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS ledger_format (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",

@@ -16,12 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ledger.errors import DamagedStore, LedgerError
-from ledger.sql import INSERT_COLUMNS, SqlRecorder
+from ledger.sql import SqlRecorder
 from ledger.store import Record
+from ledger.tables import INSERT_COLUMNS
 
 BUSY_TIMEOUT_S = 120
 WAL_RETRY_S = 0.01
 WAL_PAGES = 10_000
+CACHE_KIB = 8_000
 # What sqlite3 raises reading a TEXT value that is not UTF-8 (a blob cast to text).
 _UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
 # Leaf hashes are indexed by generation (each 2**14 Pulses from a multiple of 16,384 on)
@@ -102,6 +104,10 @@ class SqliteRecorder(SqlRecorder):
             # hundred, so the file gets each page once every few dozen batches, not every
             # third, with a sync of its own each time.
             conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+            # 8 MB of page cache, not SQLite's 2: a batch of appends works on a few hundred pages
+            # (the last of the table and of each index) and with 2 MB read some 16 of them back
+            # from the file every batch (4 with 8 MB), from the disk if the system evicted them.
+            conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         except sqlite3.Error as exc:
             conn.close()
             raise self._failure(exc) from None
@@ -150,7 +156,7 @@ class SqliteRecorder(SqlRecorder):
 
     def _insert(self, records: Sequence[Record]) -> None:
         # sqlite3 binds a bytearray at once but looks each bytes value up in its adapter
-        # registry first, which cost a third of inserting a row of three of them.
+        # registry first: 0.7 µs of an append's 18 above signing, for three of them a row.
         self._conn.executemany(
             f"INSERT INTO ledger_entries ({INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
