@@ -113,6 +113,29 @@ def check_key_document(document: Any, wallet: str | None = None) -> dict[str, st
 
 
 @dataclass
+class Opened:
+    """What every examination would otherwise read again, read once per process: a held
+    seal (its tasks never change once received; its state is read from its file each
+    time) with its sealed text indexed, and each signed examination's claim."""
+
+    seals: dict[str, tuple[Seal, SealedText]] = field(default_factory=dict)
+    claims: dict[bytes, str] = field(default_factory=dict)
+
+    def seal(self, held: Held) -> tuple[Seal, SealedText]:
+        if held.seal_id not in self.seals:
+            if not held.seal_id.isalnum() or not held.seal.exists():
+                raise ExaminerRefused(404, f"this examiner holds no seal {held.seal_id[:40]}")
+            seal = open_seal(held.seal)
+            self.seals[held.seal_id] = seal, SealedText.of(seal.real_tasks)
+        return self.seals[held.seal_id]
+
+    def claim(self, raw: bytes) -> str:
+        if raw not in self.claims:
+            self.claims[raw] = Entry.parse(raw).claim_id
+        return self.claims[raw]
+
+
+@dataclass
 class Examiner:
     """One examiner's home: its wallet, its HPKE key, its models, the seals it holds."""
 
@@ -127,10 +150,7 @@ class Examiner:
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     rebuilds: int = 0
     baselines: dict[str, tuple[str, TrialResult]] = field(default_factory=dict)
-    # What every examination would otherwise read again: a held seal's tasks never change
-    # once received (its state is read from its file each time), nor a signed entry's claim.
-    opened: dict[str, tuple[Seal, SealedText]] = field(default_factory=dict)
-    claims: dict[bytes, str] = field(default_factory=dict)
+    opened: Opened = field(default_factory=Opened)
 
     @property
     def folder(self) -> Path:
@@ -215,7 +235,7 @@ class Examiner:
         asked |= {"code": request["code"]} if "code" in request else {}
         async with self.locks.setdefault(seal_id, asyncio.Lock()):
             self._still_examines(seal_id)
-            missing = [raw for raw in self.held(seal_id).signed() if self._claim(raw) not in known]
+            missing = [raw for raw in self.held(seal_id).signed() if self.opened.claim(raw) not in known]
             if "held" in request and missing:
                 raise ExaminerRefused(
                     409,
@@ -226,7 +246,7 @@ class Examiner:
             if seal.canary_in(said):  # its code word proposed
                 return self._record(seal_id, canary_examination(seal_claim, change, current, runs), asked, log, seq)
             # The gate the agent cannot hold here: no sealed task's words in the change.
-            if self.opened[seal_id][1].held_in(said):
+            if self.opened.seal(self.held(seal_id))[1].held_in(said):
                 raise ExaminerRefused(
                     422,
                     "the change holds a sealed task's words (a run of eight, or what one asks): not examined, nothing spent",
@@ -318,7 +338,7 @@ class Examiner:
             if retirement is not None:
                 _check_retirement(retirement, claim)
             held.retired.write_bytes(retirement.raw if retirement else b"spent\n")
-            signed = [self._claim(raw) for raw in held.signed()]
+            signed = [self.opened.claim(raw) for raw in held.signed()]
             asked = held.asked()
             seal_file = json.loads(self.held(seal_id).seal.read_text())
             bundle = bundle_bytes(seal_file, [(claim_id, asked.get(claim_id, {})) for claim_id in signed])
@@ -352,18 +372,7 @@ class Examiner:
         return raw
 
     def _seal(self, seal_id: str) -> Seal:
-        if seal_id not in self.opened:
-            path = self.held(seal_id).seal
-            if not seal_id.isalnum() or not path.exists():
-                raise ExaminerRefused(404, f"this examiner holds no seal {seal_id[:40]}")
-            seal = open_seal(path)
-            self.opened[seal_id] = seal, SealedText.of(seal.real_tasks)
-        return self.opened[seal_id][0]
-
-    def _claim(self, raw: bytes) -> str:
-        if raw not in self.claims:
-            self.claims[raw] = Entry.parse(raw).claim_id
-        return self.claims[raw]
+        return self.opened.seal(self.held(seal_id))[0]
 
     def _sign(self, kind: str, body: dict[str, Any], log: str, seq: int) -> bytes:
         try:
