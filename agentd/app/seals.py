@@ -208,10 +208,13 @@ def _put_in_place(home: Home, staged: Seal) -> Seal:
 
 def spent_of(home: Home, seal: Seal) -> int:
     """The confirmations `seal` has spent: its file's count, or for a seal an examiner
-    holds (which spends them), the examinations of it the ledger holds."""
+    holds (which spends them), the examinations of it the ledger holds, all of them once
+    its publisher retired it (it confirms no more)."""
     claim = seal.state().claim
     if seal.terms.examiner is None or claim is None:
         return seal.state().spent
     with open_ledger(home, read_only=True) as ledger:
         record = seal_record(ledger.state(), claim)
+    if record and "retired" in record:
+        return seal.terms.confirmations
     return int(record.get("examined", 0)) if record else 0

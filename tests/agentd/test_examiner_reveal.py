@@ -25,6 +25,7 @@ from agentd.app.lineage import check_lineage
 from agentd.app.loop import RunRequest, run_improvement
 from agentd.app.reexamine import reexamine, reexamine_challenged
 from agentd.app.seals import Examiner as ExaminerAt, seal_tasks
+from agentd.app.status import status
 from agentd.errors import AgentdError
 from agentd.home import Home
 from agentd.profiles import load_profile, profile_dir
@@ -151,6 +152,9 @@ def test_a_lying_examiner_is_shown_up_by_a_rerun_and_slashed(agentd: Any, home: 
         # Retired: the examiner examines nothing more, and the ledger takes no examination.
         answer = httpx.post(f"{url}/v1/examiner/seals/{seal.id}/examinations", json={**asked, "log": "x", "seq": 1})
         assert answer.status_code == 409 and "retired" in answer.json()["error"]
+        # ... and the agent's status (as GET /v1/status shows it) counts it spent: nothing more is confirmed on it.
+        (mine,) = [p["seal"] for p in status(home)["profiles"] if p["name"] == PROFILE]
+        assert mine["confirmations_left"] == 0 and mine["spent"]
     with open_ledger(home) as ledger:
         assert [e.author for e in ledger.entries(kind=SEAL_RETIREMENT)] == [ledger.find(claim).author]
         again = Entry.create(
