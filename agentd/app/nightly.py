@@ -25,7 +25,7 @@ from agentd.app import killswitch
 from agentd.app.code import CodeRequest, run_code
 from agentd.app.loop import RunRequest, Stopper, run_improvement
 from agentd.app.schedules import CHALLENGER_COUNTS, record_run as keep_outcome, require_code, schedule_section
-from agentd.app.seals import seal_tasks, spent_of
+from agentd.app.seals import left_of, seal_tasks, spent_of
 from agentd.app.tasks import exported, harvest_profile
 from agentd.errors import AgentdError
 from agentd.home import Home
@@ -105,11 +105,12 @@ def seal_spent(home: Home, profile: str) -> str | None:
         seal = current_seal(home.routes, profile)
     except ImproverError as exc:
         return f"{SPENT}: {exc}"
-    spent, allowed = spent_of(home, seal), seal.terms.confirmations
-    if spent < allowed:
+    if left_of(home, seal):
         return None
+    spent, allowed = spent_of(home, seal), seal.terms.confirmations
+    what = f"has spent its {allowed} confirmations" if spent >= allowed else f"was retired ({spent} of {allowed} spent)"
     return (
-        f"{SPENT}: seal {seal.id} of profile {profile} has spent its {allowed} confirmations; nothing can be kept "
+        f"{SPENT}: seal {seal.id} of profile {profile} {what}; nothing can be kept "
         f"until fresh tasks are sealed (agentd improve seal {profile} --tasks FILE)"
     )
 

@@ -208,13 +208,21 @@ def _put_in_place(home: Home, staged: Seal) -> Seal:
 
 def spent_of(home: Home, seal: Seal) -> int:
     """The confirmations `seal` has spent: its file's count, or for a seal an examiner
-    holds (which spends them), the examinations of it the ledger holds, all of them once
-    its publisher retired it (it confirms no more)."""
+    holds (which spends them), the examinations of it the ledger holds."""
+    return _standing(home, seal)[0]
+
+
+def left_of(home: Home, seal: Seal) -> int:
+    """The confirmations `seal` has left: none once its publisher retired it (its examiner
+    confirms no more), whatever it spent."""
+    spent, retired = _standing(home, seal)
+    return 0 if retired else max(0, seal.terms.confirmations - spent)
+
+
+def _standing(home: Home, seal: Seal) -> tuple[int, bool]:
     claim = seal.state().claim
     if seal.terms.examiner is None or claim is None:
-        return seal.state().spent
+        return seal.state().spent, False
     with open_ledger(home, read_only=True) as ledger:
-        record = seal_record(ledger.state(), claim)
-    if record and "retired" in record:
-        return seal.terms.confirmations
-    return int(record.get("examined", 0)) if record else 0
+        record = seal_record(ledger.state(), claim) or {}
+    return int(record.get("examined", 0)), "retired" in record

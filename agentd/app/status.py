@@ -11,7 +11,7 @@ from typing import Any
 from agentd.app import killswitch
 from agentd.app.nightly import seal_spent
 from agentd.app.schedules import last_runs, offline, planned, trigger
-from agentd.app.seals import spent_of
+from agentd.app.seals import left_of, spent_of
 from agentd.home import Home
 from agentd.profiles import list_profiles
 from improver import ImproverError, current_seal
@@ -56,11 +56,11 @@ def _seal(home: Home, profile: str) -> dict[str, Any] | None:
         seal = current_seal(home.routes, profile)
     except ImproverError:
         return None
-    spent, allowed = spent_of(home, seal), seal.terms.confirmations
+    left = left_of(home, seal)
     return {
         "id": seal.id,
         "claim": seal.state().claim,
-        "confirmations_spent": spent,
-        "confirmations_left": max(0, allowed - spent),
-        "spent": spent >= allowed,
+        "confirmations_spent": spent_of(home, seal),
+        "confirmations_left": left,
+        "spent": not left,
     }
