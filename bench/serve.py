@@ -15,12 +15,15 @@ with the p50 and p99 latency, beside the rate of the same operation called on a
 
 The clients share the machine's cores with the server, so the HTTP figures carry the
 clients' cost too. Then the server's own CPU for a page of entries: GET /v1/entries of
-100 and of 1,000 rows beside the same bytes served as a constant by the same server (the
+100 and of 1,000 rows, as the JSON document and as JSON lines of the stored bytes
+(?as=jsonl), each beside the same bytes served as a constant by the same server (the
 daemon's app with bench/beside.py's constant route, in a process of its own; goal: at
-most 3x). Nothing is kept: the home lives in a temporary folder.
+most 3x for JSON lines), each the lower of two turns. Nothing is kept: the home lives in
+a temporary folder.
 
     python bench/serve.py                  # about a minute and a half
     python bench/serve.py --requests 400   # a quicker look
+    python bench/serve.py --pages          # the pages of entries alone
 """
 
 from __future__ import annotations
@@ -53,13 +56,15 @@ from ledger import MINT, TRANSFER, Entry, Ledger, Wallet
 
 CLIENTS = (1, 16, 64)
 PAGES = (100, 1000)  # rows a page of GET /v1/entries, beside a constant
-PAGE_GOAL = 3.0  # a page's server CPU at most this many times the constant's
+FORMS = {"JSON document": {}, "JSON lines": {"as": "jsonl"}}  # the page's forms, by what ?as= asks
+PAGE_GOAL = 3.0  # a page's server CPU at most this many times the constant's (the goal of JSON lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=10_000, help="entries on the ledger before measuring")
     parser.add_argument("--requests", type=int, default=2_000, help="requests per operation and client count")
+    parser.add_argument("--pages", action="store_true", help="only the pages of entries beside the constant")
     parser.add_argument(
         "--beside", nargs=2, help=argparse.SUPPRESS
     )  # HOME PORT: the pages' server, a process of its own
@@ -80,6 +85,8 @@ def main() -> None:
             f"ledger of {args.size} entries; {args.requests} requests per operation and client count; load average {load}",
             flush=True,
         )
+        if args.pages:
+            return pages(home)
         port = _free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "agentd", "--home", str(home.root), "serve", "--port", str(port)],
@@ -106,8 +113,9 @@ def pages(home: Home) -> None:
         _wait(base)
         with httpx.Client(base_url=base, timeout=120) as client:
             for rows in PAGES:
-                found = beside(client, server.pid, "GET", "/v1/entries", params={"limit": rows})
-                print(f"GET /v1/entries, {rows:,} rows: {found.line(PAGE_GOAL)}", flush=True)
+                for form, asked in FORMS.items():
+                    found = beside(client, server.pid, "GET", "/v1/entries", params={"limit": rows, **asked})
+                    print(f"GET /v1/entries, {rows:,} rows, {form}: {found.line(PAGE_GOAL)}", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(60)

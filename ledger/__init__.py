@@ -46,7 +46,7 @@ from ledger.merkle import ProofError
 from ledger.proofs import ConsistencyProof, InclusionProof
 from ledger.reading import LedgerReader
 from ledger.receipts import CheckpointPolicy, Promise, Receipt
-from ledger.remote import RemoteRecorder
+from ledger.remote import JSON_LINES, RemoteRecorder, entry_lines
 from ledger.rules import GENESIS, MAX_CENTS, MINT, TRANSFER, Rule, RuleSet, State, register_funds
 from ledger.store import Head, Recorder, Row, Snapshot, StoredCheckpoint, Transaction
 from ledger.stores import open_store
@@ -58,6 +58,7 @@ __all__ = [
     "BOND_RULING",
     "BOND_WITHDRAW",
     "GENESIS",
+    "JSON_LINES",
     "MAX_CENTS",
     "MAX_ENTRY_BYTES",
     "MINT",
@@ -109,6 +110,7 @@ __all__ = [
     "back",
     "bonds_in",
     "claimed_cosignatures",
+    "entry_lines",
     "export_line",
     "open_key_file",
     "open_store",

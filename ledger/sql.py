@@ -14,11 +14,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.store import PAGE, TILE_PAGE, Head, Record, Row, Snapshot, StoredCheckpoint
+from ledger.store import PAGE, TILE_PAGE, Head, RawRow, Record, Row, Snapshot, StoredCheckpoint
 from ledger.tables import BLOB, CARRIED, COLUMNS, INT, REAL, TEXT, SqlTables
 from ledger.tiles import Tile
 
 CHECKPOINT_COLUMNS = "size, note, at"
+RAW_COLUMNS = "pulse, leaf, chain, raw"  # what Recorder.raw_rows reads
 SNAPSHOT_COLUMNS = "size, root, chain, frontier, rules, state, digest"
 _SNAPSHOT_TYPES = (INT, *[BLOB] * 6)
 
@@ -38,21 +39,30 @@ class SqlRecorder(SqlTables):
     def rows(
         self, start: int = 1, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
     ) -> list[Row]:
-        return self._rows("pulse >= ?", start, kind, author, "pulse", limit)
+        return [self._row(r) for r in self._range(COLUMNS, start, False, kind, author, limit)]
 
     def rows_back(
         self, end: int, *, kind: str | None = None, author: str | None = None, limit: int = PAGE
     ) -> list[Row]:
-        return self._rows("pulse <= ?", end, kind, author, "pulse DESC", limit)
+        return [self._row(r) for r in self._range(COLUMNS, end, True, kind, author, limit)]
 
-    def _rows(self, where: str, pulse: int, kind: str | None, author: str | None, order: str, limit: int) -> list[Row]:
-        sql = f"SELECT {COLUMNS} FROM ledger_entries WHERE {where}"
+    def raw_rows(
+        self, pulse: int, *, back: bool = False, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[RawRow]:
+        return self._range(RAW_COLUMNS, pulse, back, kind, author, limit)
+
+    def _range(
+        self, columns: str, pulse: int, back: bool, kind: str | None, author: str | None, limit: int
+    ) -> list[Any]:
+        """`columns` of up to `limit` rows from Pulse `pulse` on (`back`: at or before it,
+        newest first) of `kind` and by `author` when given, as the driver reads them."""
+        sql = f"SELECT {columns} FROM ledger_entries WHERE pulse {'<=' if back else '>='} ?"
         params: list[Any] = [pulse]
         if kind is not None:
             sql, params = sql + " AND kind = ?", [*params, kind]
         if author is not None:
             sql, params = sql + " AND author = ?", [*params, author]
-        return [self._row(r) for r in self._fetch(sql + f" ORDER BY {order} LIMIT ?", [*params, limit])]
+        return self._fetch(sql + f" ORDER BY pulse{' DESC' if back else ''} LIMIT ?", [*params, limit])
 
     def row(self, pulse: int) -> Row | None:
         found = self._fetch(f"SELECT {COLUMNS} FROM ledger_entries WHERE pulse = ?", [pulse])

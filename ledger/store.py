@@ -45,6 +45,11 @@ class Row(NamedTuple):
     author: str
 
 
+# A row's Pulse, leaf hash, running digest and exact bytes as the store's driver hands
+# them over (see Recorder.raw_rows): a Row's columns less kind and author, unchecked.
+RawRow = tuple[int, bytes, bytes, bytes]
+
+
 class Record(NamedTuple):
     """A row as an append writes it: a Row's fields and its author's sequence number, which
     the store holds once with the author, so the same entry is never recorded twice."""
@@ -138,6 +143,15 @@ class Recorder(Protocol):
     ) -> list[Row]:
         """Up to `limit` rows at or before Pulse `end`, newest first, filtered alike: the
         last matches of a long log without reading it from its start."""
+
+    def raw_rows(
+        self, pulse: int, *, back: bool = False, kind: str | None = None, author: str | None = None, limit: int = PAGE
+    ) -> list[RawRow]:
+        """What `rows` (with `back`, `rows_back`) reads from Pulse `pulse`, but only each
+        row's Pulse, leaf, chain and bytes, as the driver hands them over: no Row is made
+        and no type checked, so that the stored bytes are passed on as they are at the
+        least cost. A damaged store may hand over values of other types: whoever passes
+        them on checks them, and `rows` says what is wrong."""
 
     def row(self, pulse: int) -> Row | None: ...
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +50,18 @@ from agentd.server.ledgers import Ledgers, Reader, retry_after
 from agentd.server.metrics import Metrics
 from improver import ImproverError
 from ledger import (
+    JSON_LINES,
     WALLET_ID,
     Entry,
     EntryError,
     EntryTooLarge,
     LedgerError,
+    Recorder,
     RefusalRecorded,
     Row,
     RuleViolation,
     StoredCheckpoint,
+    entry_lines,
 )
 
 log = logging.getLogger("agentd.serve")
@@ -68,6 +71,7 @@ ENTRY_CAP = 64 * 1024
 SESSIONS_CAP = 8 * 1024 * 1024
 PAGE = 1000  # rows a page of /v1/entries holds at most
 PIECE = 250  # rows of a page read and written at a time, so a page of large entries is never held whole
+HELD = 2 * 1024 * 1024  # bytes of JSON lines held and sent at once, past which the rest is streamed
 LARGEST = 2**63 - 1  # SQLite's largest integer: no size, level or Pulse of a log is beyond it
 _PULSE = re.compile(r"[0-9]{1,7}")
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -257,45 +261,103 @@ def head(server: Server, request: Request) -> dict[str, Any]:
     return {"size": found.size, "root": found.root.hex(), "last_pulse": store.last_pulse()}
 
 
+@dataclass(frozen=True)
+class _Query:
+    """What a page of entries holds: rows from Pulse `pulse` on (`back`: at or before it,
+    newest first), `limit` at most, of `kind` and by `author` when given."""
+
+    pulse: int
+    back: bool
+    limit: int
+    kind: str | None
+    author: str | None
+
+
 def entries(server: Server, request: Request) -> Response:
     """Rows from Pulse ?from= on, or with ?until= those at or before it newest first; at
     most ?limit=; of one ?kind= and by one ?author= (a wallet id, "log", or the name of a
     wallet in this home) when asked, as `agentd ledger log` takes them: a kind the rules
-    do not know, or an author that names no wallet, is a 400 that says so. A page longer
-    than PIECE rows is streamed, PIECE rows read and written at a time."""
+    do not know, or an author that names no wallet, is a 400 that says so. The page is
+    the JSON document `{"entries": [...]}`, or with ?as=jsonl the rows' stored bytes as
+    they are, a JSON line a row (see `entry_lines`). A document longer than PIECE rows is
+    streamed, PIECE rows read and written at a time; JSON lines are sent at once up to
+    HELD bytes, and streamed past them."""
     start, until = _int(request, "from"), _int(request, "until")
     if start is not None and until is not None:
         raise Refused(400, "give ?from= or ?until=, not both")
     limit = _int(request, "limit", PAGE, high=PAGE) or PAGE
+    form = request.query_params.get("as") or None
+    if form not in (None, "jsonl"):
+        raise Refused(400, f"as={form[:40]!r} is not a form of this page: give as=jsonl, or leave it out for JSON")
     given = request.query_params.get("kind") or None, request.query_params.get("author") or None
     kind, author = entry_filter(server.home, *given)
-    pieces = _page(server, kind, author, until if until is not None else start or 1, until is not None, limit)
+    query = _Query(until if until is not None else start or 1, until is not None, limit, kind, author)
+    if form == "jsonl":
+        return _lines_page(server, query)
+    pieces = _page(server, query, _json_piece, b'{"entries":[', b",", b"]}")
     first, whole = next(pieces)  # read here: a store that fails is answered as any error is
     if whole:
         return Response(first, media_type="application/json")
     return StreamingResponse(_after(first, pieces), media_type="application/json")
 
 
+def _lines_page(server: Server, query: _Query) -> Response:
+    """The page as JSON lines, its pieces read in this thread while they come to less than
+    HELD bytes, and the rest streamed: a thread's turn per piece costs more than the bytes
+    of a page of small entries, and the bound keeps a page of large ones from being held
+    whole."""
+    pieces = _page(server, query, _lines_piece, b"", b"", b"")
+    held: list[bytes] = []
+    for piece, whole in pieces:
+        held.append(piece)
+        if whole:
+            return Response(b"".join(held), media_type=JSON_LINES)
+        if sum(map(len, held)) >= HELD:
+            break
+    return StreamingResponse(_after(b"".join(held), pieces), media_type=JSON_LINES)
+
+
+def _json_piece(store: Recorder, query: _Query, limit: int) -> tuple[bytes, int, int]:
+    """Up to `limit` rows of the page from query.pulse: their JSON, joined, with how many
+    there were and the Pulse of the last."""
+    read = store.rows_back if query.back else store.rows
+    rows = read(query.pulse, kind=query.kind, author=query.author, limit=limit)
+    return b",".join(map(_row_json, rows)), len(rows), rows[-1].pulse if rows else 0
+
+
+def _lines_piece(store: Recorder, query: _Query, limit: int) -> tuple[bytes, int, int]:
+    """As `_json_piece`, in JSON lines. A value of another type than the store keeps (a
+    damaged SQLite file) is named by the checked read of the same rows, as for JSON."""
+    rows = store.raw_rows(query.pulse, back=query.back, kind=query.kind, author=query.author, limit=limit)
+    try:
+        return entry_lines(rows), len(rows), rows[-1][0] if rows else 0
+    except TypeError:
+        _json_piece(store, query, limit)
+        raise
+
+
 def _page(
-    server: Server, kind: str | None, author: str | None, pulse: int, back: bool, limit: int
+    server: Server,
+    query: _Query,
+    piece: Callable[[Recorder, _Query, int], tuple[bytes, int, int]],
+    opening: bytes,
+    between: bytes,
+    closing: bytes,
 ) -> Iterator[tuple[bytes, bool]]:
-    """`{"entries": [...]}` a piece at a time, each with whether it ends the page. Each
-    piece is read from the store of the thread that asks for it (SQLite's rule); the log
-    only grows, so the pieces read one after another are the rows one read would give."""
-    opening, between = b'{"entries":[', b""
+    """The page a piece at a time, each with whether it ends the page: `opening`, the
+    pieces' rows with `between` them, `closing`. Each piece is read from the store of the
+    thread that asks for it (SQLite's rule); the log only grows, so the pieces read one
+    after another are the rows one read would give."""
+    limit, first = query.limit, True
     while True:
-        store = server.ledgers.reader().store
         wanted = min(PIECE, limit)
-        read = store.rows_back if back else store.rows
-        rows = read(pulse, kind=kind, author=author, limit=wanted)
-        limit -= len(rows)
-        whole = len(rows) < wanted or not limit
-        listed = (between if rows else b"") + b",".join(map(_row_json, rows))
-        yield opening + listed + (b"]}" if whole else b""), whole
+        listed, count, last = piece(server.ledgers.reader().store, query, wanted)
+        limit -= count
+        whole = count < wanted or not limit
+        yield (opening if first else between if count else b"") + listed + (closing if whole else b""), whole
         if whole:
             return
-        opening, between = b"", b","
-        pulse = rows[-1].pulse - 1 if back else rows[-1].pulse + 1
+        first, query = False, replace(query, pulse=last - 1 if query.back else last + 1)
 
 
 def _after(first: bytes, pieces: Iterator[tuple[bytes, bool]]) -> Iterator[bytes]:

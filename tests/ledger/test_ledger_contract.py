@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import orjson
@@ -119,6 +120,34 @@ def test_reading_by_kind_author_and_start(ledger: Ledger, log_key: Wallet) -> No
     assert [e.pulse for e in ledger.entries_back(4, 10, author=alice.id)] == [4, 3]
     assert [e.pulse for e in ledger.entries_back(5, 3, TRANSFER, alice.id)] == [5, 4, 3]
     assert ledger.entries_back(2, 5, kind=TRANSFER) == [] and ledger.entries_back(7, 5, author=bob.id) == []
+
+
+def test_raw_rows_are_the_rows_pulse_leaf_chain_and_bytes_as_stored(
+    store_url: str, ledger: Ledger, log_key: Wallet
+) -> None:
+    alice = _funded(ledger, log_key)
+    bob = Wallet.generate()
+    ledger.append_many([(alice, TRANSFER, {"to": bob.id, "cents": 1, "memo": str(i)}) for i in range(5)])
+    ledger.close()
+    reads = [
+        (1, False, {}),
+        (4, False, {"limit": 2}),
+        (1, False, {"kind": TRANSFER, "author": alice.id}),
+        (6, True, {"limit": 3}),
+        (7, True, {"author": log_key.id}),
+        (2, True, {"kind": TRANSFER}),
+        (8, False, {}),
+    ]
+    with closing(open_store(store_url, read_only=True)) as store:
+        for pulse, back, asked in reads:
+            rows = (store.rows_back if back else store.rows)(pulse, **asked)
+            assert store.raw_rows(pulse, back=back, **asked) == [(r.pulse, r.leaf, r.chain, r.raw) for r in rows]
+    sqlite_sql, postgres_sql, said = RETYPED["raw"]
+    tamper(store_url, sqlite_sql if store_url.startswith("sqlite") else postgres_sql)
+    with closing(open_store(store_url, read_only=True)) as store:  # handed over unchecked; `rows` names the damage
+        assert [type(raw) for *_, raw in store.raw_rows(1, limit=2)] == [str, str]
+        with pytest.raises(DamagedStore, match=re.escape(said)):
+            store.rows(1, limit=2)
 
 
 def test_lookups_that_find_nothing_say_so(ledger: Ledger, log_key: Wallet) -> None:
