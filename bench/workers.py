@@ -15,6 +15,12 @@ two tool calls). The same trial runs:
 5. the raw limit of the queue itself in the same run: no-op procrastinate jobs deferred
    and run on the same database, jobs/s and ms a job.
 
+Beside 1 to 3, the CPU each run took in the loop (this process), in the workers' processes
+(their sandboxes apart) and in PostgreSQL's backends serving each (told apart by their
+application_name; where PostgreSQL runs on this machine). After 2, `--rounds` more rounds
+of 1 and 2 in turn, so that what others do on a shared machine weighs on both alike: the
+share of each round and their median.
+
 Every worker and the loop share this machine with PostgreSQL; the load average is printed
 before and after. The queue lives in a schema of its own on AGENTD_TEST_POSTGRES (default
 the test database at 127.0.0.1:5432), dropped at the end.
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -36,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -61,6 +69,8 @@ from sandbox.python import shell_request
 
 CANDIDATE = "python3 -m agentd case --stdio"
 PACKAGES = ("agentd", "improver", "ledger", "sandbox")
+LOOP, WORKERS = "agentd-bench-loop", "agentd-bench-worker"  # the application_name of each one's connections
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -72,6 +82,7 @@ def main() -> None:
         default=TRIAL_CONCURRENCY,
         help="Runs at once, here and on each worker (default: the loop's and a worker's own default).",
     )
+    parser.add_argument("--rounds", type=int, default=3, help="Rounds of 1 and 2 in turn after 2 (default 3).")
     args = parser.parse_args()
     runs, at_once = (16 if args.quick else 48), args.at_once
     print(f"load average before: {_load()}; {os.cpu_count()} cores; {runs} runs each way, {at_once} at once")
@@ -81,16 +92,18 @@ def main() -> None:
         initialise(home)
         task, variant = example_task(home)
         candidate = Command(make_runner("bwrap"), shell_request(CANDIDATE, _tree(Path(tmp) / "tree")))
-        bench = Bench(home, task, variant, candidate, url)
+        bench = Bench(home, task, variant, candidate, f"{url}&application_name={LOOP}")
         bench.trial(2, at_once, None)  # warm up: the page cache, the sandbox, the first imports
         local = bench.timed("1. here, the local executor", runs, at_once, None)
-        with _workers(Path(tmp), url, 1, at_once) as started:
+        worker_url = f"{url}&application_name={WORKERS}"
+        with _workers(Path(tmp), worker_url, 1, at_once) as started:
             bench.trial(at_once, at_once, bench.executor())  # the worker's first fetch of the tree
-            one = bench.timed("2. through 1 worker", runs, at_once, bench.executor(), local)
+            one = bench.timed("2. through 1 worker", runs, at_once, bench.executor(), local, started.pids)
+            bench.in_turns(args.rounds, runs, at_once)
             here, queued = bench.alternating(runs // 2)
-        with _workers(Path(tmp), url, 2, max(1, at_once // 2)):
+        with _workers(Path(tmp), worker_url, 2, max(1, at_once // 2)) as two:
             bench.trial(at_once, at_once, bench.executor())
-            bench.timed("3. through 2 workers", runs, at_once, bench.executor(), local)
+            bench.timed("3. through 2 workers", runs, at_once, bench.executor(), local, two.pids)
         print(
             f"4. one run at a time, here and through 1 worker in turn, {runs // 2} each: median {here * 1e3:.0f} ms "
             f"here, {queued * 1e3:.0f} ms through the worker: the queue adds {(queued - here) * 1e3:.0f} ms a run"
@@ -99,7 +112,7 @@ def main() -> None:
             f"   1 worker gives {runs / one:.2f} runs/s against {runs / local:.2f} here: {local / one:.0%} "
             f"({'meets' if local / one >= 0.9 else 'misses'} the goal of 90%)"
         )
-        print(f"   workers said: {started}")
+        print(f"   workers said: {started.said}")
         _raw_limit(url, 200)
     print(f"load average after: {_load()}")
 
@@ -113,9 +126,11 @@ class Bench:
         assert made is not None
         return made
 
-    def trial(self, runs: int, at_once: int, executor: QueueExecutor | None) -> TrialResult:
+    def trial(self, runs: int, at_once: int, executor: QueueExecutor | None, meter: Meter | None = None) -> TrialResult:
         async def go() -> TrialResult:
-            return await run_trials(
+            if meter:  # here, where the loop's connections are open
+                meter.begin()
+            result = await run_trials(
                 self.variant,
                 [self.task],
                 self.candidate,
@@ -125,6 +140,9 @@ class Bench:
                 retries=0,
                 executor=executor,
             )
+            if meter:
+                meter.end()
+            return result
 
         result = asyncio.run(through(executor, go))
         if result.passed != runs:
@@ -157,14 +175,94 @@ class Bench:
         return asyncio.run(through(executor, go))
 
     def timed(
-        self, what: str, runs: int, at_once: int, executor: QueueExecutor | None, local: float | None = None
+        self,
+        what: str,
+        runs: int,
+        at_once: int,
+        executor: QueueExecutor | None,
+        local: float | None = None,
+        workers: Sequence[int] = (),
     ) -> float:
-        started = time.perf_counter()
-        self.trial(runs, at_once, executor)
-        seconds = time.perf_counter() - started
+        with Meter(workers) as meter:
+            seconds = self.seconds(runs, at_once, executor, meter)
         share = f"; {local / seconds:.0%} of the local executor's" if local else ""
         print(f"{what}: {runs} runs, {at_once} at once: {runs / seconds:.2f} runs/s ({seconds:.2f} s){share}")
+        print(f"   CPU a run: {meter.said(runs)}")
         return seconds
+
+    def seconds(self, runs: int, at_once: int, executor: QueueExecutor | None, meter: Meter | None = None) -> float:
+        started = time.perf_counter()
+        self.trial(runs, at_once, executor, meter)
+        return time.perf_counter() - started
+
+    def in_turns(self, rounds: int, runs: int, at_once: int) -> None:
+        """`rounds` rounds of a trial here and the same through the worker, each round's share."""
+        if rounds < 1:
+            return
+        shares = []
+        for _ in range(rounds):
+            here = self.seconds(runs, at_once, None)
+            shares.append(here / self.seconds(runs, at_once, self.executor()))
+        each = ", ".join(f"{share:.0%}" for share in shares)
+        print(
+            f"   in turns, {rounds} rounds of {runs} runs here then through 1 worker: {each}; "
+            f"median {statistics.median(shares):.0%}"
+        )
+
+
+class Meter:
+    """CPU time over a trial: this process (the loop), the workers' processes (not their
+    sandboxes, which are not theirs once reaped by bubblewrap), and PostgreSQL's backends
+    serving each, known by their application_name. Its own connection to PostgreSQL is made
+    before the timing starts; a look costs a query on it."""
+
+    def __init__(self, workers: Sequence[int]) -> None:
+        self.workers = workers
+        self.spent: dict[str, float] = {}
+
+    def __enter__(self) -> Meter:
+        self.conn = psycopg.connect(POSTGRES_URL, autocommit=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def begin(self) -> None:
+        self.started = time.process_time(), sum(map(_cpu, self.workers)), self._backends()
+
+    def end(self) -> None:
+        loop, workers, backends = self.started
+        self.spent = {"loop": time.process_time() - loop, "workers": sum(map(_cpu, self.workers)) - workers}
+        for pid, (name, cpu) in self._backends().items():
+            self.spent[name] = self.spent.get(name, 0.0) + cpu - backends.get(pid, (name, 0.0))[1]
+
+    def said(self, runs: int) -> str:
+        def ms(key: str) -> str:
+            return f"{self.spent.get(key, 0.0) * 1e3 / runs:.1f} ms"
+
+        if not self.workers:
+            return f"the loop {ms('loop')} (its sandboxes apart)"
+        postgres = f"PostgreSQL {ms(LOOP)} serving the loop, {ms(WORKERS)} the workers"
+        if LOOP not in self.spent:
+            postgres = "PostgreSQL's backends not seen (not on this machine)"
+        return f"the loop {ms('loop')}, the workers {ms('workers')} (their sandboxes apart), {postgres}"
+
+    def _backends(self) -> dict[int, tuple[str, float]]:
+        rows = self.conn.execute(
+            "SELECT pid, application_name FROM pg_stat_activity WHERE application_name = ANY(%s)", ([LOOP, WORKERS],)
+        ).fetchall()
+        found = {}
+        for pid, name in rows:
+            with contextlib.suppress(OSError, ValueError):
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "postgres":
+                    found[pid] = (name, _cpu(pid))
+        return found
+
+
+def _cpu(pid: int) -> float:
+    """The process's own CPU seconds, user and system."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def _refused(line: str) -> None:
@@ -198,7 +296,11 @@ class _workers:
         self.processes: list[subprocess.Popen[str]] = []
         self.said: list[str] = []
 
-    def __enter__(self) -> list[str]:
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes]
+
+    def __enter__(self) -> _workers:
         for n in range(self.count):
             home = Home(self.tmp / f"worker-{len(list(self.tmp.glob('worker-*')))}-{n}")
             initialise(home)
@@ -208,7 +310,7 @@ class _workers:
             process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
             self.processes.append(process)
             _wait_for(process, "claiming runs")
-        return self.said
+        return self
 
     def __exit__(self, *exc: object) -> None:
         for process in self.processes:

@@ -18,7 +18,8 @@ Sealed tasks go only to workers the seal's owner names in `[trials] trusted` (wa
 ids or names), on a queue of their own that only `agentd worker --sealed` claims from;
 with none named they run here. A watcher looks every quarter second: the loop's kill
 switch halts the queue (`agentd_halts`, which workers read before each claim) and its
-jobs; a database that no longer answers stops the trial with one line.
+jobs; a database that no longer answers stops the trial with one line. Every tenth of a
+lease it looks at the jobs' workers, and removes the replies taken since its last look.
 """
 
 from __future__ import annotations
@@ -27,18 +28,23 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
+
+from procrastinate.connector import BaseConnector
+from procrastinate.jobs import Job, Status
 
 from agentd.app.agent import AGENT, model_factory
 from agentd.app.trialqueue import (
     RESULT_TASK,
     RUN_TASK,
     QueueAddress,
+    QueueJobs,
     Refused,
+    TerseJob,
     blob,
     candidate_spec,
     opened_result,
@@ -46,6 +52,7 @@ from agentd.app.trialqueue import (
     put_blobs,
     reaching,
     set_halt,
+    terse_job,
 )
 from agentd.errors import AgentdError
 from agentd.home import Home
@@ -72,16 +79,50 @@ from improver import (
 LEASE = 30.0  # seconds without a worker's heartbeat before its runs are handed out again (procrastinate's own)
 LEASES = 3  # times a run is handed out before it is counted errored
 WATCH = 0.25  # seconds between the watcher's looks
-REPLY_POLL = 0.05  # seconds between looks for an answer, when procrastinate's notice of one was lost (as CLAIM_POLL)
+REPLY_POLL = 1.0  # seconds between looks for an answer when no notice came (as a worker's CLAIM_POLL)
 T = TypeVar("T")
 
-# The jobs this loop waits on: their status, and whether the worker holding one stopped beating.
+# The jobs this loop waits on: their status, and whether the worker holding one stopped beating;
+# and the replies it has taken since the last look, removed.
 JOBS = """
+WITH taken AS (DELETE FROM procrastinate_jobs WHERE id = ANY(%(taken)s) AND queue_name = %(reply)s)
 SELECT j.id, j.status::text AS status, j.worker_id,
        j.status = 'doing' AND (w.id IS NULL OR w.last_heartbeat < now() - make_interval(secs => %(lease)s)) AS lost
   FROM procrastinate_jobs j LEFT JOIN procrastinate_workers w ON w.id = j.worker_id
  WHERE j.id = ANY(%(ids)s)
 """
+
+# A reply claimed with who holds the run job it names (procrastinate's own claim, and that
+# job's worker in the same statement); a reply naming no job by number holds no lease.
+REPLY = """
+SELECT reply.id, reply.status, reply.task_name, reply.priority, reply.lock, reply.queueing_lock, reply.args,
+       reply.scheduled_at, reply.queue_name, reply.attempts, reply.worker_id, run.worker_id AS held_by
+  FROM procrastinate_fetch_job_v2(%(queues)s::varchar[], %(worker_id)s) AS reply
+  LEFT JOIN procrastinate_jobs run
+    ON run.id = CASE WHEN reply.args->>'job' ~ '^[0-9]{1,18}$' THEN (reply.args->>'job')::bigint END
+"""
+
+
+class Replies(QueueJobs):
+    """The loop's job manager: a reply claimed with the database's word on who holds the
+    job it answers, given to `_deliver` as `held_by` (whatever the reply itself says). A
+    reply taken is removed with the watcher's next look at the jobs, in its statement,
+    rather than in one of its own: no one else claims from this loop's reply queue."""
+
+    def __init__(self, connector: BaseConnector) -> None:
+        super().__init__(connector)
+        self.taken: list[int] = []
+
+    async def claim(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
+        row = await self.connector.execute_query_one_async(REPLY, queues=list(queues or ()), worker_id=worker_id)
+        if row["id"] is None:
+            return None
+        args = row["args"] if isinstance(row["args"], dict) else {}
+        return TerseJob.from_row({**row, "args": {**args, "held_by": row["held_by"]}})
+
+    async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
+        if job.id is not None:
+            self.taken.append(job.id)
 
 
 @dataclass
@@ -115,11 +156,14 @@ class QueueExecutor:
     async def __aenter__(self) -> QueueExecutor:
         await prepare(self.address)
         self.app = self.address.app()
+        self.app.job_manager = self.jobs = Replies(self.app.connector)
         self.reply = f"{self.address.queue}.replies.{secrets.token_hex(6)}"
         self.out: dict[int, Out] = {}  # by current job
         self.given: dict[int, Out] = {}  # by every job handed out
         self.stored: set[str] = set()
+        self.storing = asyncio.Lock()
         self.specs: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, bytes]]] = {}
+        self.variants: dict[Variant, tuple[str, bytes]] = {}
         self.broken: ExecutorFailed | Halted | None = None
         self.app.task(name=RESULT_TASK)(self._deliver)
         with reaching(self.address):
@@ -132,7 +176,6 @@ class QueueExecutor:
                 name="agentd-replies",
                 concurrency=4,
                 install_signal_handlers=False,
-                delete_jobs="always",
                 fetch_job_polling_interval=REPLY_POLL,
             )
         )
@@ -159,8 +202,12 @@ class QueueExecutor:
         if self.broken is not None:
             raise self.broken
         spec, blobs = self._spec(candidate)
-        variant_key, variant_body = blob(canonical(variant.to_json()))
-        blobs = {**blobs, task.digest: canonical(task.content()), variant_key: variant_body}
+        if variant not in self.variants:
+            self.variants[variant] = blob(canonical(variant.to_json()))
+        variant_key, variant_body = self.variants[variant]
+        blobs = {**blobs, variant_key: variant_body}
+        if task.digest not in self.stored:
+            blobs[task.digest] = canonical(task.content())
         inputs = {
             "task": task.digest,
             "variant": variant_key,
@@ -169,9 +216,7 @@ class QueueExecutor:
             "retries": self.retries,
         }
         queue = self.address.sealed_queue if sealed else self.address.queue
-        with reaching(self.address):
-            await put_blobs(self.app, {k: v for k, v in blobs.items() if k not in self.stored})
-        self.stored |= blobs.keys()
+        await self._store(blobs)
         out = Out(task, inputs, queue, sealed, asyncio.get_running_loop().create_future())
         await self._hand_out(out)
         try:
@@ -183,6 +228,16 @@ class QueueExecutor:
             raise
         finally:
             self.out.pop(out.job, None)
+
+    async def _store(self, blobs: dict[str, bytes]) -> None:
+        """The blobs the queue may not hold yet, stored; one run at a time, so that the runs
+        a trial starts together send a built tree once, not once each."""
+        async with self.storing:
+            missing = {key: body for key, body in blobs.items() if key not in self.stored}
+            if missing:
+                with reaching(self.address):
+                    await put_blobs(self.app, missing)
+                self.stored |= missing.keys()
 
     def _spec(self, candidate: Candidate) -> tuple[dict[str, Any], dict[str, bytes]]:
         """How a worker makes the candidate; a built tree is packed once, whatever runs it."""
@@ -198,28 +253,30 @@ class QueueExecutor:
 
     async def _hand_out(self, out: Out) -> None:
         """A new lease on the run: a job a worker may claim."""
+        made = terse_job(out.queue, RUN_TASK, {**out.inputs, "profile": out.task.profile, "reply": self.reply})
         with reaching(self.address):
-            job = await self.app.configure_task(RUN_TASK, queue=out.queue).defer_async(
-                **out.inputs, profile=out.task.profile, reply=self.reply
-            )
+            deferred = await self.jobs.defer_job_async(made)
+        assert deferred.id is not None  # a job deferred has its id
+        job = deferred.id
         self.out.pop(out.job, None)
         out.job, out.ended = job, None
         out.jobs.append(job)
         self.out[job] = out
         self.given[job] = out
 
-    async def _deliver(self, signed: dict[str, Any]) -> None:
-        """A worker's answer, taken or refused (procrastinate runs this for each reply job)."""
+    async def _deliver(self, **reply: Any) -> None:
+        """A worker's answer, taken or refused (procrastinate runs this for each reply job;
+        `held_by` is the database's word on who holds the job the reply names)."""
         try:
-            worker, body = opened_result(signed)
-            out, result = await self._checked(worker, body)
+            worker, body = opened_result(reply.get("signed"))
+            out, result = self._checked(worker, body, reply.get("job"), reply.get("held_by"))
         except Refused as exc:
             self.on_refused(f"refused {exc}")
             return
         if not out.done.done():
             out.done.set_result(result)
 
-    async def _checked(self, worker: str, body: dict[str, Any]) -> tuple[Out, RunResult]:
+    def _checked(self, worker: str, body: dict[str, Any], named: Any, held_by: Any) -> tuple[Out, RunResult]:
         job = body.get("job")
         who = f"worker {worker}'s result for job {job}"
         out = self.given.get(job) if isinstance(job, int) else None
@@ -229,12 +286,7 @@ class QueueExecutor:
             raise Refused(f"{who}: its lease is stale (the run was handed out again, as job {out.job})")
         if out.done.done():
             raise Refused(f"{who}: the run has its result already")
-        with reaching(self.address):
-            rows = await self.app.connector.execute_query_all_async(
-                "SELECT worker_id FROM procrastinate_jobs WHERE id = %(id)s", id=job
-            )
-        holder = rows[0]["worker_id"] if rows else None
-        if holder is None or holder != body.get("holder"):
+        if named != job or held_by is None or held_by != body.get("holder"):
             raise Refused(f"{who}: it holds no lease on that job (another worker claimed it)")
         if body.get("inputs") != out.inputs:
             raise Refused(f"{who}: it is for other inputs than the job's (another job's result)")
@@ -250,17 +302,23 @@ class QueueExecutor:
         return out, result
 
     async def _watch(self) -> None:
-        """Every WATCH seconds: the kill switch, the jobs' workers, the database and the replies."""
+        """Every WATCH seconds the kill switch and the replies (whose worker stops when its
+        connection to the database fails); every tenth of a lease the jobs' workers, a look
+        whose cost grows with the runs out."""
+        looked = time.monotonic()
         while True:
             await asyncio.sleep(WATCH)
             why = self.halted()
             if why:
                 await self._halt(why)
                 return
-            if self.replies.done():  # procrastinate's worker stops when its connection to the database fails
+            if self.replies.done():
                 failed = None if self.replies.cancelled() else self.replies.exception()
                 self._break(self.address.down(failed or ConnectionError("the replies stopped")))
                 return
+            if time.monotonic() - looked < self.lease / 10:
+                continue
+            looked = time.monotonic()
             try:
                 async with asyncio.timeout(max(self.lease, 5.0)):
                     await self._leases()
@@ -273,10 +331,13 @@ class QueueExecutor:
 
     async def _leases(self) -> None:
         """Hands out again each run whose worker stopped beating, or whose job ended with no answer taken."""
-        if not self.out:
+        taken, self.jobs.taken = self.jobs.taken, []
+        if not self.out and not taken:
             return
         with reaching(self.address):
-            rows = await self.app.connector.execute_query_all_async(JOBS, ids=list(self.out), lease=self.lease)
+            rows = await self.app.connector.execute_query_all_async(
+                JOBS, ids=list(self.out), lease=self.lease, taken=taken, reply=self.reply
+            )
         now = time.monotonic()
         for row in rows:
             out = self.out.get(row["id"])
@@ -311,11 +372,11 @@ class QueueExecutor:
                 out.done.set_exception(why)
 
     async def _tidy(self) -> None:
-        """The jobs this loop gave out that have ended, and its replies no one waits on, removed."""
+        """The jobs this loop gave out that have ended, and its replies, removed."""
         with reaching(self.address):
             await self.app.connector.execute_query_async(
                 "DELETE FROM procrastinate_jobs WHERE (id = ANY(%(ids)s) AND status NOT IN ('todo', 'doing')) "
-                "OR (queue_name = %(reply)s AND status = 'todo')",
+                "OR queue_name = %(reply)s",
                 ids=list(self.given),
                 reply=self.reply,
             )

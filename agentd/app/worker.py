@@ -22,25 +22,27 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from procrastinate.connector import BaseConnector
 from procrastinate.job_context import JobContext
-from procrastinate.jobs import Job
-from procrastinate.manager import JobManager
+from procrastinate.jobs import Job, Status
 
 from agentd.app import killswitch
 from agentd.app.agent import AGENT, users_factory
 from agentd.app.runners import sandbox_runner
 from agentd.app.trialqueue import (
-    RESULT_TASK,
+    ONE_JOB,
     RUN_TASK,
     QueueAddress,
+    QueueJobs,
+    TerseJob,
+    answer,
     get_blob,
-    halted_queue,
+    job_fields,
     prepare,
     reaching,
     signed_result,
@@ -69,9 +71,10 @@ from improver import (
 from ledger import Wallet
 from sandbox import Runner, check_escapes, shell_request
 
-# Seconds between looks for a run to claim. procrastinate's notice of a new job wakes a worker
-# at once, but one that comes while the worker is still looking is lost; this bounds the wait then.
-CLAIM_POLL = 0.1
+# Seconds between looks for a run to claim when no notice came: a notice of a new job wakes the
+# worker at once (none is lost, trialqueue.QueueJobs); a look finds what came while it was not
+# listening (its connection to the database lost and made again) and runs a lifted halt let through.
+CLAIM_POLL = 1.0
 # A worker starting removes the rows of workers silent this long. Long, whatever this one's
 # beat: a row removed under a live worker (a loop's own, beating every 10 s) fails its next claim.
 PRUNE = 600.0
@@ -123,17 +126,61 @@ def run_worker(home: Home, request: WorkerRequest, say: Callable[[str], None]) -
     return worker.answered
 
 
-class Claims(JobManager):
-    """procrastinate's job manager, asking `halted` before each claim: no claim while it says why not."""
+# A claim, unless a halt names the queue, in one statement: procrastinate's own claim (the function
+# its fetch calls, with the columns it reads) given no queue to claim from while a halt is there.
+CLAIM = """
+WITH halt AS (SELECT reason FROM agentd_halts WHERE queue = %(queue)s)
+SELECT job.id, job.status, job.task_name, job.priority, job.lock, job.queueing_lock, job.args,
+       job.scheduled_at, job.queue_name, job.attempts, job.worker_id, (SELECT reason FROM halt) AS halted
+  FROM procrastinate_fetch_job_v2(
+       CASE WHEN EXISTS (SELECT FROM halt) THEN '{}' ELSE %(queues)s END::varchar[], %(worker_id)s) AS job
+"""
 
-    def __init__(self, connector: BaseConnector, halted: Callable[[], Awaitable[str | None]]) -> None:
+
+# A run's answer deferred in the statement that finishes its job: procrastinate's own two
+# functions (those its finish and its defer call), one round trip where there were two.
+FINISH_ANSWERED = (
+    "SELECT procrastinate_finish_job_v1(%(job_id)s, %(status)s, %(delete_job)s), "
+    f"procrastinate_defer_jobs_v1({ONE_JOB})"
+)
+
+
+class Claims(QueueJobs):
+    """The worker's job manager: no claim while `here` (this home's kill switch) says why
+    not, or a halt names the queue (`noted` hears each change of why); a run's answer sent
+    as its job is finished."""
+
+    def __init__(
+        self, connector: BaseConnector, queue: str, here: Callable[[], str | None], noted: Callable[[str | None], None]
+    ) -> None:
         super().__init__(connector)
-        self.halted = halted
+        self.queue, self.here, self.noted = queue, here, noted
+        self.answers: dict[int, Job] = {}  # by run job: the reply to defer when it is finished
+        self.answered = 0
 
-    async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
-        if await self.halted():
-            return None
-        return await super().fetch_job(queues, worker_id)
+    async def claim(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
+        why, job = self.here(), None
+        if why is None:
+            row = await self.connector.execute_query_one_async(
+                CLAIM, queue=self.queue, queues=list(queues or ()), worker_id=worker_id
+            )
+            why, job = row["halted"], None if row["id"] is None else TerseJob.from_row(row)
+        self.noted(why)
+        return job
+
+    async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
+        reply = self.answers.pop(job.id, None) if job.id is not None else None
+        if reply is None:
+            await super().finish_job(job, status, delete_job)
+            return
+        await self.connector.execute_query_async(
+            FINISH_ANSWERED,
+            job_id=job.id,
+            status=status.value,
+            delete_job=delete_job,
+            **job_fields(reply),
+        )
+        self.answered += 1
 
 
 @dataclass
@@ -144,7 +191,6 @@ class Worker:
     runner: Runner
     scratch: Path  # where built trees are unpacked, removed when the worker stops
     say: Callable[[str], None]
-    answered: int = 0
     halt: str | None = None  # why it claims nothing now, once said
     tasks: dict[str, Task] = field(default_factory=dict)
     variants: dict[str, Variant] = field(default_factory=dict)
@@ -152,12 +198,19 @@ class Worker:
     models: dict[str, ModelFactory] = field(default_factory=dict)
     unpacking: asyncio.Lock = field(default_factory=asyncio.Lock)
 
+    def __post_init__(self) -> None:
+        self.app = self.address.app()
+        self.claims = Claims(self.app.connector, self.address.queue, lambda: killswitch.halted(self.home), self._noted)
+        self.app.job_manager = self.claims
+        self.app.task(name=RUN_TASK, pass_context=True)(self._run)
+
+    @property
+    def answered(self) -> int:
+        return self.claims.answered
+
     async def serve(self, request: WorkerRequest) -> None:
         await prepare(self.address)
-        app = self.address.app()
-        app.job_manager = Claims(app.connector, self._halted)
-        app.task(name=RUN_TASK, pass_context=True)(self._run)
-        self.app = app
+        app = self.app
         queues = [self.address.queue, *([self.address.sealed_queue] if request.sealed else [])]
         self.say(
             f"claiming runs from queue {' and '.join(queues)} at {self.address.shown}, up to {request.concurrency} "
@@ -175,12 +228,10 @@ class Worker:
                     delete_jobs="never",  # the loop reads who held a job when its answer comes, then removes it
                 )
 
-    async def _halted(self) -> str | None:
-        why = killswitch.halted(self.home) or await halted_queue(self.app, [self.address.queue])
+    def _noted(self, why: str | None) -> None:
         if why != self.halt:
             self.say(f"claiming nothing: {why}" if why else "claiming runs again")
             self.halt = why
-        return why
 
     async def _run(self, context: JobContext, /, **given: Any) -> None:
         """One run job: the run made from what it names, answered signed; a job that names
@@ -192,10 +243,10 @@ class Worker:
         except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
             self.say(f"job {job.id}: not run: {exc}")
             return
+        assert job.id is not None  # a job claimed has its id
         body = {"job": job.id, "holder": job.worker_id, "inputs": inputs, "result": run_result_to_json(result)}
-        reply = str(given.get("reply"))
-        await self.app.configure_task(RESULT_TASK, queue=reply).defer_async(signed=signed_result(self.wallet, body))
-        self.answered += 1
+        signed = signed_result(self.wallet, body)
+        self.claims.answers[job.id] = answer(str(given.get("reply")), job.id, signed)
 
     async def _result(self, inputs: dict[str, Any], profile: str) -> RunResult:
         task = await self._task(str(inputs["task"]))

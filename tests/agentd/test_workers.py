@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -34,7 +34,7 @@ from agentd.app.demo import PROFILE
 from agentd.app.examples import install_example
 from agentd.app.init import initialise
 from agentd.app.queued import QueueExecutor, queue_executor, through
-from agentd.app.trialqueue import QueueAddress
+from agentd.app.trialqueue import RUN_TASK, QueueAddress, prepare
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet
@@ -53,39 +53,38 @@ HEARTBEAT = 0.3  # the workers' beat here: a lease of LEASE seconds is lost afte
 LEASE = 1.5
 READY = 60.0  # seconds a worker may take to check its sandbox and start claiming
 # A candidate that takes SLOW seconds, then says it is done having done nothing: the
-# invoices tasks that went badly pass (nothing paid), those that went well fail.
+# invoices tasks that went badly pass (nothing paid), those that went well fail. It sleeps
+# before it reads the task, so its time runs from its start even when the worker that
+# started it is stopped before writing the task to it.
 PROGRAM = """
 import json, os, sys, time
-json.loads(sys.stdin.readline())
 time.sleep(float(os.environ.get("SLOW", "0")))
+json.loads(sys.stdin.readline())
 print(json.dumps({"done": {"answer": "Nothing paid."}}), flush=True)
 """
 
 
-@pytest.fixture
-def queue_url(tmp_path: Path) -> Iterator[str]:
-    """A trial queue in a schema of its own on the test database, dropped afterwards."""
-    with temporary_store("postgres", tmp_path) as store:
-        schema = unquote(store).rsplit("search_path=", 1)[1]
-        yield f"{POSTGRES_URL}?schema={schema}&queue=runs"
-
-
 class WorkerProcess:
-    """`agentd worker` in a home of its own, its stderr read as it comes."""
+    """`agentd worker` in a home of its own, its stderr read as it comes; `within` is what
+    it is started under (`ip netns exec NAME`, for a worker on "another machine")."""
 
-    def __init__(self, root: Path, url: str, *options: str) -> None:
+    def __init__(self, root: Path, url: str, *options: str, within: Sequence[str] = ()) -> None:
         self.home = Home(root)
         if not self.home.exists:
             initialise(self.home)
             install_example(self.home, PROFILE)
             self.wallet = create_wallet(self.home, "worker")
-        argv = [sys.executable, "-m", "agentd", "--home", str(root), "worker", "--queue", url]
+        argv = [*within, sys.executable, "-m", "agentd", "--home", str(root), "worker", "--queue", url]
         argv += ["--heartbeat", str(HEARTBEAT), *options]
         self.process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=_env())
         self.lines: queue.Queue[str] = queue.Queue()
         self.said: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
-        self.wait_for("claiming runs", READY)
+        try:
+            self.wait_for("claiming runs", READY)
+        except AssertionError:
+            self.stop()
+            raise
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -132,8 +131,8 @@ def _env() -> dict[str, str]:
 def workers(tmp_path: Path, queue_url: str) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
-    def start(name: str, *options: str) -> WorkerProcess:
-        worker = WorkerProcess(tmp_path / name, queue_url, *options)
+    def start(name: str, *options: str, url: str = queue_url) -> WorkerProcess:
+        worker = WorkerProcess(tmp_path / name, url, *options)
         started.append(worker)
         return worker
 
@@ -359,6 +358,39 @@ def test_the_kill_switch_reaches_the_workers_before_their_next_claim(
     worker.wait_for("claiming runs again")
 
 
+def test_a_run_is_not_called_off_by_the_kill_switch_of_a_queue_of_its_name_in_another_schema(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 1), slow_candidate(tmp_path, 2.0)
+    workers("w1")
+    ex = executor(home, queue_url, refused=print)
+    profile = load_profile(home, PROFILE)
+    ended: list[tuple[str]] = []
+
+    async def go(elsewhere: str) -> None:
+        run = asyncio.ensure_future(
+            run_trials(variant_of(profile), tasks, candidate, model_factory(home, profile.dir), runs=1, executor=ex)
+        )
+        while not (doing := rows(queue_url, "SELECT id FROM procrastinate_jobs WHERE status = 'doing'")):
+            await asyncio.sleep(0.05)
+        await prepare(QueueAddress.parse(elsewhere))
+        # The other queue's loop calls off its run of the same number (its kill switch), which
+        # procrastinate announces on the channel both queues' workers hear.
+        rows(
+            elsewhere,
+            "INSERT INTO procrastinate_jobs (id, queue_name, task_name, status) VALUES (%s, 'runs', 'x', 'doing') RETURNING id",
+            doing[0][0],
+        )
+        rows(elsewhere, "SELECT procrastinate_cancel_job_v1(%s, true, false)", doing[0][0])
+        await run
+        ended.extend(rows(queue_url, "SELECT status::text FROM procrastinate_jobs WHERE task_name = %s", RUN_TASK))
+
+    with temporary_store("postgres", tmp_path / "elsewhere") as store:
+        schema = unquote(store).rsplit("search_path=", 1)[1]
+        asyncio.run(through(ex, lambda: go(f"{POSTGRES_URL}?schema={schema}&queue=runs")))
+    assert ended == [("succeeded",)]  # not called off, then handed out again
+
+
 # Answers that are not what they say.
 
 ROGUE = """
@@ -389,7 +421,7 @@ async def main(url, how):
         else:  # a job it does not hold
             body["holder"] = me + 1000
             signed = signed_result(wallet, body)
-        await app.configure_task(RESULT_TASK, queue=args["reply"]).defer_async(signed=signed)
+        await app.configure_task(RESULT_TASK, queue=args["reply"]).defer_async(signed=signed, job=job.id)
         await app.job_manager.finish_job(job, procrastinate.jobs.Status.SUCCEEDED, delete_job=False)
         print(wallet.id, flush=True)
 
@@ -453,6 +485,22 @@ def test_sealed_runs_go_only_to_a_trusted_worker(
 # The database down.
 
 
+def test_a_worker_whose_connections_the_server_ended_claims_on_with_new_ones(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 2), slow_candidate(tmp_path, 0)
+    name = f"agentd-test-{tmp_path.name[-12:]}"  # its connections' name, so that they can be ended
+    worker = workers("w1", "--concurrency", "2", url=f"{queue_url}&application_name={name}")
+    first = trial(home, tasks, candidate, 2, executor(home, queue_url, refused=print))
+    ended = rows(
+        queue_url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s", name
+    )[0][0]
+    assert ended >= 2  # its pool's and the one it listens on: as a restart of PostgreSQL ends them
+    again = trial(home, tasks, candidate, 2, executor(home, queue_url, refused=print))
+    assert counts(again) == counts(first) == counts(trial(home, tasks, candidate, 2))
+    assert answered(worker.stop()) == 8
+
+
 def test_a_queue_that_cannot_be_reached_is_one_line(agentd: Callable[..., Any], home: Home) -> None:
     work = harvested(home)
     r = agentd(
@@ -464,10 +512,11 @@ def test_a_queue_that_cannot_be_reached_is_one_line(agentd: Callable[..., Any], 
 
 
 class Proxy:
-    """A TCP relay to the test database: the loop's only way to it, cut when `cut` is called."""
+    """A TCP relay to the test database, listening on `host`: the only way to it for those
+    given its port, cut when `cut` is called."""
 
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.server = socket.create_server((host, 0))
         self.port = self.server.getsockname()[1]
         self.open: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
