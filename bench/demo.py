@@ -6,8 +6,8 @@ looks it up, and charged the process's CPU (every thread) spent in it, less what
 steps inside it spent: the sessions recorded (the invoices agent's 12, the invoices-code
 example's 12, the examiner's 6), harvest, the seals, the lesson loops (the invoices
 agent's and the examined one's), the code loop, the release's third parties and the
-examiner's round. Imports are measured first, apart: the demo's modules, and scipy.stats,
-which the first statistics import. Beside: the wall time, and the CPU of the children
+examiner's round. Imports are measured first, apart: the demo's modules, and the
+statistics (improver.decide.stats with numpy, which the first decision imports). Beside: the wall time, and the CPU of the children
 this process reaped (the checks, git; a sandboxed run's CPU never reaches it, see
 bench/bare.py). Load averages are printed before and after each run.
 
@@ -95,8 +95,8 @@ def main() -> None:
 def one_run() -> None:
     load = os.getloadavg()[0]
     imports = {
+        "the statistics": _cpu(lambda: __import__("improver.decide.stats")),  # first: the demo's modules import it
         "agentd.app.demo": _cpu(lambda: __import__("agentd.app.demo")),
-        "scipy.stats": _cpu(lambda: __import__("scipy.stats")),
     }
     import agentd.app.demo as demo
 

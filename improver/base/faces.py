@@ -1,7 +1,7 @@
 """A package's face that loads its public names on first use.
 
 A command that needs one name of a room (a seal's file, the levels the ledger's rules
-read) never pays for the imports of the room's other modules (the statistics' scipy).
+read) never pays for the imports of the room's other modules (the statistics' numpy).
 """
 
 from __future__ import annotations

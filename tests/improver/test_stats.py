@@ -207,6 +207,38 @@ def test_the_exact_pvalues_equal_full_enumeration(test: str, weigh) -> None:
         assert got == pytest.approx(float(expected), abs=1e-12), (change, current)
 
 
+def test_the_hypergeometric_distribution_equals_counting_the_draws() -> None:
+    # 7 runs of which 3 passed; 4 of them taken at random: count the ways each k comes out.
+    runs = [True] * 3 + [False] * 4
+    ways = [sum(sum(draw) == k for draw in itertools.combinations(runs, 4)) for k in range(5)]
+    assert stats.hypergeom_pmf(7, 3, 4).tolist() == [w / sum(ways) for w in ways]
+    assert stats.hypergeom_cdf([-1, 0, 2, 4, 9], 7, 3, 4).tolist() == pytest.approx(
+        [0.0, ways[0] / 35, sum(ways[:3]) / 35, 1.0, 1.0], abs=1e-15
+    )
+
+
+def test_the_hypergeometric_distribution_matches_scipy_on_run_counts_the_loop_sees() -> None:
+    from scipy.stats import hypergeom  # statsmodels' own dependency: a reference, not ours
+
+    rng = np.random.default_rng(3)
+    drawn, other = rng.integers(1, 65, 400), rng.integers(1, 65, 400)
+    good = rng.integers(0, drawn + other + 1)
+    k = rng.integers(-1, drawn + 2)
+    assert np.allclose(
+        stats.hypergeom_cdf(k, drawn + other, good, drawn),
+        hypergeom.cdf(k, drawn + other, good, drawn),
+        rtol=1e-12,
+        atol=1e-15,
+    )
+    for total, g, d in zip(drawn + other, good, drawn, strict=True):
+        assert np.allclose(
+            stats.hypergeom_pmf(int(total), int(g), int(d)),
+            hypergeom.pmf(np.arange(d + 1), total, g, d),
+            rtol=1e-10,
+            atol=1e-300,
+        )
+
+
 def test_rows_decided_together_get_the_answers_they_get_alone() -> None:
     rng = np.random.default_rng(3)
     p = rng.beta(0.5, 0.5, size=(50, 30))
