@@ -711,8 +711,12 @@ def harness_main(name: str, limits: str, *args: str) -> None:
         process = await runner.start(request)
         async with process:
             line = await process.readline()
-            sys.stdout.write("started " + line.decode(errors="replace"))
-            sys.stdout.flush()
+            try:
+                sys.stdout.write("started " + line.decode(errors="replace"))
+                sys.stdout.flush()
+            except BrokenPipeError:  # the check reading this line stopped (a worker told to stop as it starts)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exiting flushes nowhere, quietly
+                return
             await process.finish()
 
     asyncio.run(converse())
