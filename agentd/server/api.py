@@ -52,6 +52,7 @@ from improver import ImproverError
 from ledger import (
     JSON_LINES,
     WALLET_ID,
+    DamagedStore,
     Entry,
     EntryError,
     EntryTooLarge,
@@ -165,6 +166,9 @@ def _endpoint(
             answer = _error(404 if request.path_params else 400, exc.public)
         except (AgentdError, ImproverError) as exc:
             answer = _error(400, public(str(exc), server.home))
+        except DamagedStore as exc:  # the daemon's to mend (its remedy is a command here), not the client's
+            log.error("%s %s: %s", request.method, request.url.path, exc)
+            answer = _error(500, "the ledger cannot be read here: its store is damaged; the daemon's log says where")
         except LedgerError as exc:
             # The ledger words what is not there as "no Pulse N…", "no claim C…".
             answer = _error(404 if str(exc).startswith("no ") else 400, public(str(exc), server.home))

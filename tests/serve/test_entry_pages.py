@@ -206,13 +206,17 @@ def test_a_damaged_row_spoils_its_own_line_and_no_other(served_home: Home) -> No
     assert all("raw" not in rows[pulse] for pulse in (2, 6, 7))
 
 
-def test_a_value_of_another_type_is_refused_as_the_document_refuses_it(served_home: Home) -> None:
+def test_a_value_of_another_type_is_the_server_s_fault_in_either_form(served_home: Home) -> None:
     with sqlite3.connect(served_home.ledger_db) as db:
         db.execute("UPDATE ledger_entries SET raw = CAST(raw AS TEXT) WHERE pulse = 3")
     with TestClient(app(served_home)) as client:
         document = client.get("/v1/entries", params={"limit": 5})
         lines = client.get("/v1/entries", params={"limit": 5, "as": "jsonl"})
-    assert "holds text in ledger_entries.raw at Pulse 3" in document.json()["error"]
+    # The server's own fault, said in one line that names neither its disk nor a command to run.
+    assert document.status_code == 500
+    assert document.json() == {
+        "error": "the ledger cannot be read here: its store is damaged; the daemon's log says where"
+    }
     assert (lines.status_code, lines.json()) == (document.status_code, document.json())
 
 
