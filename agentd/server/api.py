@@ -33,8 +33,6 @@ from typing import Any
 import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -46,6 +44,7 @@ from agentd.app.status import status
 from agentd.errors import AgentdError, NotFound
 from agentd.home import Home
 from agentd.server import dashboard
+from agentd.server.answers import JSON_ERRORS, Refused, capped_body, error, public
 from agentd.server.ledgers import Ledgers, Reader, retry_after
 from agentd.server.metrics import Metrics
 from improver import ImproverError
@@ -76,15 +75,6 @@ HELD = 2 * 1024 * 1024  # bytes of JSON lines held and sent at once, past which 
 LARGEST = 2**63 - 1  # SQLite's largest integer: no size, level or Pulse of a log is beyond it
 _PULSE = re.compile(r"[0-9]{1,7}")
 _HEX = re.compile(r"[0-9a-f]{64}")
-
-
-class Refused(Exception):
-    """A request answered with `status` and one line saying why."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.headers = headers
 
 
 @dataclass
@@ -160,18 +150,18 @@ def _endpoint(
             else:
                 answer = await run_in_threadpool(handler, server, request)
         except Refused as exc:
-            answer = _error(exc.status, public(str(exc), server.home), exc.headers)
+            answer = error(exc.status, public(str(exc), server.home), exc.headers)
         except NotFound as exc:
             # A name in the URL's path that names nothing here is not there; in its query, a wrong value.
-            answer = _error(404 if request.path_params else 400, exc.public)
+            answer = error(404 if request.path_params else 400, exc.public)
         except (AgentdError, ImproverError) as exc:
-            answer = _error(400, public(str(exc), server.home))
+            answer = error(400, public(str(exc), server.home))
         except DamagedStore as exc:  # the daemon's to mend (its remedy is a command here), not the client's
             log.error("%s %s: %s", request.method, request.url.path, exc)
-            answer = _error(500, "the ledger cannot be read here: its store is damaged; the daemon's log says where")
+            answer = error(500, "the ledger cannot be read here: its store is damaged; the daemon's log says where")
         except LedgerError as exc:
             # The ledger words what is not there as "no Pulse N…", "no claim C…".
-            answer = _error(404 if str(exc).startswith("no ") else 400, public(str(exc), server.home))
+            answer = error(404 if str(exc).startswith("no ") else 400, public(str(exc), server.home))
         response = answer if isinstance(answer, Response) else JSONResponse(answer)
         labels = {"route": path, "method": request.method}
         server.metrics.count("agentd_http_requests_total", 1, status=str(response.status_code), **labels)
@@ -179,42 +169,6 @@ def _endpoint(
         return response
 
     return endpoint
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"error": message.splitlines()[0] if message else "refused"}, status_code=status, headers=headers
-    )
-
-
-def public(message: str, home: Home) -> str:
-    """An error as a client elsewhere is told it: where the home is on this machine is none
-    of its business, so the home's folder is said as HOME (as the README writes it)."""
-    return message.replace(str(home.root), "HOME")
-
-
-async def _unrouted(request: Request, exc: Exception) -> Response:
-    """What Starlette answers by itself, as the routes answer: a path no route serves (404),
-    a method its route does not take (405, with Allow), in one JSON line."""
-    if not isinstance(exc, HTTPException):  # registered for HTTPException alone
-        raise exc
-    where = request.url.path[:100]
-    taken = ", ".join(sorted(Headers(exc.headers).get("allow", "no method").split(", ")))
-    said = {404: f"nothing is served at {where}", 405: f"{request.method[:10]} is not taken at {where}; {taken} is"}
-    return _error(exc.status_code, said.get(exc.status_code, exc.detail), dict(exc.headers or {}))
-
-
-async def _fault(request: Request, exc: Exception) -> Response:
-    """The server's own fault, whatever it was: a 500 that says no more than that (the
-    traceback, which Starlette raises again after this answer, goes to the log)."""
-    return _error(500, "the server failed to answer this; its log says why")
-
-
-# How `agentd serve` and the examiner (server/examiner.py) answer what no route of theirs does.
-JSON_ERRORS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
-    HTTPException: _unrouted,
-    Exception: _fault,
-}
 
 
 # Query values
@@ -507,21 +461,6 @@ def _checkpoint_doc(stored: StoredCheckpoint) -> dict[str, Any]:
 
 
 # Writes
-
-
-async def capped_body(request: Request, cap: int) -> bytes:
-    """The request's body, refused past `cap` bytes before more is read."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > cap:
-        raise Refused(413, f"the body is {declared} bytes; at most {cap} are taken")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > cap:
-            raise Refused(413, f"the body is over {cap} bytes; at most {cap} are taken")
-    if not body:
-        raise Refused(400, "the body is empty")
-    return bytes(body)
 
 
 async def post_entry(server: Server, request: Request) -> Response:

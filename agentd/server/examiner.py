@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from agentd.app.examiner import Examiner, ExaminerRefused
 from agentd.app.httplimits import http_limits
-from agentd.server.api import JSON_ERRORS, Refused, capped_body, public
+from agentd.server.answers import JSON_ERRORS, Refused, capped_body, public
 from improver import QuietExit, ServerConfig, loads_bounded
 
 SEAL_CAP = 64 * 1024 * 1024  # a handed-over seal: thousands of tasks
