@@ -2,8 +2,9 @@
 loop's side, which stays the only writer of the ledger.
 
 Each run is a procrastinate job on the queue naming what it needs by digest; a worker
-claims it, runs it and answers on this loop's own reply queue with the `RunResult`
-signed by its wallet. An answer is taken only when its signature holds, it is for a job
+claims it, runs it and leaves its answer, the `RunResult` signed by its wallet, under
+this loop's own name for its answers, announced on the channel of that name, where the
+loop listens. An answer is taken only when its signature holds, it is for a job
 this loop is waiting on, from the worker holding that job (procrastinate's own claim),
 for the inputs the job was given, and, for a sealed task, from a worker the seal's owner
 trusts. Anything else is refused, named in a line, and the run waits on.
@@ -19,34 +20,31 @@ ids or names), on a queue of their own that only `agentd worker --sealed` claims
 with none named they run here. A watcher looks every quarter second: the loop's kill
 switch halts the queue (`agentd_halts`, which workers read before each claim) and its
 jobs; a database that no longer answers stops the trial with one line. Every tenth of a
-lease it looks at the jobs' workers, and removes the replies taken since its last look.
+lease it looks at the jobs' workers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from procrastinate.connector import BaseConnector
-from procrastinate.jobs import Job, Status
+import psycopg
+from psycopg import sql
 
 from agentd.app.agent import AGENT, model_factory
 from agentd.app.trialqueue import (
-    RESULT_TASK,
     RUN_TASK,
     QueueAddress,
-    QueueJobs,
     Refused,
-    TerseJob,
     blob,
     candidate_spec,
+    new_reply,
     opened_result,
     prepare,
     put_blobs,
@@ -79,50 +77,23 @@ from improver import (
 LEASE = 30.0  # seconds without a worker's heartbeat before its runs are handed out again (procrastinate's own)
 LEASES = 3  # times a run is handed out before it is counted errored
 WATCH = 0.25  # seconds between the watcher's looks
-REPLY_POLL = 1.0  # seconds between looks for an answer when no notice came (as a worker's CLAIM_POLL)
+REPLY_POLL = 1.0  # seconds between looks for answers when no notice came (as a worker's CLAIM_POLL)
 T = TypeVar("T")
 
-# The jobs this loop waits on: their status, and whether the worker holding one stopped beating;
-# and the replies it has taken since the last look, removed.
+# The jobs this loop waits on: their status, and whether the worker holding one stopped beating.
 JOBS = """
-WITH taken AS (DELETE FROM procrastinate_jobs WHERE id = ANY(%(taken)s) AND queue_name = %(reply)s)
 SELECT j.id, j.status::text AS status, j.worker_id,
        j.status = 'doing' AND (w.id IS NULL OR w.last_heartbeat < now() - make_interval(secs => %(lease)s)) AS lost
   FROM procrastinate_jobs j LEFT JOIN procrastinate_workers w ON w.id = j.worker_id
  WHERE j.id = ANY(%(ids)s)
 """
 
-# A reply claimed with who holds the run job it names (procrastinate's own claim, and that
-# job's worker in the same statement); a reply naming no job by number holds no lease.
-REPLY = """
-SELECT reply.id, reply.status, reply.task_name, reply.priority, reply.lock, reply.queueing_lock, reply.args,
-       reply.scheduled_at, reply.queue_name, reply.attempts, reply.worker_id, run.worker_id AS held_by
-  FROM procrastinate_fetch_job_v2(%(queues)s::varchar[], %(worker_id)s) AS reply
-  LEFT JOIN procrastinate_jobs run
-    ON run.id = CASE WHEN reply.args->>'job' ~ '^[0-9]{1,18}$' THEN (reply.args->>'job')::bigint END
+# The answers left for this loop, taken (removed), each with the database's word on who holds
+# the job it names, read in the same statement (whatever the answer itself says).
+TAKE = """
+DELETE FROM agentd_answers a WHERE a.reply = %(reply)s
+RETURNING a.job, a.signed, (SELECT j.worker_id FROM procrastinate_jobs j WHERE j.id = a.job) AS held_by
 """
-
-
-class Replies(QueueJobs):
-    """The loop's job manager: a reply claimed with the database's word on who holds the
-    job it answers, given to `_deliver` as `held_by` (whatever the reply itself says). A
-    reply taken is removed with the watcher's next look at the jobs, in its statement,
-    rather than in one of its own: no one else claims from this loop's reply queue."""
-
-    def __init__(self, connector: BaseConnector) -> None:
-        super().__init__(connector)
-        self.taken: list[int] = []
-
-    async def claim(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
-        row = await self.connector.execute_query_one_async(REPLY, queues=list(queues or ()), worker_id=worker_id)
-        if row["id"] is None:
-            return None
-        args = row["args"] if isinstance(row["args"], dict) else {}
-        return TerseJob.from_row({**row, "args": {**args, "held_by": row["held_by"]}})
-
-    async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
-        if job.id is not None:
-            self.taken.append(job.id)
 
 
 @dataclass
@@ -156,29 +127,23 @@ class QueueExecutor:
     async def __aenter__(self) -> QueueExecutor:
         await prepare(self.address)
         self.app = self.address.app()
-        self.app.job_manager = self.jobs = Replies(self.app.connector)
-        self.reply = f"{self.address.queue}.replies.{secrets.token_hex(6)}"
+        self.reply = new_reply()
         self.out: dict[int, Out] = {}  # by current job
         self.given: dict[int, Out] = {}  # by every job handed out
+        self.handing = 0  # hand-outs whose job's number has not come back yet
+        self.early: list[tuple[Any, Any, Any]] = []  # answers taken before their job's number came back
         self.stored: set[str] = set()
         self.storing = asyncio.Lock()
         self.specs: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, bytes]]] = {}
         self.variants: dict[Variant, tuple[str, bytes]] = {}
         self.broken: ExecutorFailed | Halted | None = None
-        self.app.task(name=RESULT_TASK)(self._deliver)
         with reaching(self.address):
             await self.app.open_async()
             if self.halted() is None:  # the kill switch is off: lift a halt it left
                 await set_halt(self.app, self.address.queue, None)
-        self.replies = asyncio.ensure_future(
-            self.app.run_worker_async(
-                queues=[self.reply],
-                name="agentd-replies",
-                concurrency=4,
-                install_signal_handlers=False,
-                fetch_job_polling_interval=REPLY_POLL,
-            )
-        )
+            listening = await self.address.connect()
+            await listening.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.reply)))
+        self.replies = asyncio.ensure_future(self._answers(listening))
         self.watcher = asyncio.ensure_future(self._watch())
         return self
 
@@ -254,8 +219,12 @@ class QueueExecutor:
     async def _hand_out(self, out: Out) -> None:
         """A new lease on the run: a job a worker may claim."""
         made = terse_job(out.queue, RUN_TASK, {**out.inputs, "profile": out.task.profile, "reply": self.reply})
-        with reaching(self.address):
-            deferred = await self.jobs.defer_job_async(made)
+        self.handing += 1
+        try:
+            with reaching(self.address):
+                deferred = await self.app.job_manager.defer_job_async(made)
+        finally:
+            self.handing -= 1
         assert deferred.id is not None  # a job deferred has its id
         job = deferred.id
         self.out.pop(out.job, None)
@@ -263,13 +232,33 @@ class QueueExecutor:
         out.jobs.append(job)
         self.out[job] = out
         self.given[job] = out
+        if not self.handing and self.early:
+            early, self.early = self.early, []
+            for answer in early:
+                self._deliver(*answer)
 
-    async def _deliver(self, **reply: Any) -> None:
-        """A worker's answer, taken or refused (procrastinate runs this for each reply job;
-        `held_by` is the database's word on who holds the job the reply names)."""
+    async def _answers(self, listening: psycopg.AsyncConnection[Any]) -> None:
+        """Takes the answers left for this loop as they come: a worker's notice wakes it, and
+        it looks every REPLY_POLL seconds whatever came. Ends (with the error) when the
+        database no longer answers: the watcher stops the trial then."""
+        async with listening:
+            while True:
+                for job, signed, held_by in await (await listening.execute(TAKE, {"reply": self.reply})).fetchall():
+                    self._deliver(signed, job, held_by)
+                async for _ in listening.notifies(timeout=REPLY_POLL, stop_after=1):
+                    pass
+
+    def _deliver(self, signed: Any, named: Any, held_by: Any) -> None:
+        """A worker's answer to job `named`, taken or refused (`held_by` is the database's word
+        on who holds that job)."""
+        if self.handing and isinstance(named, int) and named not in self.given:
+            # A run can be answered before its hand-out has its job's number back (this
+            # process busy): the answer waits for the hand-outs under way.
+            self.early.append((signed, named, held_by))
+            return
         try:
-            worker, body = opened_result(reply.get("signed"))
-            out, result = self._checked(worker, body, reply.get("job"), reply.get("held_by"))
+            worker, body = opened_result(signed)
+            out, result = self._checked(worker, body, named, held_by)
         except Refused as exc:
             self.on_refused(f"refused {exc}")
             return
@@ -331,13 +320,10 @@ class QueueExecutor:
 
     async def _leases(self) -> None:
         """Hands out again each run whose worker stopped beating, or whose job ended with no answer taken."""
-        taken, self.jobs.taken = self.jobs.taken, []
-        if not self.out and not taken:
+        if not self.out:
             return
         with reaching(self.address):
-            rows = await self.app.connector.execute_query_all_async(
-                JOBS, ids=list(self.out), lease=self.lease, taken=taken, reply=self.reply
-            )
+            rows = await self.app.connector.execute_query_all_async(JOBS, ids=list(self.out), lease=self.lease)
         now = time.monotonic()
         for row in rows:
             out = self.out.get(row["id"])
@@ -372,11 +358,11 @@ class QueueExecutor:
                 out.done.set_exception(why)
 
     async def _tidy(self) -> None:
-        """The jobs this loop gave out that have ended, and its replies, removed."""
+        """The jobs this loop gave out that have ended, and the answers no one took, removed."""
         with reaching(self.address):
             await self.app.connector.execute_query_async(
-                "DELETE FROM procrastinate_jobs WHERE (id = ANY(%(ids)s) AND status NOT IN ('todo', 'doing')) "
-                "OR queue_name = %(reply)s",
+                "WITH left_over AS (DELETE FROM agentd_answers WHERE reply = %(reply)s) "
+                "DELETE FROM procrastinate_jobs WHERE id = ANY(%(ids)s) AND status NOT IN ('todo', 'doing')",
                 ids=list(self.given),
                 reply=self.reply,
             )

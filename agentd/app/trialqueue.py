@@ -13,9 +13,11 @@ A run job names what it needs by digest; the worker fetches each from `agentd_bl
 (its canonical JSON, whose SHA-256 is the task's digest), the variant, and for a code
 round the built candidate tree (a tar made the same way every time). A worker's answer
 is the `RunResult` signed by its wallet, over the lease it held (the job and its
-attempt), the inputs it was given and the result (`signed_result`, `opened_result`), in a
-reply job that also names the run's job in the clear (`answer`), so the loop's claim of
-the reply reads who holds that job in the same statement.
+attempt), the inputs it was given and the result (`signed_result`, `opened_result`),
+left in `agentd_answers` under the loop's name for its answers, with the run's job in the
+clear (so the loop's taking of it reads who holds that job in the same statement), and
+announced on the channel of that name (`ANSWER`, `ANNOUNCE`): answers are not jobs, as
+no worker runs them.
 `agentd_halts` holds the kill switch of the loops on a queue: while a row names it,
 no worker claims a run from it.
 """
@@ -26,6 +28,8 @@ import base64
 import hashlib
 import io
 import json
+import re
+import secrets
 import select
 import tarfile
 from collections.abc import Iterable, Iterator
@@ -53,7 +57,6 @@ from sandbox import shell_request
 SCHEMA = "agentd_trials"
 QUEUE = "trials"
 RUN_TASK = "agentd.run"
-RESULT_TASK = "agentd.result"
 RESULT_TYPE = b"application/vnd.agentd.run-result.v1+json"
 TABLES = """
 CREATE TABLE IF NOT EXISTS agentd_blobs (
@@ -61,6 +64,14 @@ CREATE TABLE IF NOT EXISTS agentd_blobs (
     body bytea NOT NULL,
     stored timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS agentd_answers (
+    id bigserial PRIMARY KEY,
+    reply text NOT NULL,
+    job bigint NOT NULL,
+    signed jsonb NOT NULL,
+    at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS agentd_answers_by_reply ON agentd_answers (reply);
 CREATE TABLE IF NOT EXISTS agentd_halts (
     queue text PRIMARY KEY,
     reason text NOT NULL,
@@ -104,6 +115,12 @@ class QueueAddress:
             raise WrongValue(f"--queue: schema {schema!r}: use letters, digits or '_'")
         conninfo = urlunsplit(parts._replace(query=urlencode(params)))
         return cls(conninfo, schema, queue, _hidden(urlunsplit(parts._replace(query=""))))
+
+    async def connect(self) -> psycopg.AsyncConnection[Any]:
+        """A connection of its own to the queue's schema, in autocommit (a loop listens on it)."""
+        return await psycopg.AsyncConnection.connect(
+            self.conninfo, autocommit=True, options=f"-csearch_path={self.schema}", connect_timeout=CONNECT_SECONDS
+        )
 
     @property
     def sealed_queue(self) -> str:
@@ -397,9 +414,17 @@ def terse_job(queue: str, task: str, args: dict[str, Any]) -> TerseJob:
     return TerseJob(queue=queue, task_name=task, lock=None, queueing_lock=None, task_kwargs=args)
 
 
-def answer(reply: str, job: int, signed: dict[str, Any]) -> TerseJob:
-    """The reply job carrying a worker's signed answer for run job `job` to the reply queue `reply`."""
-    return terse_job(reply, RESULT_TASK, {"signed": signed, "job": job})
+# A worker's signed answer to run job `job_id`, kept for the loop whose answers are named
+# `reply` (REPLY), and announced on the channel of that name, where that loop listens.
+ANSWER = "INSERT INTO agentd_answers (reply, job, signed) VALUES (%(reply)s, %(job_id)s, %(signed)s)"
+ANNOUNCE = "pg_notify(%(reply)s, '')"
+# What a loop names its answers, and its channel: a channel's name is at most 63 bytes.
+REPLY = re.compile(r"agentd_answers_[0-9a-f]{16}")
+
+
+def new_reply() -> str:
+    """A name for a loop's answers, its own (REPLY)."""
+    return f"agentd_answers_{secrets.token_hex(8)}"
 
 
 def signed_result(wallet: Wallet, body: dict[str, Any]) -> dict[str, Any]:

@@ -30,19 +30,20 @@ from typing import Any
 from procrastinate.connector import BaseConnector
 from procrastinate.job_context import JobContext
 from procrastinate.jobs import Job, Status
+from psycopg.types.json import Jsonb
 
 from agentd.app import killswitch
 from agentd.app.agent import AGENT, users_factory
 from agentd.app.runners import sandbox_runner
 from agentd.app.trialqueue import (
-    ONE_JOB,
+    ANNOUNCE,
+    ANSWER,
+    REPLY,
     RUN_TASK,
     QueueAddress,
     QueueJobs,
     TerseJob,
-    answer,
     get_blob,
-    job_fields,
     prepare,
     reaching,
     signed_result,
@@ -137,11 +138,10 @@ SELECT job.id, job.status, job.task_name, job.priority, job.lock, job.queueing_l
 """
 
 
-# A run's answer deferred in the statement that finishes its job: procrastinate's own two
-# functions (those its finish and its defer call), one round trip where there were two.
+# A run's answer left and announced in the statement that finishes its job (with procrastinate's
+# own function, the one its finish calls): one round trip.
 FINISH_ANSWERED = (
-    "SELECT procrastinate_finish_job_v1(%(job_id)s, %(status)s, %(delete_job)s), "
-    f"procrastinate_defer_jobs_v1({ONE_JOB})"
+    f"WITH answer AS ({ANSWER}) SELECT procrastinate_finish_job_v1(%(job_id)s, %(status)s, %(delete_job)s), {ANNOUNCE}"
 )
 
 
@@ -155,7 +155,7 @@ class Claims(QueueJobs):
     ) -> None:
         super().__init__(connector)
         self.queue, self.here, self.noted = queue, here, noted
-        self.answers: dict[int, Job] = {}  # by run job: the reply to defer when it is finished
+        self.answers: dict[int, tuple[str, dict[str, Any]]] = {}  # by run job: where to, and the answer
         self.answered = 0
 
     async def claim(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
@@ -169,16 +169,18 @@ class Claims(QueueJobs):
         return job
 
     async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
-        reply = self.answers.pop(job.id, None) if job.id is not None else None
-        if reply is None:
+        answer = self.answers.pop(job.id, None) if job.id is not None else None
+        if answer is None:
             await super().finish_job(job, status, delete_job)
             return
+        reply, signed = answer
         await self.connector.execute_query_async(
             FINISH_ANSWERED,
             job_id=job.id,
             status=status.value,
             delete_job=delete_job,
-            **job_fields(reply),
+            reply=reply,
+            signed=Jsonb(signed),
         )
         self.answered += 1
 
@@ -238,15 +240,17 @@ class Worker:
         what cannot be had is answered with nothing (the loop hands the run out again)."""
         job = context.job
         inputs = {key: given.get(key) for key in ("task", "variant", "candidate", "limits", "retries")}
+        reply = given.get("reply")
         try:
+            if not isinstance(reply, str) or not REPLY.fullmatch(reply):
+                raise ValueError(f"it names no loop to answer ({str(reply)[:40]!r})")
             result = await self._result(inputs, str(given.get("profile", "")))
         except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
             self.say(f"job {job.id}: not run: {exc}")
             return
         assert job.id is not None  # a job claimed has its id
         body = {"job": job.id, "holder": job.worker_id, "inputs": inputs, "result": run_result_to_json(result)}
-        signed = signed_result(self.wallet, body)
-        self.claims.answers[job.id] = answer(str(given.get("reply")), job.id, signed)
+        self.claims.answers[job.id] = (reply, signed_result(self.wallet, body))
 
     async def _result(self, inputs: dict[str, Any], profile: str) -> RunResult:
         task = await self._task(str(inputs["task"]))

@@ -396,7 +396,8 @@ def test_a_run_is_not_called_off_by_the_kill_switch_of_a_queue_of_its_name_in_an
 ROGUE = """
 import asyncio, base64, json, sys
 import procrastinate
-from agentd.app.trialqueue import RESULT_TASK, QueueAddress, signed_result
+from psycopg.types.json import Jsonb
+from agentd.app.trialqueue import ANNOUNCE, ANSWER, QueueAddress, signed_result
 from ledger import Wallet
 
 async def main(url, how):
@@ -421,7 +422,9 @@ async def main(url, how):
         else:  # a job it does not hold
             body["holder"] = me + 1000
             signed = signed_result(wallet, body)
-        await app.configure_task(RESULT_TASK, queue=args["reply"]).defer_async(signed=signed, job=job.id)
+        await app.connector.execute_query_async(
+            f"WITH answer AS ({ANSWER}) SELECT {ANNOUNCE}", reply=args["reply"], job_id=job.id, signed=Jsonb(signed)
+        )
         await app.job_manager.finish_job(job, procrastinate.jobs.Status.SUCCEEDED, delete_job=False)
         print(wallet.id, flush=True)
 
