@@ -327,6 +327,37 @@ def test_a_stale_lease_is_refused_and_named(
     assert "its lease is stale (the run was handed out again, as job" in refused[0]
 
 
+def test_an_answer_that_comes_before_its_job_s_number_is_taken_once_the_number_is_back(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 2), slow_candidate(tmp_path, 0)
+    workers("w1")
+    refused: list[str] = []
+    ex = executor(home, queue_url, refused=refused.append)
+    profile = load_profile(home, PROFILE)
+
+    async def go() -> TrialResult:
+        defer = ex.app.job_manager.defer_job_async
+
+        async def slow_to_hear(job: Any) -> Any:
+            deferred = await defer(job)
+            # As a busy process may be: its job's number back only once the answer is taken.
+            while rows(
+                queue_url, "SELECT 1 FROM procrastinate_jobs WHERE id = %s AND status <> 'succeeded'", deferred.id
+            ) or rows(queue_url, "SELECT 1 FROM agentd_answers WHERE job = %s", deferred.id):
+                await asyncio.sleep(0.05)
+            return deferred
+
+        ex.app.job_manager.defer_job_async = slow_to_hear  # type: ignore[method-assign]
+        return await run_trials(
+            variant_of(profile), tasks, candidate, model_factory(home, profile.dir), runs=2, executor=ex
+        )
+
+    result = asyncio.run(through(ex, go))
+    assert refused == []  # not "this loop gave out no such job"
+    assert counts(result) == counts(trial(home, tasks, candidate, 2))
+
+
 def test_the_kill_switch_reaches_the_workers_before_their_next_claim(
     home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
 ) -> None:
