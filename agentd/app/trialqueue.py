@@ -78,6 +78,7 @@ CREATE TABLE IF NOT EXISTS agentd_halts (
     at timestamptz NOT NULL DEFAULT now()
 );
 """
+UNTAKEN = "1 day"  # an answer no loop took for this long is removed by the next process to start on the queue
 CONNECT_SECONDS = 10  # a database that does not answer a connection within this is down
 # Connections a loop or a worker keeps to the database at most. A statement of the queue's takes
 # well under a millisecond, so a few carry a worker's runs; each more is a backend PostgreSQL
@@ -291,8 +292,9 @@ def reaching(address: QueueAddress) -> Iterator[None]:
 
 
 async def prepare(address: QueueAddress) -> None:
-    """The schema, procrastinate's tables and agentd's, made when missing; one process at
-    a time (a transaction-scoped advisory lock), so workers starting together agree."""
+    """The schema, procrastinate's tables and agentd's, made when missing, and answers no
+    loop took (UNTAKEN) removed; one process at a time (a transaction-scoped advisory lock),
+    so workers starting together agree."""
     with reaching(address):
         conn = await psycopg.AsyncConnection.connect(address.conninfo, connect_timeout=CONNECT_SECONDS)
         async with conn, conn.transaction():
@@ -304,6 +306,9 @@ async def prepare(address: QueueAddress) -> None:
                 schema = procrastinate.App(connector=procrastinate.PsycopgConnector()).schema_manager.get_schema()
                 await conn.execute(schema)
             await conn.execute(TABLES)
+            # A loop takes its answers within seconds of their coming: one a day old is a
+            # killed loop's, which did not tidy up (see queued.QueueExecutor._tidy).
+            await conn.execute(f"DELETE FROM agentd_answers WHERE at < now() - interval '{UNTAKEN}'")
 
 
 async def put_blobs(app: procrastinate.App, blobs: dict[str, bytes]) -> None:

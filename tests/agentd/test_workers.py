@@ -358,6 +358,20 @@ def test_an_answer_that_comes_before_its_job_s_number_is_taken_once_the_number_i
     assert counts(result) == counts(trial(home, tasks, candidate, 2))
 
 
+def test_an_answer_no_loop_took_for_a_day_is_removed_when_the_next_process_starts(queue_url: str) -> None:
+    asyncio.run(prepare(QueueAddress.parse(queue_url)))
+    for age in ("2 days", "1 hour"):
+        rows(
+            queue_url,
+            "INSERT INTO agentd_answers (reply, job, signed, at) VALUES (%s, 1, '{}', now() - %s::interval) RETURNING id",
+            "agentd_answers_" + "0" * 16,  # a killed loop's
+            age,
+        )
+    asyncio.run(prepare(QueueAddress.parse(queue_url)))
+    left = rows(queue_url, "SELECT now() - at < interval '1 day' FROM agentd_answers")
+    assert left == [(True,)]
+
+
 def test_the_kill_switch_reaches_the_workers_before_their_next_claim(
     home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
 ) -> None:
