@@ -143,7 +143,7 @@ class QueueExecutor:
                 await set_halt(self.app, self.address.queue, None)
             listening = await self.address.connect()
             await listening.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.reply)))
-        self.replies = asyncio.ensure_future(self._answers(listening))
+        self.listener = asyncio.ensure_future(take_answers(listening, self.reply, self._deliver))
         self.watcher = asyncio.ensure_future(self._watch())
         return self
 
@@ -154,9 +154,9 @@ class QueueExecutor:
         if not isinstance(self.broken, ExecutorFailed):  # the database still answers
             with contextlib.suppress(Exception):
                 await self._tidy()
-        self.replies.cancel()
+        self.listener.cancel()
         with contextlib.suppress(BaseException):
-            await self.replies
+            await self.listener
         with contextlib.suppress(Exception):
             await self.app.close_async()
 
@@ -237,17 +237,6 @@ class QueueExecutor:
             for answer in early:
                 self._deliver(*answer)
 
-    async def _answers(self, listening: psycopg.AsyncConnection[Any]) -> None:
-        """Takes the answers left for this loop as they come: a worker's notice wakes it, and
-        it looks every REPLY_POLL seconds whatever came. Ends (with the error) when the
-        database no longer answers: the watcher stops the trial then."""
-        async with listening:
-            while True:
-                for job, signed, held_by in await (await listening.execute(TAKE, {"reply": self.reply})).fetchall():
-                    self._deliver(signed, job, held_by)
-                async for _ in listening.notifies(timeout=REPLY_POLL, stop_after=1):
-                    pass
-
     def _deliver(self, signed: Any, named: Any, held_by: Any) -> None:
         """A worker's answer to job `named`, taken or refused (`held_by` is the database's word
         on who holds that job)."""
@@ -291,7 +280,7 @@ class QueueExecutor:
         return out, result
 
     async def _watch(self) -> None:
-        """Every WATCH seconds the kill switch and the replies (whose worker stops when its
+        """Every WATCH seconds the kill switch and the answers' listener (which ends when its
         connection to the database fails); every tenth of a lease the jobs' workers, a look
         whose cost grows with the runs out."""
         looked = time.monotonic()
@@ -301,9 +290,9 @@ class QueueExecutor:
             if why:
                 await self._halt(why)
                 return
-            if self.replies.done():
-                failed = None if self.replies.cancelled() else self.replies.exception()
-                self._break(self.address.down(failed or ConnectionError("the replies stopped")))
+            if self.listener.done():
+                failed = None if self.listener.cancelled() else self.listener.exception()
+                self._break(self.address.down(failed or ConnectionError("the answers' listener stopped")))
                 return
             if time.monotonic() - looked < self.lease / 10:
                 continue
@@ -366,6 +355,21 @@ class QueueExecutor:
                 ids=list(self.given),
                 reply=self.reply,
             )
+
+
+async def take_answers(
+    listening: psycopg.AsyncConnection[Any], reply: str, deliver: Callable[[Any, Any, Any], None]
+) -> None:
+    """Takes the answers left under `reply` as they come, each given to `deliver` (the
+    answer, the job it names, who holds that job): a worker's notice wakes it, and it looks
+    every REPLY_POLL seconds whatever came. Ends (with the error) when the database no
+    longer answers: the loop's watcher stops the trial then."""
+    async with listening:
+        while True:
+            for job, signed, held_by in await (await listening.execute(TAKE, {"reply": reply})).fetchall():
+                deliver(signed, job, held_by)
+            async for _ in listening.notifies(timeout=REPLY_POLL, stop_after=1):
+                pass
 
 
 def _errored(task: Task, why: str) -> RunResult:
