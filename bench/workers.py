@@ -11,7 +11,7 @@ two tool calls). The same trial runs:
    costs with two claimants, not what a second machine would add);
 4. one run at a time, here and through one worker in turn: the difference of the medians
    is what the queue adds to each run (defer, claim, the signed answer and its checks,
-   about eight round trips to PostgreSQL);
+   about four statements to PostgreSQL);
 5. the raw limit of the queue itself in the same run: no-op procrastinate jobs deferred
    and run on the same database, jobs/s and ms a job.
 
@@ -20,6 +20,11 @@ Beside 1 to 3, the CPU each run took in the loop (this process), in the workers'
 application_name; where PostgreSQL runs on this machine). After 2, `--rounds` more rounds
 of 1 and 2 in turn, so that what others do on a shared machine weighs on both alike: the
 share of each round and their median.
+
+Each trial is timed from its first run handed out to its last answer taken, the queue's
+executor open: a loop opens it once for all its trials (`improve run`, `code`, `eval`),
+so its opening and closing (the schema checked, the connections and the listener made,
+the jobs tidied) are timed apart and printed as such.
 
 Every worker and the loop share this machine with PostgreSQL; the load average is printed
 before and after. The queue lives in a schema of its own on AGENTD_TEST_POSTGRES (default
@@ -112,6 +117,10 @@ def main() -> None:
             f"   1 worker gives {runs / one:.2f} runs/s against {runs / local:.2f} here: {local / one:.0%} "
             f"({'meets' if local / one >= 0.9 else 'misses'} the goal of 90%)"
         )
+        print(
+            f"   opening and closing the queue's executor, apart from the figures above (a loop does it once): "
+            f"median {statistics.median(bench.opened) * 1e3:.0f} ms of {len(bench.opened)}"
+        )
         print(f"   workers said: {started.said}")
         _raw_limit(url, 200)
     print(f"load average after: {_load()}")
@@ -120,16 +129,23 @@ def main() -> None:
 class Bench:
     def __init__(self, home: Home, task: Task, variant: Variant, candidate: Command, url: str) -> None:
         self.home, self.task, self.variant, self.candidate, self.url = home, task, variant, candidate, url
+        self.opened: list[float] = []  # seconds each queue executor took to open and close
 
     def executor(self) -> QueueExecutor:
         made = queue_executor(self.home, self.url, None, frozenset(), lambda: None, _refused)
         assert made is not None
         return made
 
-    def trial(self, runs: int, at_once: int, executor: QueueExecutor | None, meter: Meter | None = None) -> TrialResult:
+    def trial(self, runs: int, at_once: int, executor: QueueExecutor | None, meter: Meter | None = None) -> float:
+        """Seconds the trial took, the executor open: a loop opens it once for all its trials
+        (improve run, code, eval), so its opening and closing are kept apart, in `opened`."""
+        took = 0.0
+
         async def go() -> TrialResult:
+            nonlocal took
             if meter:  # here, where the loop's connections are open
                 meter.begin()
+            started = time.perf_counter()
             result = await run_trials(
                 self.variant,
                 [self.task],
@@ -140,14 +156,18 @@ class Bench:
                 retries=0,
                 executor=executor,
             )
+            took = time.perf_counter() - started
             if meter:
                 meter.end()
             return result
 
+        whole = time.perf_counter()
         result = asyncio.run(through(executor, go))
+        if executor is not None:
+            self.opened.append(time.perf_counter() - whole - took)
         if result.passed != runs:
             raise SystemExit(f"bench: {result.passed} of {runs} runs passed ({result.errors or result.per_task})")
-        return result
+        return took
 
     def alternating(self, runs: int) -> tuple[float, float]:
         """One run here, then one through the queue, `runs` times: the median of each, so
@@ -184,16 +204,11 @@ class Bench:
         workers: Sequence[int] = (),
     ) -> float:
         with Meter(workers) as meter:
-            seconds = self.seconds(runs, at_once, executor, meter)
+            seconds = self.trial(runs, at_once, executor, meter)
         share = f"; {local / seconds:.0%} of the local executor's" if local else ""
         print(f"{what}: {runs} runs, {at_once} at once: {runs / seconds:.2f} runs/s ({seconds:.2f} s){share}")
         print(f"   CPU a run: {meter.said(runs)}")
         return seconds
-
-    def seconds(self, runs: int, at_once: int, executor: QueueExecutor | None, meter: Meter | None = None) -> float:
-        started = time.perf_counter()
-        self.trial(runs, at_once, executor, meter)
-        return time.perf_counter() - started
 
     def in_turns(self, rounds: int, runs: int, at_once: int) -> None:
         """`rounds` rounds of a trial here and the same through the worker, each round's share."""
@@ -201,8 +216,8 @@ class Bench:
             return
         shares = []
         for _ in range(rounds):
-            here = self.seconds(runs, at_once, None)
-            shares.append(here / self.seconds(runs, at_once, self.executor()))
+            here = self.trial(runs, at_once, None)
+            shares.append(here / self.trial(runs, at_once, self.executor()))
         each = ", ".join(f"{share:.0%}" for share in shares)
         print(
             f"   in turns, {rounds} rounds of {runs} runs here then through 1 worker: {each}; "
