@@ -171,24 +171,10 @@ async def _lendable(conn: psycopg.AsyncConnection[Any]) -> None:
 # One job deferred with procrastinate's own function, its fields sent one by one. procrastinate
 # sends jobs as an array of records in text, and escaping a job's JSON arguments in it took
 # 0.1-0.25 ms a job here, fifteen times what this takes.
-ONE_JOB = (
-    "ARRAY[ROW(%(queue_name)s, %(task_name)s, %(priority)s, %(lock)s, %(queueing_lock)s, %(args)s, "
-    "%(scheduled_at)s)::procrastinate_job_to_defer_v1]"
+DEFER = (
+    "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW(%(queue_name)s, %(task_name)s, %(priority)s, %(lock)s, "
+    "%(queueing_lock)s, %(args)s, %(scheduled_at)s)::procrastinate_job_to_defer_v1])) AS id"
 )
-DEFER = f"SELECT unnest(procrastinate_defer_jobs_v1({ONE_JOB})) AS id"
-
-
-def job_fields(job: Job) -> dict[str, Any]:
-    """The parameters of ONE_JOB for `job`."""
-    return {
-        "queue_name": job.queue,
-        "task_name": job.task_name,
-        "priority": job.priority,
-        "lock": job.lock,
-        "queueing_lock": job.queueing_lock,
-        "args": job.task_kwargs,
-        "scheduled_at": job.scheduled_at,
-    }
 
 
 class TerseJob(Job):
@@ -204,6 +190,11 @@ class TerseJob(Job):
     @cached_property
     def call_string(self) -> str:
         return f"{self.task_name}[{self.id}]"
+
+
+def terse_job(queue: str, task: str, args: dict[str, Any]) -> TerseJob:
+    """A job of `task` on `queue` to defer, with `args`."""
+    return TerseJob(queue=queue, task_name=task, lock=None, queueing_lock=None, task_kwargs=args)
 
 
 class QueueJobs(JobManager):
@@ -272,7 +263,17 @@ class QueueJobs(JobManager):
     def _defer_jobs_query_kwargs(self, jobs: list[Job]) -> dict[str, Any]:
         if len(jobs) != 1:
             return super()._defer_jobs_query_kwargs(jobs)
-        return {"query": DEFER, **job_fields(jobs[0])}
+        job = jobs[0]
+        return {
+            "query": DEFER,
+            "queue_name": job.queue,
+            "task_name": job.task_name,
+            "priority": job.priority,
+            "lock": job.lock,
+            "queueing_lock": job.queueing_lock,
+            "args": job.task_kwargs,
+            "scheduled_at": job.scheduled_at,
+        }
 
 
 def _hidden(url: str) -> str:
@@ -412,11 +413,6 @@ def unpack_tree(body: bytes, folder: Path) -> None:
 
 
 # A worker's answer, signed.
-
-
-def terse_job(queue: str, task: str, args: dict[str, Any]) -> TerseJob:
-    """A job of `task` on `queue` to defer, with `args`."""
-    return TerseJob(queue=queue, task_name=task, lock=None, queueing_lock=None, task_kwargs=args)
 
 
 # A worker's signed answer to run job `job_id`, kept for the loop whose answers are named

@@ -346,12 +346,16 @@ def hypergeom_pmf(total: int, good: int, drawn: int) -> NDArray[np.float64]:
     """P(k of the `drawn` are good) for k = 0..drawn, the `drawn` taken at random from
     `total` of which `good` are good."""
     ways = math.comb(total, drawn)
-    return np.array([math.comb(good, k) * math.comb(total - good, drawn - k) / ways for k in range(drawn + 1)])
+    pmf = np.array([math.comb(good, k) * math.comb(total - good, drawn - k) / ways for k in range(drawn + 1)])
+    pmf.setflags(write=False)  # cached: shared by every caller
+    return pmf
 
 
 @lru_cache(maxsize=4096)
 def _hypergeom_cdf(total: int, good: int, drawn: int) -> NDArray[np.float64]:
-    return np.minimum(np.cumsum(hypergeom_pmf(total, good, drawn)), 1.0)
+    cdf = np.minimum(np.cumsum(hypergeom_pmf(total, good, drawn)), 1.0)
+    cdf.setflags(write=False)  # cached: shared by every caller
+    return cdf
 
 
 def hypergeom_cdf(k: ArrayLike, total: ArrayLike, good: ArrayLike, drawn: ArrayLike) -> NDArray[np.float64]:
