@@ -121,7 +121,7 @@ def verify(note: str, public_key: bytes, name: str) -> Checkpoint:
     if checkpoint.origin != name:
         raise CheckpointError(f"the checkpoint is for log {checkpoint.origin!r}, not {name!r}")
     if not signed_by(note, public_key, name):
-        raise CheckpointError(f"the checkpoint carries no valid signature by {name}'s key")
+        raise CheckpointError(f"the checkpoint carries no valid signature by the key of {name!r}")
     return checkpoint
 
 

@@ -101,7 +101,7 @@ class Receipt(NamedTuple):
         elif self.promise is not None:
             promise = Promise.parse(self.promise)
             if promise.origin != origin or not notes.signed_by(self.promise, public_key, origin):
-                raise CheckpointError(f"the promise carries no valid signature by {origin}'s key")
+                raise CheckpointError(f"the promise carries no valid signature by the key of {origin!r}")
             size, root = promise.size, promise.root
         else:
             raise CheckpointError("the receipt is unsigned: the ledger that recorded the entry held no log key")
