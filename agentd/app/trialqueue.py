@@ -78,6 +78,18 @@ CREATE TABLE IF NOT EXISTS agentd_halts (
     at timestamptz NOT NULL DEFAULT now()
 );
 """
+# procrastinate's triggers that keep each job's history (deferred, started, succeeded) in
+# procrastinate_events: agentd reads none of it (a worker that stopped is found by its
+# heartbeat, a run's answer is a row of its own), and they cost PostgreSQL three rows a run
+# written, indexed and removed with the job. Switched off once, by the first to prepare.
+HISTORY = (
+    "procrastinate_trigger_status_events_insert_v1",
+    "procrastinate_trigger_status_events_update_v1",
+)
+KEPT_HISTORY = """
+SELECT tgname FROM pg_trigger
+ WHERE tgrelid = 'procrastinate_jobs'::regclass AND tgname = ANY(%s) AND tgenabled <> 'D'
+"""
 UNTAKEN = "1 day"  # an answer no loop took for this long is removed by the next process to start on the queue
 CONNECT_SECONDS = 10  # a database that does not answer a connection within this is down
 # Connections a loop or a worker keeps to the database at most. A statement of the queue's takes
@@ -293,8 +305,8 @@ def reaching(address: QueueAddress) -> Iterator[None]:
 
 
 async def prepare(address: QueueAddress) -> None:
-    """The schema, procrastinate's tables and agentd's, made when missing, and answers no
-    loop took (UNTAKEN) removed; one process at a time (a transaction-scoped advisory lock),
+    """The schema, procrastinate's tables and agentd's, made when missing, its job history
+    left unkept (HISTORY), and answers no loop took (UNTAKEN) removed; one process at a time (a transaction-scoped advisory lock),
     so workers starting together agree."""
     with reaching(address):
         conn = await psycopg.AsyncConnection.connect(address.conninfo, connect_timeout=CONNECT_SECONDS)
@@ -307,6 +319,8 @@ async def prepare(address: QueueAddress) -> None:
                 schema = procrastinate.App(connector=procrastinate.PsycopgConnector()).schema_manager.get_schema()
                 await conn.execute(schema)
             await conn.execute(TABLES)
+            for (trigger,) in await (await conn.execute(KEPT_HISTORY, (list(HISTORY),))).fetchall():
+                await conn.execute(f"ALTER TABLE procrastinate_jobs DISABLE TRIGGER {trigger}")
             # A loop takes its answers within seconds of their coming: one a day old is a
             # killed loop's, which did not tidy up (see queued.QueueExecutor._tidy).
             await conn.execute(f"DELETE FROM agentd_answers WHERE at < now() - interval '{UNTAKEN}'")

@@ -372,6 +372,21 @@ def test_an_answer_no_loop_took_for_a_day_is_removed_when_the_next_process_start
     assert left == [(True,)]
 
 
+def test_the_queue_keeps_no_history_of_its_jobs(queue_url: str) -> None:
+    for _ in range(2):  # the second process to prepare finds it done
+        asyncio.run(prepare(QueueAddress.parse(queue_url)))
+    (job,) = rows(
+        queue_url,
+        "SELECT unnest(procrastinate_defer_jobs_v1(ARRAY[ROW('q', %s, 0, NULL, NULL, '{}', NULL)"
+        "::procrastinate_job_to_defer_v1]))",
+        RUN_TASK,
+    )
+    for status in ("doing", "succeeded"):  # as procrastinate moves a job on
+        rows(queue_url, "UPDATE procrastinate_jobs SET status = %s WHERE id = %s RETURNING id", status, job[0])
+    assert rows(queue_url, "SELECT status::text FROM procrastinate_jobs") == [("succeeded",)]
+    assert rows(queue_url, "SELECT type::text FROM procrastinate_events") == []
+
+
 def test_the_kill_switch_reaches_the_workers_before_their_next_claim(
     home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
 ) -> None:
