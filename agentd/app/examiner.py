@@ -19,7 +19,6 @@ revealed nobody can check that it ran them honestly (see `reveal`).
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import os
@@ -29,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hpke
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agentd.app.agent import AGENT, model_factory
+from agentd.app.keydocs import SUITE, checked_key_document, key_document
 from agentd.app.rebuilt import Rebuilt, patch_text, rebuild
 from agentd.app.runners import sandbox_runner
 from agentd.errors import AgentdError
@@ -61,11 +60,9 @@ from improver import (
     examination_body,
     open_seal,
 )
-from ledger import Entry, EntryError, Wallet, signature_holds, wallet_id
+from ledger import Entry, EntryError, Wallet
 
 KEY_KIND = "agentd.examiner-key/v1"
-SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
-SUITE_NAME = "DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305"
 LEFT_AS = "the examiner's seal is as its last finished examination left it"
 
 
@@ -84,32 +81,15 @@ def seal_info(seal: str) -> bytes:
     return f"agentd sealed tasks {seal}".encode()
 
 
-def key_message(document: dict[str, Any]) -> bytes:
-    """What the examiner's wallet signs of its key document: its fields but the signature,
-    in one byte form (sorted keys, no spaces)."""
-    fields = {k: v for k, v in document.items() if k != "signature"}
-    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
-
-
 def check_key_document(document: Any, wallet: str | None = None) -> dict[str, str]:
-    """{wallet, key} of a key document whose signature holds (and, with
+    """{wallet, key} of the examiner's key document whose signature holds (and, with
     `wallet`, made by that wallet); AgentdError naming what is wrong otherwise."""
-    if not isinstance(document, dict) or document.get("kind") != KEY_KIND:
-        raise AgentdError(f"what the examiner serves as its key is not an {KEY_KIND} document")
-    try:
-        public = bytes.fromhex(document["public_key"])
-        key = bytes.fromhex(document["key"])
-        signature = base64.b64decode(document["signature"], validate=True)
-        X25519PublicKey.from_public_bytes(key)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AgentdError(f"the examiner's key document is malformed ({exc})") from None
-    if document.get("wallet") != wallet_id(public) or not signature_holds(public, signature, key_message(document)):
-        raise AgentdError("the examiner's key document is not signed by the wallet it names: refusing its key")
-    if wallet is not None and document["wallet"] != wallet:
+    named = checked_key_document(document, KEY_KIND, "the examiner's")
+    if wallet is not None and named["wallet"] != wallet:
         raise AgentdError(
-            f"the examiner's key is published by wallet {document['wallet']}, not {wallet}, the examiner named"
+            f"the examiner's key is published by wallet {named['wallet']}, not {wallet}, the examiner named"
         )
-    return {"wallet": document["wallet"], "key": key.hex()}
+    return named
 
 
 @dataclass
@@ -157,14 +137,7 @@ class Examiner:
         return self.home.root / "examiner" / "seals"
 
     def key_document(self) -> dict[str, Any]:
-        document = {
-            "kind": KEY_KIND,
-            "wallet": self.wallet.id,
-            "public_key": self.wallet.public_key.hex(),
-            "key": self.key.public_key().public_bytes_raw().hex(),
-            "suite": SUITE_NAME,
-        }
-        return {**document, "signature": base64.b64encode(self.wallet.sign(key_message(document))).decode()}
+        return key_document(KEY_KIND, self.wallet, self.key)
 
     @property
     def named(self) -> dict[str, str]:

@@ -25,7 +25,8 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
-from agentd.app.examiner import SUITE, check_key_document, seal_info
+from agentd.app.examiner import check_key_document, seal_info
+from agentd.app.keydocs import SUITE
 from agentd.app.ledger import open_ledger
 from agentd.errors import AgentdError
 from agentd.home import Home

@@ -15,7 +15,8 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
-from agentd.app.examiner import SUITE, seal_info
+from agentd.app.examiner import seal_info
+from agentd.app.keydocs import SUITE
 from agentd.home import Home
 from tests.serve.daemonkit import free_port
 
