@@ -15,12 +15,13 @@ as a new job, and what the old one says afterwards is refused as a stale lease. 
 trial's counts are as if the lost worker had never claimed it. After `LEASES` leases
 without an answer the run is counted errored, never failed.
 
-Sealed tasks go only to workers the seal's owner names in `[trials] trusted` (wallet
-ids or names), on a queue of their own that only `agentd worker --sealed` claims from;
-with none named they run here. A watcher looks every quarter second: the loop's kill
-switch halts the queue (`agentd_halts`, which workers read before each claim) and its
-jobs; a database that no longer answers stops the trial with one line. Every tenth of a
-lease it looks at the jobs' workers.
+Sealed tasks go only to workers the seal's owner names in `[trials] trusted` (wallet ids
+or names), on a queue of their own that only `agentd worker --sealed` claims from; with
+none named they run here. A sealed run is handed out encrypted to its trusted workers'
+keys and answered encrypted to this loop's (agentd/app/queuesealing.py). A watcher looks
+every quarter second: the loop's kill switch halts the queue (`agentd_halts`, which
+workers read before each claim) and its jobs; a database that no longer answers stops
+the trial with one line. Every tenth of a lease it looks at the jobs' workers.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from psycopg import sql
 
 from agentd.app.agent import AGENT, model_factory
+from agentd.app.queuesealing import envelope, open_answer, public_hex
 from agentd.app.trialqueue import (
     RUN_TASK,
     QueueAddress,
@@ -95,6 +98,14 @@ DELETE FROM agentd_answers a WHERE a.reply = %(reply)s
 RETURNING a.job, a.signed, (SELECT j.worker_id FROM procrastinate_jobs j WHERE j.id = a.job) AS held_by
 """
 
+# What a loop leaves on the queue when it ends: its answers no one took, its sealed tasks'
+# envelopes, and the jobs it gave out that have ended.
+TIDY = """
+WITH left_over AS (DELETE FROM agentd_answers WHERE reply = %(reply)s),
+     envelopes AS (DELETE FROM agentd_blobs WHERE digest = ANY(%(envelopes)s))
+DELETE FROM procrastinate_jobs WHERE id = ANY(%(ids)s) AND status NOT IN ('todo', 'doing')
+"""
+
 
 @dataclass
 class Out:
@@ -137,6 +148,8 @@ class QueueExecutor:
         self.specs: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, bytes]]] = {}
         self.variants: dict[Variant, tuple[str, bytes]] = {}
         self.broken: ExecutorFailed | Halted | None = None
+        # What sealed runs' answers are encrypted to; their envelopes, removed at the end.
+        self.opener, self.envelopes = X25519PrivateKey.generate(), set[str]()
         with reaching(self.address):
             await self.app.open_async()
             if self.halted() is None:  # the kill switch is off: lift a halt it left
@@ -171,7 +184,7 @@ class QueueExecutor:
             self.variants[variant] = blob(canonical(variant.to_json()))
         variant_key, variant_body = self.variants[variant]
         blobs = {**blobs, variant_key: variant_body}
-        if task.digest not in self.stored:
+        if task.digest not in self.stored and not sealed:  # a sealed one goes in an envelope (_hand_out)
             blobs[task.digest] = canonical(task.content())
         inputs = {
             "task": task.digest,
@@ -218,7 +231,13 @@ class QueueExecutor:
 
     async def _hand_out(self, out: Out) -> None:
         """A new lease on the run: a job a worker may claim."""
-        made = terse_job(out.queue, RUN_TASK, {**out.inputs, "profile": out.task.profile, "reply": self.reply})
+        args = {**out.inputs, "profile": out.task.profile, "reply": self.reply}
+        if out.sealed:
+            key, body = await envelope(self.app.connector, self.address.sealed_queue, self.trusted, out.task, self)
+            await self._store({key: body})
+            self.envelopes.add(key)
+            args |= {"envelope": key, "reply_key": public_hex(self.opener)}
+        made = terse_job(out.queue, RUN_TASK, args)
         self.handing += 1
         try:
             with reaching(self.address):
@@ -246,7 +265,7 @@ class QueueExecutor:
             self.early.append((signed, named, held_by))
             return
         try:
-            worker, body = opened_result(signed)
+            worker, body = opened_result(open_answer(signed, self.opener, self.reply, named))
             out, result = self._checked(worker, body, named, held_by)
         except Refused as exc:
             self.on_refused(f"refused {exc}")
@@ -350,10 +369,7 @@ class QueueExecutor:
         """The jobs this loop gave out that have ended, and the answers no one took, removed."""
         with reaching(self.address):
             await self.app.connector.execute_query_async(
-                "WITH left_over AS (DELETE FROM agentd_answers WHERE reply = %(reply)s) "
-                "DELETE FROM procrastinate_jobs WHERE id = ANY(%(ids)s) AND status NOT IN ('todo', 'doing')",
-                ids=list(self.given),
-                reply=self.reply,
+                TIDY, ids=list(self.given), reply=self.reply, envelopes=list(self.envelopes)
             )
 
 

@@ -72,6 +72,13 @@ CREATE TABLE IF NOT EXISTS agentd_answers (
     at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS agentd_answers_by_reply ON agentd_answers (reply);
+CREATE TABLE IF NOT EXISTS agentd_keys (
+    key text PRIMARY KEY,
+    queue text NOT NULL,
+    wallet text NOT NULL,
+    document jsonb NOT NULL,
+    at timestamptz NOT NULL DEFAULT now()
+);
 CREATE TABLE IF NOT EXISTS agentd_halts (
     queue text PRIMARY KEY,
     reason text NOT NULL,
@@ -306,8 +313,9 @@ def reaching(address: QueueAddress) -> Iterator[None]:
 
 async def prepare(address: QueueAddress) -> None:
     """The schema, procrastinate's tables and agentd's, made when missing, its job history
-    left unkept (HISTORY), and answers no loop took (UNTAKEN) removed; one process at a time (a transaction-scoped advisory lock),
-    so workers starting together agree."""
+    left unkept (HISTORY), and the answers no loop took and the keys no worker refreshed for
+    UNTAKEN removed; one process at a time (a transaction-scoped advisory lock), so
+    workers starting together agree."""
     with reaching(address):
         conn = await psycopg.AsyncConnection.connect(address.conninfo, connect_timeout=CONNECT_SECONDS)
         async with conn, conn.transaction():
@@ -324,6 +332,7 @@ async def prepare(address: QueueAddress) -> None:
             # A loop takes its answers within seconds of their coming: one a day old is a
             # killed loop's, which did not tidy up (see queued.QueueExecutor._tidy).
             await conn.execute(f"DELETE FROM agentd_answers WHERE at < now() - interval '{UNTAKEN}'")
+            await conn.execute(f"DELETE FROM agentd_keys WHERE at < now() - interval '{UNTAKEN}'")  # stopped workers'
 
 
 async def put_blobs(app: procrastinate.App, blobs: dict[str, bytes]) -> None:

@@ -5,9 +5,10 @@ At start it runs the escape probes of `agentd sandbox check` in its sandbox and 
 nothing if one got out; it makes the queue's tables when they are missing. Then it
 claims runs through procrastinate's worker until SIGTERM or Ctrl-C, which let the runs
 under way finish; `--sealed` claims the sealed tasks' runs too (a loop takes those only
-from workers its owner trusts). Before each claim it asks whether the queue is halted
-(the kill switch of the loop that gave the runs) or this home's own kill switch is on:
-then it claims nothing until both are off.
+from workers its owner trusts, encrypted to the key the worker publishes: queuesealing).
+Before each claim it asks whether the queue is halted (the kill switch of the loop that
+gave the runs) or this home's own kill switch is on: then it claims nothing until both
+are off.
 
 A run's task, variant and, for a code round, built tree are fetched by digest and held
 to it (a task to its digest, a tree unpacked once into a scratch folder removed when
@@ -20,13 +21,15 @@ run out again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from procrastinate.connector import BaseConnector
 from procrastinate.job_context import JobContext
 from procrastinate.jobs import Job, Status
@@ -34,6 +37,7 @@ from psycopg.types.json import Jsonb
 
 from agentd.app import killswitch
 from agentd.app.agent import AGENT, users_factory
+from agentd.app.queuesealing import REFRESH, open_task, publish_key, seal_answer, withdraw_key
 from agentd.app.runners import sandbox_runner
 from agentd.app.trialqueue import (
     ANNOUNCE,
@@ -43,6 +47,7 @@ from agentd.app.trialqueue import (
     QueueAddress,
     QueueJobs,
     TerseJob,
+    blob,
     get_blob,
     prepare,
     reaching,
@@ -199,6 +204,7 @@ class Worker:
     trees: dict[str, Path] = field(default_factory=dict)
     models: dict[str, ModelFactory] = field(default_factory=dict)
     unpacking: asyncio.Lock = field(default_factory=asyncio.Lock)
+    key: X25519PrivateKey | None = None  # with --sealed: what sealed tasks are encrypted to (queuesealing)
 
     def __post_init__(self) -> None:
         self.app = self.address.app()
@@ -218,8 +224,9 @@ class Worker:
             f"claiming runs from queue {' and '.join(queues)} at {self.address.shown}, up to {request.concurrency} "
             "at once; SIGTERM or Ctrl-C stops it when the runs under way end"
         )
+        self.key = X25519PrivateKey.generate() if request.sealed else None
         with reaching(self.address):
-            async with app.open_async():
+            async with app.open_async(), self._published():
                 await app.run_worker_async(
                     queues=queues,
                     name=f"agentd-worker-{self.wallet.id[:8]}",
@@ -229,6 +236,28 @@ class Worker:
                     fetch_job_polling_interval=CLAIM_POLL,
                     delete_jobs="never",  # the loop reads who held a job when its answer comes, then removes it
                 )
+
+    @contextlib.asynccontextmanager
+    async def _published(self) -> AsyncIterator[None]:
+        """This worker's key for sealed tasks published while it claims, refreshed, then withdrawn."""
+        if self.key is None:
+            yield
+            return
+        key, connector, queue = self.key, self.app.connector, self.address.sealed_queue
+        await publish_key(connector, queue, self.wallet, key)
+
+        async def refresh() -> None:
+            while True:
+                await asyncio.sleep(REFRESH)
+                await publish_key(connector, queue, self.wallet, key)
+
+        refreshing = asyncio.ensure_future(refresh())
+        try:
+            yield
+        finally:
+            refreshing.cancel()
+            with contextlib.suppress(Exception):
+                await withdraw_key(connector, key)
 
     def _noted(self, why: str | None) -> None:
         if why != self.halt:
@@ -244,16 +273,23 @@ class Worker:
         try:
             if not isinstance(reply, str) or not REPLY.fullmatch(reply):
                 raise ValueError(f"it names no loop to answer ({str(reply)[:40]!r})")
-            result = await self._result(inputs, str(given.get("profile", "")))
+            envelope = given.get("envelope")
+            result = await self._result(inputs, envelope, str(given.get("profile", "")))
         except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
             self.say(f"job {job.id}: not run: {exc}")
             return
         assert job.id is not None  # a job claimed has its id
         body = {"job": job.id, "holder": job.worker_id, "inputs": inputs, "result": run_result_to_json(result)}
-        self.claims.answers[job.id] = (reply, signed_result(self.wallet, body))
+        signed = signed_result(self.wallet, body)
+        try:  # a sealed task's run is answered only to the loop that sealed it
+            answer = seal_answer(signed, str(given.get("reply_key")), reply, job.id) if envelope else signed
+        except AgentdError as exc:
+            self.say(f"job {job.id}: not answered: {exc}")
+            return
+        self.claims.answers[job.id] = (reply, answer)
 
-    async def _result(self, inputs: dict[str, Any], profile: str) -> RunResult:
-        task = await self._task(str(inputs["task"]))
+    async def _result(self, inputs: dict[str, Any], envelope: Any, profile: str) -> RunResult:
+        task = await self._task(str(inputs["task"]), envelope)
         variant = await self._variant(str(inputs["variant"]))
         candidate = await self._candidate(inputs["candidate"])
         limits = EpisodeLimits(**inputs["limits"])
@@ -262,10 +298,19 @@ class Worker:
             raise ValueError(f"retries {retries!r} is not a count from 0 to 10")
         return await run_task(task, variant, candidate, self._models(profile), limits, retries)
 
-    async def _task(self, key: str) -> Task:
+    async def _task(self, key: str, envelope: Any) -> Task:
+        """The task of digest `key`, from the queue, or opened from the `envelope` a sealed
+        task comes in (a digest too), with this worker's key."""
         if key not in self.tasks:
-            data = _json(await get_blob(self.app, key))
-            task = parse_task({**data, "digest": key}, f"the queue's task {key[:16]}")
+            if envelope is None:
+                body = await get_blob(self.app, key)
+            elif self.key is None:
+                raise AgentdError("it is a sealed task, and this worker was not started with --sealed")
+            else:
+                body = open_task(await get_blob(self.app, str(envelope)), key, self.key)
+                if blob(body)[0] != key:
+                    raise AgentdError(f"sealed task {key[:16]} opens to something else")
+            task = parse_task({**_json(body), "digest": key}, f"the queue's task {key[:16]}")
             self.tasks[key] = task
         return self.tasks[key]
 

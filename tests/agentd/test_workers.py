@@ -37,7 +37,7 @@ from agentd.app.queued import QueueExecutor, queue_executor, through
 from agentd.app.trialqueue import RUN_TASK, QueueAddress, prepare
 from agentd.home import Home
 from agentd.profiles import load_profile
-from agentd.wallets import create_wallet
+from agentd.wallets import create_wallet, load_wallet
 from improver import Halted, Stop, Task, Trials, load_tasks
 from improver.episodes.harness import Command
 from improver.episodes.trials import TrialResult, run_trials
@@ -73,7 +73,8 @@ class WorkerProcess:
         if not self.home.exists:
             initialise(self.home)
             install_example(self.home, PROFILE)
-            self.wallet = create_wallet(self.home, "worker")
+            create_wallet(self.home, "worker")
+        self.wallet = load_wallet(self.home, "worker")
         argv = [*within, sys.executable, "-m", "agentd", "--home", str(root), "worker", "--queue", url]
         argv += ["--heartbeat", str(HEARTBEAT), *options]
         self.process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=_env())
@@ -521,28 +522,58 @@ def test_a_result_that_is_not_what_it_says_is_refused_and_named(
 # Sealed tasks go only to workers the seal's owner trusts.
 
 
-def test_sealed_runs_go_only_to_a_trusted_worker(
+def test_sealed_runs_go_only_to_a_trusted_worker_and_never_sit_in_the_queue_in_the_clear(
     home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
 ) -> None:
     seal = sealed(home).seal
-    trusted = workers("trusted", "--sealed")
-    home.config_path.write_text(f'[trials]\ntrusted = ["{trusted.wallet.id}"]\n')
     task = next(t for t in seal.real_tasks)
     candidate = slow_candidate(tmp_path, 0)
+    written = kept_writes(queue_url)
+    # A worker that claims sealed runs, not trusted: nothing is sealed to its key, so the
+    # runs wait for a trusted one, and none is handed out meanwhile.
+    untrusted = workers("untrusted", "--sealed")
+    trusted_home = Home(tmp_path / "trusted")
+    initialise(trusted_home)
+    install_example(trusted_home, PROFILE)
+    home.config_path.write_text(f'[trials]\ntrusted = ["{create_wallet(trusted_home, "worker").id}"]\n')
     refused: list[str] = []
     ex = queue_executor(Home(home.root), queue_url, None, frozenset({task.digest}), lambda: None, refused.append)
-    assert ex is not None and ex.trusted == {trusted.wallet.id}
-    queued = trial(home, [task], candidate, 2, ex)
-    assert counts(queued) == counts(trial(home, [task], candidate, 2))
-    assert rows(queue_url, "SELECT count(*) FROM agentd_blobs WHERE digest = %s", task.digest)[0][0] == 1
-    assert answered(trusted.stop()) == 2
-    # An untrusted worker that claims sealed runs: its answers refused, the runs errored, never failed.
-    workers("untrusted", "--sealed")
-    ex = queue_executor(Home(home.root), queue_url, None, frozenset({task.digest}), lambda: None, refused.append)
     assert ex is not None
-    queued = trial(home, [task], candidate, 2, ex)
-    assert counts(queued) == {task.name: (0, 0, 2)}
-    assert all("that worker is not trusted with sealed tasks ([trials] trusted)" in line for line in refused)
+    result = in_background(lambda: trial(home, [task], candidate, 2, ex))
+    time.sleep(3)
+    assert rows(queue_url, "SELECT count(*) FROM procrastinate_jobs") == [(0,)]
+    assert answered(untrusted.stop()) == 0
+    trusted = workers("trusted", "--sealed")
+    queued = result()
+    assert answered(trusted.stop()) == 2 and refused == []
+    assert counts(queued) == counts(trial(home, [task], candidate, 2))
+    # What the queue's database was given: the envelopes and the answers, none in the clear.
+    sealed_parts = [json.loads(w) for w in written() if w.startswith(b"{") and b'"sealed' in w]
+    assert len([p for p in sealed_parts if "sealed_task" in p]) == 2  # an envelope a hand-out
+    assert len([p for p in sealed_parts if set(p) == {"sealed"}]) == 2  # an answer a run
+    assert not any(task.task.encode() in w for w in written())  # the task's words, in no form
+    assert rows(queue_url, "SELECT count(*) FROM agentd_blobs WHERE body LIKE '%%sealed_task%%'") == [(0,)]
+
+
+def kept_writes(url: str) -> Callable[[], list[bytes]]:
+    """Every blob and answer written to the queue's tables from now on, kept aside by a
+    trigger of the test's (the loop removes its answers and envelopes once done)."""
+    asyncio.run(prepare(QueueAddress.parse(url)))
+    schema = QueueAddress.parse(url).schema
+    with psycopg.connect(POSTGRES_URL, autocommit=True, options=f"-csearch_path={schema}") as conn:
+        conn.execute("CREATE TABLE kept_writes (what bytea)")
+        conn.execute(
+            """CREATE FUNCTION keep_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                   IF TG_TABLE_NAME = 'agentd_blobs' THEN INSERT INTO kept_writes VALUES (NEW.body);
+                   ELSE INSERT INTO kept_writes VALUES (convert_to(NEW.signed::text, 'UTF8'));
+                   END IF;
+                   RETURN NEW; END $$"""
+        )
+        for table in ("agentd_blobs", "agentd_answers"):
+            conn.execute(
+                f"CREATE TRIGGER keep_write AFTER INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION keep_write()"
+            )
+    return lambda: [bytes(what) for (what,) in rows(url, "SELECT what FROM kept_writes")]
 
 
 # The database down.
