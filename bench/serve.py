@@ -18,8 +18,10 @@ clients' cost too. Then the server's own CPU for a page of entries: GET /v1/entr
 100 and of 1,000 rows, as the JSON document and as JSON lines of the stored bytes
 (?as=jsonl), each beside the same bytes served as a constant by the same server (the
 daemon's app with bench/beside.py's constant route, in a process of its own; goal: at
-most 3x for JSON lines), each the lower of two turns. Nothing is kept: the home lives in
-a temporary folder.
+most 3x for JSON lines), each the lower of two turns. JSON lines are read from the kept
+bundles (agentd/server/pages.py: the first request of a bundle keeps it); they are then
+measured again with nothing kept (the file made unusable), as a bundle asked for before
+it is kept is served. Nothing is kept after: the home lives in a temporary folder.
 
     python bench/serve.py                  # about a minute and a half
     python bench/serve.py --requests 400   # a quicker look
@@ -51,6 +53,7 @@ from beside import beside, with_constant
 
 from agentd.app.ledger import open_ledger
 from agentd.home import Home
+from agentd.server.pages import PAGES_FILE
 from agentd.wallets import log_key
 from ledger import MINT, TRANSFER, Entry, Ledger, Wallet
 
@@ -104,21 +107,26 @@ def main() -> None:
 
 
 def pages(home: Home) -> None:
-    """A page of entries: the server's CPU a request beside the same bytes as a constant."""
-    port = _free_port()
-    argv = [sys.executable, __file__, "--beside", str(home.root), str(port)]
-    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait(base)
-        with httpx.Client(base_url=base, timeout=120) as client:
-            for rows in PAGES:
-                for form, asked in FORMS.items():
-                    found = beside(client, server.pid, "GET", "/v1/entries", params={"limit": rows, **asked})
-                    print(f"GET /v1/entries, {rows:,} rows, {form}: {found.line(PAGE_GOAL)}", flush=True)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(60)
+    """A page of entries: the server's CPU a request beside the same bytes as a constant;
+    then JSON lines again with no bundle kept."""
+    for kept in (True, False):
+        if not kept:
+            (home.root / PAGES_FILE).unlink()
+            (home.root / PAGES_FILE).mkdir()  # the server cannot keep a bundle: each page is read from the rows
+        port = _free_port()
+        argv = [sys.executable, __file__, "--beside", str(home.root), str(port)]
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait(base)
+            with httpx.Client(base_url=base, timeout=120) as client:
+                for rows in PAGES:
+                    for form, asked in FORMS.items() if kept else [("JSON lines, nothing kept", {"as": "jsonl"})]:
+                        found = beside(client, server.pid, "GET", "/v1/entries", params={"limit": rows, **asked})
+                        print(f"GET /v1/entries, {rows:,} rows, {form}: {found.line(PAGE_GOAL)}", flush=True)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(60)
 
 
 def serve_beside(home: Home, port: int) -> None:

@@ -18,15 +18,17 @@ connection, and a body cap for the whole server; the routes' own caps below are 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hmac
 import inspect
 import logging
 import re
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ from agentd.server import dashboard
 from agentd.server.answers import JSON_ERRORS, Refused, capped_body, error, public
 from agentd.server.ledgers import Ledgers, Reader, retry_after
 from agentd.server.metrics import Metrics
+from agentd.server.pages import PAGES_FILE, EntryPages
 from improver import ImproverError
 from ledger import (
     JSON_LINES,
@@ -70,6 +73,7 @@ log = logging.getLogger("agentd.serve")
 ENTRY_CAP = 64 * 1024
 SESSIONS_CAP = 8 * 1024 * 1024
 PAGE = 1000  # rows a page of /v1/entries holds at most
+FILL_SECONDS = 5.0  # how often the kept bundles of /v1/entries are brought up to the log's end
 PIECE = 250  # rows of a page read and written at a time, so a page of large entries is never held whole
 HELD = 2 * 1024 * 1024  # bytes of JSON lines held and sent at once, past which the rest is streamed
 LARGEST = 2**63 - 1  # SQLite's largest integer: no size, level or Pulse of a log is beyond it
@@ -87,6 +91,10 @@ class Server:
     scheduler: Any = None
     entry_cap: int = ENTRY_CAP
     sessions_cap: int = SESSIONS_CAP
+    pages: EntryPages = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pages = EntryPages(self.home.root / PAGES_FILE)
 
     @property
     def token(self) -> str | None:
@@ -105,7 +113,8 @@ def app(
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        yield
+        with filling(server):
+            yield
         server.ledgers.close()
 
     def route(path: str, handler: Callable[[Server, Request], Any], methods: tuple[str, ...] = ("GET",)) -> Route:
@@ -169,6 +178,26 @@ def _endpoint(
         return response
 
     return endpoint
+
+
+@contextmanager
+def filling(server: Server) -> Iterator[None]:
+    """The kept bundles filled in a thread of their own while the server runs, every
+    FILL_SECONDS, so that a page is read from them whether or not it was asked for before."""
+    stop = threading.Event()
+
+    def fill() -> None:
+        while not stop.wait(FILL_SECONDS):
+            with contextlib.suppress(LedgerError):  # the ledger's errors are the routes' to say
+                server.pages.fill(server.ledgers.reader().store, stop.is_set)
+
+    thread = threading.Thread(target=fill, name="agentd-entry-pages", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 # Query values
@@ -263,8 +292,9 @@ def _lines_page(server: Server, query: _Query) -> Response:
     """The page as JSON lines, its pieces read in this thread while they come to less than
     HELD bytes, and the rest streamed: a thread's turn per piece costs more than the bytes
     of a page of small entries, and the bound keeps a page of large ones from being held
-    whole."""
-    pieces = _page(server, query, _lines_piece, b"", b"", b"")
+    whole. A page of every kind and author, oldest first, is read from the kept bundles."""
+    every = not query.back and query.kind is None and query.author is None
+    pieces = _page(server, query, _kept_piece(server.pages) if every else _lines_piece, b"", b"", b"")
     held: list[bytes] = []
     for piece, whole in pieces:
         held.append(piece)
@@ -292,6 +322,29 @@ def _lines_piece(store: Recorder, query: _Query, limit: int) -> tuple[bytes, int
     except TypeError:
         _json_piece(store, query, limit)
         raise
+
+
+def _kept_piece(pages: EntryPages) -> Callable[[Recorder, _Query, int], tuple[bytes, int, int]]:
+    """As `_lines_piece`, from the bundles `pages` keeps, the rows of one not full yet read
+    as they are."""
+
+    def piece(store: Recorder, query: _Query, limit: int) -> tuple[bytes, int, int]:
+        parts, got, pulse = [], 0, query.pulse
+        while got < limit:
+            try:
+                found = pages.lines(store, pulse, limit - got)
+            except TypeError:  # a damaged store's value: named as the rows' own read names it
+                found = None
+            if found is None:
+                lines, count, _ = _lines_piece(store, replace(query, pulse=pulse), limit - got)
+                parts.append(lines)
+                got += count
+                break
+            parts.append(found[0])
+            got, pulse = got + found[1], pulse + found[1]
+        return b"".join(parts), got, query.pulse + got - 1
+
+    return piece
 
 
 def _page(
