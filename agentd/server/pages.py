@@ -43,9 +43,9 @@ class EntryPages:
     def lines(self, store: Recorder, pulse: int, limit: int) -> tuple[bytes, int] | None:
         """Up to `limit` rows from Pulse `pulse` on, no further than the end of its bundle,
         as JSON lines with how many; None when that bundle is not full yet (its rows are
-        read as they are)."""
+        read as they are, as they are when nothing can be kept)."""
         index, offset = divmod(pulse - 1, BUNDLE)
-        last = store.row((index + 1) * BUNDLE)
+        last = store.row((index + 1) * BUNDLE) if self._conn() is not None else None
         if last is None:
             return None
         found = self._kept(index, last.chain) or self._keep(store, index, last.chain)

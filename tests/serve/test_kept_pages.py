@@ -97,18 +97,18 @@ def test_another_log_in_the_ledger_s_place_is_served_as_itself(grown: Home, tmp_
     assert served == [_rows_as_lines(grown, query) for query in QUERIES]
 
 
-def test_a_file_that_cannot_be_kept_leaves_the_pages_as_they_were(
-    grown: Home, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_file_that_cannot_be_kept_leaves_the_pages_as_they_were(grown: Home) -> None:
     (grown.root / PAGES_FILE).mkdir()  # not a file SQLite can open
-    daemons_log = logging.getLogger("agentd.serve")  # which the daemon may have kept to itself (no propagation)
-    daemons_log.addHandler(caplog.handler)
+    said: list[str] = []
+    heard = logging.Handler()
+    heard.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    daemons_log = logging.getLogger("agentd.serve")
+    daemons_log.addHandler(heard)
     try:
         assert _lines(grown) == [_rows_as_lines(grown, query) for query in QUERIES]
     finally:
-        daemons_log.removeHandler(caplog.handler)
-    said = [r.getMessage() for r in caplog.records if "entry pages" in r.getMessage()]
-    assert len(said) == 1 and "pages are read from the rows" in said[0]
+        daemons_log.removeHandler(heard)
+    assert len(said) == 1 and "entry pages" in said[0] and "pages are read from the rows" in said[0]
 
 
 def test_the_daemon_keeps_the_full_bundles_unasked(grown: Home, monkeypatch: pytest.MonkeyPatch) -> None:
