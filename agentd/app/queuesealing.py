@@ -7,8 +7,10 @@ envelope: the task encrypted with HPKE to each key that a wallet its owner trust
 published within FRESH seconds (each document's signature checked), bound to the task's
 digest. The worker that claims the run opens the envelope with its own key and holds the
 task to its digest, as any task; its answer (the run's conversation) is encrypted to the
-key the loop names in the job, bound to the loop's name for its answers and the job. So
-the queue's database holds neither a sealed task nor a sealed run's answer in the clear.
+key the loop names in the job, bound to the loop's name for its answers and the job. The
+envelope is bound to that key too (task_info), so a job whose key was changed in the queue
+does not open. So the queue's database holds neither a sealed task nor a sealed run's
+answer in the clear, and whoever can write it cannot have one sent to them.
 
 A worker started after the hand-out, or not trusted, finds no part of the envelope for
 its key: it runs nothing and leaves the job unanswered, and the loop hands the run out
@@ -51,8 +53,11 @@ def public_hex(key: X25519PrivateKey) -> str:
     return key.public_key().public_bytes_raw().hex()
 
 
-def task_info(digest: str) -> bytes:
-    return f"agentd sealed task {digest}".encode()
+def task_info(digest: str, reply_key: str) -> bytes:
+    """Binds an envelope to its task and to the loop's key its run is answered to: a job
+    whose key was changed in the queue (to read the answer) names an envelope that does
+    not open."""
+    return f"agentd sealed task {digest} answered to {reply_key}".encode()
 
 
 def answer_info(reply: str, job: int) -> bytes:
@@ -92,25 +97,27 @@ async def trusted_keys(connector: BaseConnector, queue: str, trusted: frozenset[
 
 
 async def envelope(
-    connector: BaseConnector, queue: str, trusted: frozenset[str], task: Task, executor: Stoppable
+    connector: BaseConnector, queue: str, trusted: frozenset[str], task: Task, reply_key: str, executor: Stoppable
 ) -> tuple[str, bytes]:
-    """`task` sealed to the keys its trusted workers publish now, and the envelope's digest.
-    Until one is published it waits, as a run waits for a worker to claim it, unless the
-    executor stops (its `broken`, raised)."""
+    """`task` sealed to the keys its trusted workers publish now, its run to be answered to
+    `reply_key`, and the envelope's digest. Until a key is published it waits, as a run
+    waits for a worker to claim it, unless the executor stops (its `broken`, raised)."""
     while not (keys := await trusted_keys(connector, queue, trusted)):
         if executor.broken is not None:
             raise executor.broken
         await asyncio.sleep(KEY_POLL)
-    return blob(seal_task(canonical(task.content()), task.digest, keys))
+    return blob(seal_task(canonical(task.content()), task.digest, keys, reply_key))
 
 
-def seal_task(body: bytes, digest: str, keys: list[X25519PublicKey]) -> bytes:
+def seal_task(body: bytes, digest: str, keys: list[X25519PublicKey], reply_key: str) -> bytes:
     """The envelope: the task's bytes encrypted to each key, by that key (hex)."""
-    to = {key.public_bytes_raw().hex(): _b64(SUITE.encrypt(body, key, info=task_info(digest))) for key in keys}
+    to = {
+        key.public_bytes_raw().hex(): _b64(SUITE.encrypt(body, key, info=task_info(digest, reply_key))) for key in keys
+    }
     return json.dumps({"sealed_task": digest, "to": to}, sort_keys=True).encode()
 
 
-def open_task(envelope: bytes, digest: str, key: X25519PrivateKey) -> bytes:
+def open_task(envelope: bytes, digest: str, key: X25519PrivateKey, reply_key: str) -> bytes:
     """The task's bytes from an envelope made for `key`; AgentdError saying why not."""
     try:
         document = json.loads(envelope)
@@ -125,7 +132,7 @@ def open_task(envelope: bytes, digest: str, key: X25519PrivateKey) -> bytes:
             "(it started after the run was handed out, or its wallet is not in the loop's [trials] trusted)"
         )
     try:
-        return SUITE.decrypt(base64.b64decode(sealed, validate=True), key, info=task_info(digest))
+        return SUITE.decrypt(base64.b64decode(sealed, validate=True), key, info=task_info(digest, reply_key))
     except (InvalidTag, ValueError):
         raise AgentdError(f"sealed task {digest[:16]} does not open with this worker's key") from None
 

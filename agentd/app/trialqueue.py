@@ -97,6 +97,9 @@ KEPT_HISTORY = """
 SELECT tgname FROM pg_trigger
  WHERE tgrelid = 'procrastinate_jobs'::regclass AND tgname = ANY(%s) AND tgenabled <> 'D'
 """
+# procrastinate's channel for a queue is "procrastinate_queue_v1#" and its name, and
+# PostgreSQL refuses a channel over 63 bytes; the sealed runs' queue adds ".sealed".
+QUEUE_LONGEST = 63 - len("procrastinate_queue_v1#") - len(".sealed")
 UNTAKEN = "1 day"  # an answer no loop took for this long is removed by the next process to start on the queue
 CONNECT_SECONDS = 10  # a database that does not answer a connection within this is down
 # Connections a loop or a worker keeps to the database at most. A statement of the queue's takes
@@ -131,6 +134,11 @@ class QueueAddress:
         for what, name in (("schema", schema), ("queue", queue)):
             if not name.replace("_", "").replace("-", "").isalnum() or len(name) > 63 or not name[0].isalpha():
                 raise WrongValue(f"--queue: {what} {name!r}: use letters, digits, '_' or '-', starting with a letter")
+        if len(queue) > QUEUE_LONGEST:
+            raise WrongValue(
+                f"--queue: queue {queue!r} is {len(queue)} characters: give at most {QUEUE_LONGEST} "
+                "(procrastinate announces a job on a PostgreSQL channel named after its queue, at most 63 bytes)"
+            )
         if "-" in schema:
             raise WrongValue(f"--queue: schema {schema!r}: use letters, digits or '_'")
         conninfo = urlunsplit(parts._replace(query=urlencode(params)))

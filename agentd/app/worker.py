@@ -274,7 +274,8 @@ class Worker:
             if not isinstance(reply, str) or not REPLY.fullmatch(reply):
                 raise ValueError(f"it names no loop to answer ({str(reply)[:40]!r})")
             envelope = given.get("envelope")
-            result = await self._result(inputs, envelope, str(given.get("profile", "")))
+            reply_key = str(given.get("reply_key"))
+            result = await self._result(inputs, (envelope, reply_key), str(given.get("profile", "")))
         except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
             self.say(f"job {job.id}: not run: {exc}")
             return
@@ -282,14 +283,14 @@ class Worker:
         body = {"job": job.id, "holder": job.worker_id, "inputs": inputs, "result": run_result_to_json(result)}
         signed = signed_result(self.wallet, body)
         try:  # a sealed task's run is answered only to the loop that sealed it
-            answer = seal_answer(signed, str(given.get("reply_key")), reply, job.id) if envelope else signed
+            answer = seal_answer(signed, reply_key, reply, job.id) if envelope else signed
         except AgentdError as exc:
             self.say(f"job {job.id}: not answered: {exc}")
             return
         self.claims.answers[job.id] = (reply, answer)
 
-    async def _result(self, inputs: dict[str, Any], envelope: Any, profile: str) -> RunResult:
-        task = await self._task(str(inputs["task"]), envelope)
+    async def _result(self, inputs: dict[str, Any], sealed: tuple[Any, str], profile: str) -> RunResult:
+        task = await self._task(str(inputs["task"]), *sealed)
         variant = await self._variant(str(inputs["variant"]))
         candidate = await self._candidate(inputs["candidate"])
         limits = EpisodeLimits(**inputs["limits"])
@@ -298,20 +299,21 @@ class Worker:
             raise ValueError(f"retries {retries!r} is not a count from 0 to 10")
         return await run_task(task, variant, candidate, self._models(profile), limits, retries)
 
-    async def _task(self, key: str, envelope: Any) -> Task:
+    async def _task(self, key: str, envelope: Any, reply_key: str) -> Task:
         """The task of digest `key`, from the queue, or opened from the `envelope` a sealed
-        task comes in (a digest too), with this worker's key."""
-        if key not in self.tasks:
-            if envelope is None:
-                body = await get_blob(self.app, key)
-            elif self.key is None:
+        task comes in (a digest too) with this worker's key, for a run answered to
+        `reply_key`. A sealed task is opened for every run, never kept: its envelope is
+        what says the key its run may be answered to."""
+        if envelope is not None:
+            if self.key is None:
                 raise AgentdError("it is a sealed task, and this worker was not started with --sealed")
-            else:
-                body = open_task(await get_blob(self.app, str(envelope)), key, self.key)
-                if blob(body)[0] != key:
-                    raise AgentdError(f"sealed task {key[:16]} opens to something else")
-            task = parse_task({**_json(body), "digest": key}, f"the queue's task {key[:16]}")
-            self.tasks[key] = task
+            body = open_task(await get_blob(self.app, str(envelope)), key, self.key, reply_key)
+            if blob(body)[0] != key:
+                raise AgentdError(f"sealed task {key[:16]} opens to something else")
+            return parse_task({**_json(body), "digest": key}, f"the queue's sealed task {key[:16]}")
+        if key not in self.tasks:
+            body = await get_blob(self.app, key)
+            self.tasks[key] = parse_task({**_json(body), "digest": key}, f"the queue's task {key[:16]}")
         return self.tasks[key]
 
     async def _variant(self, key: str) -> Variant:

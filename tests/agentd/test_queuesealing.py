@@ -29,30 +29,40 @@ from tests.postgres import POSTGRES_URL
 TASK = b'{"name":"work-1","task":"Pay invoice 23 from Acme."}'
 DIGEST = blob(TASK)[0]
 REPLY = "agentd_answers_" + "0" * 16
+LOOP = "ab" * 32  # the loop's key a sealed run is answered to, in hex
 
 
 def test_a_sealed_task_opens_only_with_a_key_it_was_sealed_to() -> None:
     first, second, other = (X25519PrivateKey.generate() for _ in range(3))
-    envelope = seal_task(TASK, DIGEST, [first.public_key(), second.public_key()])
+    envelope = seal_task(TASK, DIGEST, [first.public_key(), second.public_key()], LOOP)
     assert b"Acme" not in envelope
-    assert open_task(envelope, DIGEST, first) == TASK == open_task(envelope, DIGEST, second)
+    assert open_task(envelope, DIGEST, first, LOOP) == TASK == open_task(envelope, DIGEST, second, LOOP)
     with pytest.raises(AgentdError, match="was not sealed to this worker's key"):
-        open_task(envelope, DIGEST, other)
+        open_task(envelope, DIGEST, other, LOOP)
     with pytest.raises(AgentdError, match="holds task " + DIGEST[:16]):
-        open_task(envelope, "0" * 64, first)  # an envelope for another task
+        open_task(envelope, "0" * 64, first, LOOP)  # an envelope for another task
     with pytest.raises(AgentdError, match="is malformed"):
-        open_task(b"not json", DIGEST, first)
+        open_task(b"not json", DIGEST, first, LOOP)
+
+
+def test_a_sealed_task_whose_job_names_another_loop_s_key_does_not_open() -> None:
+    # Whoever can write the queue's jobs could name a key of theirs for the answer (the
+    # run's conversation, the task's words in it): the envelope is bound to the loop's.
+    key = X25519PrivateKey.generate()
+    envelope = seal_task(TASK, DIGEST, [key.public_key()], LOOP)
+    with pytest.raises(AgentdError, match="does not open with this worker's key"):
+        open_task(envelope, DIGEST, key, "cd" * 32)
 
 
 def test_a_sealed_task_altered_in_the_queue_does_not_open() -> None:
     key = X25519PrivateKey.generate()
-    document = json.loads(seal_task(TASK, DIGEST, [key.public_key()]))
+    document = json.loads(seal_task(TASK, DIGEST, [key.public_key()], LOOP))
     (to,) = document["to"]
     sealed = bytearray(base64.b64decode(document["to"][to]))
     sealed[-1] ^= 1
     document["to"][to] = base64.b64encode(bytes(sealed)).decode()
     with pytest.raises(AgentdError, match="does not open with this worker's key"):
-        open_task(json.dumps(document).encode(), DIGEST, key)
+        open_task(json.dumps(document).encode(), DIGEST, key, LOOP)
 
 
 def test_a_sealed_answer_opens_only_with_the_loop_s_key_for_its_job() -> None:

@@ -34,7 +34,8 @@ from agentd.app.demo import PROFILE
 from agentd.app.examples import install_example
 from agentd.app.init import initialise
 from agentd.app.queued import QueueExecutor, queue_executor, through
-from agentd.app.trialqueue import RUN_TASK, QueueAddress, prepare
+from agentd.app.trialqueue import DEFER, QUEUE_LONGEST, RUN_TASK, QueueAddress, prepare
+from agentd.errors import WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
 from agentd.wallets import create_wallet, load_wallet
@@ -386,6 +387,18 @@ def test_the_queue_keeps_no_history_of_its_jobs(queue_url: str) -> None:
         rows(queue_url, "UPDATE procrastinate_jobs SET status = %s WHERE id = %s RETURNING id", status, job[0])
     assert rows(queue_url, "SELECT status::text FROM procrastinate_jobs") == [("succeeded",)]
     assert rows(queue_url, "SELECT type::text FROM procrastinate_events") == []
+
+
+def test_a_queue_name_is_at_most_what_postgresql_can_announce_a_job_on(queue_url: str) -> None:
+    longest = "q" * QUEUE_LONGEST
+    address = QueueAddress.parse(f"{queue_url}&queue={longest}")
+    asyncio.run(prepare(address))
+    job = {"task_name": RUN_TASK, "priority": 0, "lock": None, "queueing_lock": None, "scheduled_at": None}
+    with psycopg.connect(POSTGRES_URL, autocommit=True, options=f"-csearch_path={address.schema}") as conn:
+        for queue in (address.queue, address.sealed_queue):  # each job announced on its queue's channel
+            conn.execute(DEFER, {**job, "queue_name": queue, "args": "{}"})
+    with pytest.raises(WrongValue, match=f"is {QUEUE_LONGEST + 1} characters: give at most {QUEUE_LONGEST}"):
+        QueueAddress.parse(f"{queue_url}&queue={longest}q")
 
 
 def test_the_kill_switch_reaches_the_workers_before_their_next_claim(
