@@ -233,13 +233,10 @@ class QueueExecutor:
         """A new lease on the run: a job a worker may claim."""
         args = {**out.inputs, "profile": out.task.profile, "reply": self.reply}
         if out.sealed:
-            reply_key = public_hex(self.opener)
-            sealed = await envelope(
-                self.app.connector, self.address.sealed_queue, self.trusted, out.task, reply_key, self
-            )
-            await self._store(dict([sealed]))
-            self.envelopes.add(sealed[0])
-            args |= {"envelope": sealed[0], "reply_key": reply_key}
+            key, body = await envelope(self.app.connector, self.address.sealed_queue, self.trusted, out.task, self)
+            await self._store({key: body})
+            self.envelopes.add(key)
+            args |= {"envelope": key, "reply_key": public_hex(self.opener)}
         made = terse_job(out.queue, RUN_TASK, args)
         self.handing += 1
         try:

@@ -44,9 +44,14 @@ SELECT document FROM agentd_keys
 """
 
 
-class Stoppable(Protocol):
+class Sealing(Protocol):
+    """What `envelope` asks of the loop's executor: whether it stopped, and its key."""
+
     @property
     def broken(self) -> BaseException | None: ...
+
+    @property
+    def opener(self) -> X25519PrivateKey: ...
 
 
 def public_hex(key: X25519PrivateKey) -> str:
@@ -97,16 +102,16 @@ async def trusted_keys(connector: BaseConnector, queue: str, trusted: frozenset[
 
 
 async def envelope(
-    connector: BaseConnector, queue: str, trusted: frozenset[str], task: Task, reply_key: str, executor: Stoppable
+    connector: BaseConnector, queue: str, trusted: frozenset[str], task: Task, executor: Sealing
 ) -> tuple[str, bytes]:
     """`task` sealed to the keys its trusted workers publish now, its run to be answered to
-    `reply_key`, and the envelope's digest. Until a key is published it waits, as a run
-    waits for a worker to claim it, unless the executor stops (its `broken`, raised)."""
+    the executor's key, and the envelope's digest. Until a key is published it waits, as a
+    run waits for a worker to claim it, unless the executor stops (its `broken`, raised)."""
     while not (keys := await trusted_keys(connector, queue, trusted)):
         if executor.broken is not None:
             raise executor.broken
         await asyncio.sleep(KEY_POLL)
-    return blob(seal_task(canonical(task.content()), task.digest, keys, reply_key))
+    return blob(seal_task(canonical(task.content()), task.digest, keys, public_hex(executor.opener)))
 
 
 def seal_task(body: bytes, digest: str, keys: list[X25519PublicKey], reply_key: str) -> bytes:

@@ -22,8 +22,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ledger import Recorder
-from ledger.remote import entry_lines
+from ledger import Recorder, entry_lines
 
 BUNDLE = 250  # entries a kept page holds: the API's PIECE, so a page of 1,000 rows is four
 PAGES_FILE = "entry-pages.db"
