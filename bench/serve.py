@@ -111,7 +111,7 @@ def pages(home: Home) -> None:
     then JSON lines again with no bundle kept."""
     for kept in (True, False):
         if not kept:
-            (home.root / PAGES_FILE).unlink()
+            (home.root / PAGES_FILE).unlink(missing_ok=True)
             (home.root / PAGES_FILE).mkdir()  # the server cannot keep a bundle: each page is read from the rows
         port = _free_port()
         argv = [sys.executable, __file__, "--beside", str(home.root), str(port)]

@@ -25,7 +25,10 @@ from improver import TRIAL_CONCURRENCY
     help="Runs at once.",
 )
 @click.option(
-    "--sealed", is_flag=True, help="Claim sealed tasks' runs too (a loop takes them only from wallets it trusts)."
+    "--sealed",
+    is_flag=True,
+    help="Claim sealed tasks' runs too: publish a key, signed by the wallet, that a loop seals them to "
+    "when it trusts that wallet.",
 )
 @click.option(
     "--heartbeat",
