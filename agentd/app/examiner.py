@@ -31,7 +31,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agentd.app.agent import AGENT, model_factory
-from agentd.app.keydocs import SUITE, checked_key_document, key_document
+from agentd.app.keydocs import SUITE, checked_key_document, key_document, public_hex
 from agentd.app.rebuilt import Rebuilt, patch_text, rebuild
 from agentd.app.runners import sandbox_runner
 from agentd.errors import AgentdError
@@ -142,7 +142,7 @@ class Examiner:
     @property
     def named(self) -> dict[str, str]:
         """How a seal's terms name this examiner."""
-        return {"wallet": self.wallet.id, "key": self.key.public_key().public_bytes_raw().hex()}
+        return {"wallet": self.wallet.id, "key": public_hex(self.key)}
 
     # -- a seal handed over -------------------------------------------------------------
 

@@ -20,6 +20,11 @@ SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POL
 SUITE_NAME = "DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305"
 
 
+def public_hex(key: X25519PrivateKey) -> str:
+    """The public half of `key`, in hex, as key documents and envelopes name it."""
+    return key.public_key().public_bytes_raw().hex()
+
+
 def key_message(document: dict[str, Any]) -> bytes:
     """What the wallet signs of its key document: its fields but the signature, in one
     byte form (sorted keys, no spaces)."""
@@ -33,7 +38,7 @@ def key_document(kind: str, wallet: Wallet, key: X25519PrivateKey, **more: str) 
         "kind": kind,
         "wallet": wallet.id,
         "public_key": wallet.public_key.hex(),
-        "key": key.public_key().public_bytes_raw().hex(),
+        "key": public_hex(key),
         "suite": SUITE_NAME,
         **more,
     }

@@ -40,7 +40,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from psycopg import sql
 
 from agentd.app.agent import AGENT, model_factory
-from agentd.app.queuesealing import envelope, open_answer, public_hex
+from agentd.app.keydocs import public_hex
+from agentd.app.queuesealing import envelope, open_answer
 from agentd.app.trialqueue import (
     RUN_TASK,
     QueueAddress,

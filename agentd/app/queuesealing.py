@@ -28,7 +28,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from procrastinate.connector import BaseConnector
 
-from agentd.app.keydocs import SUITE, checked_key_document, key_document
+from agentd.app.keydocs import SUITE, checked_key_document, key_document, public_hex
 from agentd.app.trialqueue import Refused, blob
 from agentd.errors import AgentdError
 from improver import Task, canonical
@@ -52,10 +52,6 @@ class Sealing(Protocol):
 
     @property
     def opener(self) -> X25519PrivateKey: ...
-
-
-def public_hex(key: X25519PrivateKey) -> str:
-    return key.public_key().public_bytes_raw().hex()
 
 
 def task_info(digest: str, reply_key: str) -> bytes:

@@ -188,7 +188,8 @@ def filling(server: Server) -> Iterator[None]:
 
     def fill() -> None:
         while not stop.wait(FILL_SECONDS):
-            with contextlib.suppress(LedgerError):  # the ledger's errors are the routes' to say
+            # The ledger's errors, and a damaged row's value (TypeError), are the routes' to say.
+            with contextlib.suppress(LedgerError, TypeError):
                 server.pages.fill(server.ledgers.reader().store, stop.is_set)
 
     thread = threading.Thread(target=fill, name="agentd-entry-pages", daemon=True)

@@ -21,6 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ledger import Recorder, entry_lines
 
@@ -47,7 +48,7 @@ class EntryPages:
         last = store.row((index + 1) * BUNDLE) if self._conn() is not None else None
         if last is None:
             return None
-        found = self._kept(index, last.chain) or self._keep(store, index, last.chain)
+        found = self._found(index, last.chain, "lines") or self._keep(store, index, last.chain)
         count = min(limit, BUNDLE - offset)
         return _slice(found, offset, count), count
 
@@ -59,27 +60,19 @@ class EntryPages:
             last = store.row((self._filled + 1) * BUNDLE)
             if last is None or self._conn() is None:
                 break
-            if not self._has(self._filled, last.chain):
+            if self._found(self._filled, last.chain, "1") is None:  # its chain alone read, not its lines
                 self._keep(store, self._filled, last.chain)
                 written += 1
             self._filled += 1
         return written
 
-    def _has(self, index: int, chain: bytes) -> bool:
-        conn = self._conn()
-        try:
-            found = conn.execute("SELECT chain FROM entry_pages WHERE idx = ?", (index,)).fetchone() if conn else None
-        except sqlite3.Error as exc:
-            self._failed(exc)
-            return False
-        return found is not None and found[0] == chain
-
-    def _kept(self, index: int, chain: bytes) -> bytes | None:
+    def _found(self, index: int, chain: bytes, column: str) -> Any:
+        """`column` of bundle `index` as kept, when it was kept with the ledger's `chain`."""
         conn = self._conn()
         if conn is None:
             return None
         try:
-            found = conn.execute("SELECT chain, lines FROM entry_pages WHERE idx = ?", (index,)).fetchone()
+            found = conn.execute(f"SELECT chain, {column} FROM entry_pages WHERE idx = ?", (index,)).fetchone()
         except sqlite3.Error as exc:
             self._failed(exc)
             return None
