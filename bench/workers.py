@@ -17,9 +17,10 @@ two tool calls). The same trial runs:
 
 Beside 1 to 3, the CPU each run took in the loop (this process), in the workers' processes
 (their sandboxes apart) and in PostgreSQL's backends serving each (told apart by their
-application_name; where PostgreSQL runs on this machine). After 2, `--rounds` more rounds
-of 1 and 2 in turn, so that what others do on a shared machine weighs on both alike: the
-share of each round and their median.
+application_name; where PostgreSQL runs on this machine), and how much of the time the
+machine's cores were idle (none: the figures are of CPU spent, not of waiting). After 2,
+`--rounds` more rounds of 1 and 2 in turn, so that what others do on a shared machine
+weighs on both alike: the share of each round, and their median, which is held to the goal.
 
 Each trial is timed from its first run handed out to its last answer taken, the queue's
 executor open: a loop opens it once for all its trials (`improve run`, `code`, `eval`),
@@ -30,7 +31,7 @@ Every worker and the loop share this machine with PostgreSQL; the load average i
 before and after. The queue lives in a schema of its own on AGENTD_TEST_POSTGRES (default
 the test database at 127.0.0.1:5432), dropped at the end.
 
-    python bench/workers.py            # 48 runs each way, 8 at once (the default), about two minutes
+    python bench/workers.py            # 192 runs each way, 8 at once (the default), about three minutes
     python bench/workers.py --quick    # 16 runs each way
     python bench/workers.py --at-once 2   # as many at once as this machine has cores
 """
@@ -76,6 +77,7 @@ CANDIDATE = "python3 -m agentd case --stdio"
 PACKAGES = ("agentd", "improver", "ledger", "sandbox")
 LOOP, WORKERS = "agentd-bench-loop", "agentd-bench-worker"  # the application_name of each one's connections
 TICK = os.sysconf("SC_CLK_TCK")
+RUNS = 192  # a trial of 48 tasks, four runs each: long enough that its start and end weigh little
 
 
 def main() -> None:
@@ -87,9 +89,10 @@ def main() -> None:
         default=TRIAL_CONCURRENCY,
         help="Runs at once, here and on each worker (default: the loop's and a worker's own default).",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="Rounds of 1 and 2 in turn after 2 (default 3).")
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"Runs in each trial (default {RUNS}).")
+    parser.add_argument("--rounds", type=int, default=5, help="Rounds of 1 and 2 in turn after 2 (default 5).")
     args = parser.parse_args()
-    runs, at_once = (16 if args.quick else 48), args.at_once
+    runs, at_once = (16 if args.quick else args.runs), args.at_once
     print(f"load average before: {_load()}; {os.cpu_count()} cores; {runs} runs each way, {at_once} at once")
     with tempfile.TemporaryDirectory() as tmp, _schema() as url:
         home = Home(Path(tmp) / "home")
@@ -104,7 +107,7 @@ def main() -> None:
         with _workers(Path(tmp), worker_url, 1, at_once) as started:
             bench.trial(at_once, at_once, bench.executor())  # the worker's first fetch of the tree
             one = bench.timed("2. through 1 worker", runs, at_once, bench.executor(), local, started.pids)
-            bench.in_turns(args.rounds, runs, at_once)
+            share = bench.in_turns(args.rounds, runs, at_once) or local / one
             here, queued = bench.alternating(runs // 2)
         with _workers(Path(tmp), worker_url, 2, max(1, at_once // 2)) as two:
             bench.trial(at_once, at_once, bench.executor())
@@ -114,8 +117,9 @@ def main() -> None:
             f"here, {queued * 1e3:.0f} ms through the worker: the queue adds {(queued - here) * 1e3:.0f} ms a run"
         )
         print(
-            f"   1 worker gives {runs / one:.2f} runs/s against {runs / local:.2f} here: {local / one:.0%} "
-            f"({'meets' if local / one >= 0.9 else 'misses'} the goal of 90%)"
+            f"   1 worker gives {runs / one:.2f} runs/s against {runs / local:.2f} here: {local / one:.0%}; "
+            f"{'in turns, the median' if args.rounds else 'that'} {share:.0%} "
+            f"({'meets' if share >= 0.9 else 'misses'} the goal of 90%)"
         )
         print(
             f"   opening and closing the queue's executor, apart from the figures above (a loop does it once): "
@@ -210,10 +214,11 @@ class Bench:
         print(f"   CPU a run: {meter.said(runs)}")
         return seconds
 
-    def in_turns(self, rounds: int, runs: int, at_once: int) -> None:
-        """`rounds` rounds of a trial here and the same through the worker, each round's share."""
+    def in_turns(self, rounds: int, runs: int, at_once: int) -> float | None:
+        """`rounds` rounds of a trial here and the same through the worker, each round's
+        share printed, their median returned."""
         if rounds < 1:
-            return
+            return None
         shares = []
         for _ in range(rounds):
             here = self.trial(runs, at_once, None)
@@ -223,6 +228,7 @@ class Bench:
             f"   in turns, {rounds} rounds of {runs} runs here then through 1 worker: {each}; "
             f"median {statistics.median(shares):.0%}"
         )
+        return statistics.median(shares)
 
 
 class Meter:
@@ -243,10 +249,12 @@ class Meter:
         self.conn.close()
 
     def begin(self) -> None:
-        self.started = time.process_time(), sum(map(_cpu, self.workers)), self._backends()
+        self.started = time.process_time(), sum(map(_cpu, self.workers)), self._backends(), _machine()
 
     def end(self) -> None:
-        loop, workers, backends = self.started
+        loop, workers, backends, machine = self.started
+        busy, idle = (now - then for now, then in zip(_machine(), machine, strict=True))
+        self.idle = idle / (busy + idle)
         self.spent = {"loop": time.process_time() - loop, "workers": sum(map(_cpu, self.workers)) - workers}
         for pid, (name, cpu) in self._backends().items():
             self.spent[name] = self.spent.get(name, 0.0) + cpu - backends.get(pid, (name, 0.0))[1]
@@ -255,12 +263,13 @@ class Meter:
         def ms(key: str) -> str:
             return f"{self.spent.get(key, 0.0) * 1e3 / runs:.1f} ms"
 
+        idle = f"; the machine idle {self.idle:.0%} of the time"
         if not self.workers:
-            return f"the loop {ms('loop')} (its sandboxes apart)"
+            return f"the loop {ms('loop')} (its sandboxes apart){idle}"
         postgres = f"PostgreSQL {ms(LOOP)} serving the loop, {ms(WORKERS)} the workers"
         if LOOP not in self.spent:
             postgres = "PostgreSQL's backends not seen (not on this machine)"
-        return f"the loop {ms('loop')}, the workers {ms('workers')} (their sandboxes apart), {postgres}"
+        return f"the loop {ms('loop')}, the workers {ms('workers')} (their sandboxes apart), {postgres}{idle}"
 
     def _backends(self) -> dict[int, tuple[str, float]]:
         rows = self.conn.execute(
@@ -278,6 +287,13 @@ def _cpu(pid: int) -> float:
     """The process's own CPU seconds, user and system."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _machine() -> tuple[int, int]:
+    """The machine's CPU ticks so far, busy and idle (waiting on the disk counted idle)."""
+    ticks = [int(n) for n in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return sum(ticks) - idle, idle
 
 
 def _refused(line: str) -> None:

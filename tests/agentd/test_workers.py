@@ -34,7 +34,7 @@ from agentd.app.demo import PROFILE
 from agentd.app.examples import install_example
 from agentd.app.init import initialise
 from agentd.app.queued import QueueExecutor, queue_executor, through
-from agentd.app.trialqueue import DEFER, QUEUE_LONGEST, RUN_TASK, QueueAddress, prepare
+from agentd.app.trialqueue import DEFER, DURABLY, QUEUE_LONGEST, RUN_TASK, QueueAddress, prepare, set_halt
 from agentd.errors import WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
@@ -387,6 +387,29 @@ def test_the_queue_keeps_no_history_of_its_jobs(queue_url: str) -> None:
         rows(queue_url, "UPDATE procrastinate_jobs SET status = %s WHERE id = %s RETURNING id", status, job[0])
     assert rows(queue_url, "SELECT status::text FROM procrastinate_jobs") == [("succeeded",)]
     assert rows(queue_url, "SELECT type::text FROM procrastinate_events") == []
+
+
+def test_the_queue_s_commits_wait_for_no_disk_but_a_halt_s_do(queue_url: str) -> None:
+    address = QueueAddress.parse(queue_url)
+    asyncio.run(prepare(address))
+
+    async def settings() -> list[Any]:
+        app = address.app()
+        async with app.open_async():
+            said = [await app.connector.execute_query_one_async("SHOW synchronous_commit")]
+            said.append(await app.connector.execute_query_one_async(f"SELECT * FROM {DURABLY}"))
+            said.append(await app.connector.execute_query_one_async("SHOW synchronous_commit"))
+            await set_halt(app, address.queue, "enough")
+        async with await address.connect() as listening:  # where a loop takes its answers
+            said.append(await (await listening.execute("SHOW synchronous_commit")).fetchone())
+        return said
+
+    queue_session, in_a_halt, after_it, taking = asyncio.run(settings())
+    assert queue_session == after_it == {"synchronous_commit": "off"} and taking == ("off",)
+    assert in_a_halt == {"set_config": "on"}
+    assert rows(queue_url, "SELECT reason FROM agentd_halts") == [("enough",)]
+    with psycopg.connect(POSTGRES_URL) as other:  # a shared ledger's sessions keep the server's own
+        assert other.execute("SHOW synchronous_commit").fetchone() == ("on",)
 
 
 def test_a_queue_name_is_at_most_what_postgresql_can_announce_a_job_on(queue_url: str) -> None:
