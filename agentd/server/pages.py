@@ -10,8 +10,9 @@ for each of its rows. Each kept bundle carries the running digest (chain) of its
 entry, and is served only while the ledger's own row at that Pulse has the same: a ledger
 replaced under the file (restored, made anew) gets its pages written again, never
 another log's. The file is a cache, as large as the entries it holds: it can be removed at
-any time and is written again as pages are asked for. One that cannot be written (a
-read-only home, a full disk) leaves the pages served as they were, from the rows.
+any time and is written again as pages are asked for. One that cannot be used (a
+read-only home, a full disk, a write that waited too long on another's) leaves the pages
+served as they were, from the rows, for RETRY seconds; then it is tried again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from ledger import Recorder, entry_lines
 BUNDLE = 250  # entries a kept page holds: the API's PIECE, so a page of 1,000 rows is four
 PAGES_FILE = "entry-pages.db"
 BUSY_MS = 5_000  # how long a thread waits for another's write to the file
+RETRY = 60.0  # seconds the file is left alone after it could not be used: a disk filled may be emptied
 log = logging.getLogger("agentd.serve")  # the daemon's log
 
 
@@ -37,7 +40,7 @@ class EntryPages:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        self._broken = False  # the file could not be used: said once, then left alone
+        self._resting_until = 0.0  # the file could not be used: left alone until then (monotonic)
         self._filled = 0  # bundles before this one the filler found kept
 
     def lines(self, store: Recorder, pulse: int, limit: int) -> tuple[bytes, int] | None:
@@ -94,7 +97,7 @@ class EntryPages:
         return written
 
     def _conn(self) -> sqlite3.Connection | None:
-        if self._broken:
+        if time.monotonic() < self._resting_until:
             return None
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
@@ -111,9 +114,14 @@ class EntryPages:
         return conn
 
     def _failed(self, exc: sqlite3.Error) -> None:
-        if not self._broken:
-            log.warning("the entry pages at %s cannot be used (%s): pages are read from the rows", self.path, exc)
-        self._broken = True
+        if time.monotonic() >= self._resting_until:  # said once a rest, whatever threads fail in it
+            log.warning(
+                "the entry pages at %s cannot be used (%s): pages are read from the rows for %.0f s, then it is tried again",
+                self.path,
+                exc,
+                RETRY,
+            )
+        self._resting_until = time.monotonic() + RETRY
 
 
 def _slice(lines: bytes, skip: int, count: int) -> bytes:

@@ -1,7 +1,7 @@
 """GET /v1/entries?as=jsonl read from the kept bundles (agentd/server/pages.py): the same
 bytes as the rows make, from any Pulse, across bundles and into the one not full yet;
 another log put in the ledger's place is served as itself; a file that cannot be kept
-leaves the pages as they were; and the daemon's filler keeps the full bundles unasked."""
+leaves the pages as they were, and is tried again after a rest; and the daemon's filler keeps the full bundles unasked."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import agentd.server.api
+import agentd.server.pages
 from agentd.app.init import initialise
 from agentd.app.ledger import open_ledger
 from agentd.home import Home
@@ -109,6 +110,25 @@ def test_a_file_that_cannot_be_kept_leaves_the_pages_as_they_were(grown: Home) -
     finally:
         daemons_log.removeHandler(heard)
     assert len(said) == 1 and "entry pages" in said[0] and "pages are read from the rows" in said[0]
+
+
+def test_a_file_that_could_not_be_kept_is_tried_again_after_a_rest(
+    grown: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agentd.server.pages, "RETRY", 0.5)
+    (grown.root / PAGES_FILE).mkdir()  # as a disk that is full for a while
+    expected = [_rows_as_lines(grown, query) for query in QUERIES]
+    with TestClient(app(grown)) as client:
+
+        def served() -> list[bytes]:
+            return [client.get("/v1/entries", params={**query, "as": "jsonl"}).content for query in QUERIES]
+
+        assert served() == expected
+        (grown.root / PAGES_FILE).rmdir()
+        assert served() == expected and not (grown.root / PAGES_FILE).exists()  # resting
+        time.sleep(0.6)
+        assert served() == expected
+    assert _kept(grown) == [0, 1]
 
 
 def test_the_daemon_keeps_the_full_bundles_unasked(grown: Home, monkeypatch: pytest.MonkeyPatch) -> None:
