@@ -1,7 +1,8 @@
 """Runs/s through workers on the trial queue, beside the local executor, on the same tasks.
 
 The runs are sandboxed ones, as a code round's are: `python3 -m agentd case --stdio` from a
-built tree (a copy of agentd's four packages, shipped to each worker once by digest), in
+built tree (a copy of agentd's four packages built by the code loop's default build, which
+compiles agentd; shipped to each worker once by digest, its compiled modules with it), in
 bubblewrap, on a task of the invoices example answered by a scripted model (three turns,
 two tool calls). The same trial runs:
 
@@ -61,6 +62,7 @@ from episodes import example_task
 from postgres import POSTGRES_URL
 
 from agentd.app.agent import model_factory
+from agentd.app.code import BUILD
 from agentd.app.init import initialise
 from agentd.app.queued import QueueExecutor, queue_executor, through
 from agentd.app.trialqueue import QueueAddress
@@ -118,7 +120,7 @@ def main() -> None:
         )
         print(
             f"   1 worker gives {runs / one:.2f} runs/s against {runs / local:.2f} here: {local / one:.0%}; "
-            f"{'in turns, the median' if args.rounds else 'that'} {share:.0%} "
+            f"{'in turns, the median' if args.rounds else 'that'} {share:.1%} "
             f"({'meets' if share >= 0.9 else 'misses'} the goal of 90%)"
         )
         print(
@@ -301,9 +303,12 @@ def _refused(line: str) -> None:
 
 
 def _tree(folder: Path) -> Path:
-    """A built tree as a code round leaves one: agentd's four packages, nothing else."""
+    """A built tree as a code round leaves one: agentd's four packages, nothing else, built
+    by the code loop's default build (which compiles agentd)."""
     for package in PACKAGES:
         shutil.copytree(ROOT / package, folder / package, ignore=shutil.ignore_patterns("__pycache__"))
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # this interpreter's python3
+    subprocess.run(["/bin/sh", "-c", BUILD], cwd=folder, env={**os.environ, "PATH": path}, check=True)
     return folder
 
 

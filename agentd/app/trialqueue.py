@@ -11,7 +11,7 @@ ledger's in the same database), and `queue` (default `trials`), the queue's name
 A run job names what it needs by digest; the worker fetches each from `agentd_blobs`
 (content-addressed: what comes back is held to its SHA-256 before it is used): the task
 (its canonical JSON, whose SHA-256 is the task's digest), the variant, and for a code
-round the built candidate tree (a tar made the same way every time). A worker's answer
+round the built candidate tree (a tar made the same way every time, its times kept). A worker's answer
 is the `RunResult` signed by its wallet, over the lease it held (the job and its
 attempt), the inputs it was given and the result (`signed_result`, `opened_result`),
 left in `agentd_answers` under the loop's name for its answers, with the run's job in the
@@ -434,14 +434,16 @@ def candidate_spec(candidate: Candidate, agent: Agent) -> tuple[dict[str, Any], 
 
 
 def tree_blob(tree: Path) -> tuple[str, bytes]:
-    """The tree as a tar made the same way every time (sorted, no owners or times), and its digest."""
+    """The tree as a tar made the same way every time it is unchanged (sorted, no owners),
+    and its digest. Its files keep their times: a built tree's compiled modules hold their
+    sources' times, and a module whose source has another is compiled again, by every run
+    of a read-only tree, which can write no cache."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(tree.rglob("*")):
             info = tar.gettarinfo(str(path), arcname=str(path.relative_to(tree)))
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            info.mtime = 0
             if info.isfile():
                 with path.open("rb") as f:
                     tar.addfile(info, f)

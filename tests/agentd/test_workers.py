@@ -34,7 +34,17 @@ from agentd.app.demo import PROFILE
 from agentd.app.examples import install_example
 from agentd.app.init import initialise
 from agentd.app.queued import QueueExecutor, queue_executor, through
-from agentd.app.trialqueue import DEFER, DURABLY, QUEUE_LONGEST, RUN_TASK, QueueAddress, prepare, set_halt
+from agentd.app.trialqueue import (
+    DEFER,
+    DURABLY,
+    QUEUE_LONGEST,
+    RUN_TASK,
+    QueueAddress,
+    prepare,
+    set_halt,
+    tree_blob,
+    unpack_tree,
+)
 from agentd.errors import WrongValue
 from agentd.home import Home
 from agentd.profiles import load_profile
@@ -387,6 +397,26 @@ def test_the_queue_keeps_no_history_of_its_jobs(queue_url: str) -> None:
         rows(queue_url, "UPDATE procrastinate_jobs SET status = %s WHERE id = %s RETURNING id", status, job[0])
     assert rows(queue_url, "SELECT status::text FROM procrastinate_jobs") == [("succeeded",)]
     assert rows(queue_url, "SELECT type::text FROM procrastinate_events") == []
+
+
+def test_a_built_tree_shipped_to_a_worker_keeps_its_compiled_modules(tmp_path: Path) -> None:
+    built = tmp_path / "built" / "pkg"
+    built.mkdir(parents=True)
+    (built / "__init__.py").write_text("ANSWER = 42\n")
+    os.utime(built / "__init__.py", (1_700_000_000, 1_700_000_000))  # as a checkout's time, not now
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(built)], check=True)
+    unpack_tree(tree_blob(built.parent)[1], tmp_path / "shipped")
+    imported = subprocess.run(
+        [sys.executable, "-v", "-c", "import pkg; print(pkg.ANSWER)"],
+        cwd=tmp_path / "shipped",
+        env={**_env(), "PYTHONPATH": str(tmp_path / "shipped")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert imported.stdout == "42\n"
+    shipped_cache = str(tmp_path / "shipped" / "pkg" / "__pycache__")
+    assert any(line.startswith(f"# {shipped_cache}") and " matches " in line for line in imported.stderr.splitlines())
 
 
 def test_the_queue_s_commits_wait_for_no_disk_but_a_halt_s_do(queue_url: str) -> None:
