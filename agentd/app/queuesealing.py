@@ -13,8 +13,9 @@ does not open. So the queue's database holds neither a sealed task nor a sealed 
 answer in the clear, and whoever can write it cannot have one sent to them.
 
 A worker started after the hand-out, or not trusted, finds no part of the envelope for
-its key: it runs nothing and leaves the job unanswered, and the loop hands the run out
-again (to the keys published then) until its leases are spent.
+its key (NotSealedHere): it runs nothing, leaves the job unanswered and claims no sealed
+run for a while (worker.SEALED_REST), and the loop hands the run out again, to the keys
+published then, for a trusted worker to claim, until its leases are spent.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ KEYS = """
 SELECT document FROM agentd_keys
  WHERE queue = %(queue)s AND wallet = ANY(%(trusted)s) AND at > now() - make_interval(secs => %(fresh)s)
 """
+
+
+class NotSealedHere(AgentdError):
+    """An envelope with no part for this worker's key."""
 
 
 class Sealing(Protocol):
@@ -128,7 +133,7 @@ def open_task(envelope: bytes, digest: str, key: X25519PrivateKey, reply_key: st
     if named != digest:
         raise AgentdError(f"the envelope named for sealed task {digest[:16]} holds task {str(named)[:16]}")
     if sealed is None:
-        raise AgentdError(
+        raise NotSealedHere(
             f"sealed task {digest[:16]} was not sealed to this worker's key "
             "(it started after the run was handed out, or its wallet is not in the loop's [trials] trusted)"
         )

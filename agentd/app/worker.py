@@ -15,7 +15,8 @@ to it (a task to its digest, a tree unpacked once into a scratch folder removed 
 the worker stops). Its models are made from this home's providers, a `script:` model's
 rules read from this home's copy of the task's profile. A job it cannot make a run of
 (its inputs missing or not what they say) is answered with nothing: the loop hands the
-run out again.
+run out again. After a sealed run that was not sealed to its key it claims no sealed run
+for SEALED_REST seconds, so that the run handed out again goes to a worker it was sealed to.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,7 @@ from psycopg.types.json import Jsonb
 
 from agentd.app import killswitch
 from agentd.app.agent import AGENT, users_factory
-from agentd.app.queuesealing import REFRESH, open_task, publish_key, seal_answer, withdraw_key
+from agentd.app.queuesealing import REFRESH, NotSealedHere, open_task, publish_key, seal_answer, withdraw_key
 from agentd.app.runners import sandbox_runner
 from agentd.app.trialqueue import (
     ANNOUNCE,
@@ -81,6 +83,11 @@ from sandbox import Runner, check_escapes, shell_request
 # worker at once (none is lost, trialqueue.QueueJobs); a look finds what came while it was not
 # listening (its connection to the database lost and made again) and runs a lifted halt let through.
 CLAIM_POLL = 1.0
+# Seconds a worker claims no sealed run after one was not sealed to its key: it is not trusted
+# by that loop, or started after the run was handed out. Meanwhile the run, handed out again,
+# is left to a worker it was sealed to, rather than claimed and left again until its leases
+# are spent.
+SEALED_REST = 60.0
 # A worker starting removes the rows of workers silent this long. Long, whatever this one's
 # beat: a row removed under a live worker (a loop's own, beating every 10 s) fails its next claim.
 PRUNE = 600.0
@@ -152,22 +159,30 @@ FINISH_ANSWERED = (
 
 class Claims(QueueJobs):
     """The worker's job manager: no claim while `here` (this home's kill switch) says why
-    not, or a halt names the queue (`noted` hears each change of why); a run's answer sent
-    as its job is finished."""
+    not, or a halt names the queue (`noted` hears each change of why), and none from the
+    sealed runs' queue until `sealed_rest`; a run's answer sent as its job is finished."""
 
     def __init__(
-        self, connector: BaseConnector, queue: str, here: Callable[[], str | None], noted: Callable[[str | None], None]
+        self,
+        connector: BaseConnector,
+        address: QueueAddress,
+        here: Callable[[], str | None],
+        noted: Callable[[str | None], None],
     ) -> None:
         super().__init__(connector)
-        self.queue, self.here, self.noted = queue, here, noted
+        self.address, self.here, self.noted = address, here, noted
         self.answers: dict[int, tuple[str, dict[str, Any]]] = {}  # by run job: where to, and the answer
         self.answered = 0
+        self.sealed_rest = 0.0  # until when (monotonic) it claims no sealed run
 
     async def claim(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
         why, job = self.here(), None
         if why is None:
+            claimed = list(queues or ())
+            if time.monotonic() < self.sealed_rest:
+                claimed = [queue for queue in claimed if queue != self.address.sealed_queue]
             row = await self.connector.execute_query_one_async(
-                CLAIM, queue=self.queue, queues=list(queues or ()), worker_id=worker_id
+                CLAIM, queue=self.address.queue, queues=claimed, worker_id=worker_id
             )
             why, job = row["halted"], None if row["id"] is None else TerseJob.from_row(row)
         self.noted(why)
@@ -208,7 +223,7 @@ class Worker:
 
     def __post_init__(self) -> None:
         self.app = self.address.app()
-        self.claims = Claims(self.app.connector, self.address.queue, lambda: killswitch.halted(self.home), self._noted)
+        self.claims = Claims(self.app.connector, self.address, lambda: killswitch.halted(self.home), self._noted)
         self.app.job_manager = self.claims
         self.app.task(name=RUN_TASK, pass_context=True)(self._run)
 
@@ -276,6 +291,10 @@ class Worker:
             envelope = given.get("envelope")
             reply_key = str(given.get("reply_key"))
             result = await self._result(inputs, (envelope, reply_key), str(given.get("profile", "")))
+        except NotSealedHere as exc:
+            self.claims.sealed_rest = time.monotonic() + SEALED_REST
+            self.say(f"job {job.id}: not run: {exc}; claiming no sealed run for {SEALED_REST:.0f} s")
+            return
         except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
             self.say(f"job {job.id}: not run: {exc}")
             return

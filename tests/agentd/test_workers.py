@@ -621,6 +621,28 @@ def test_sealed_runs_go_only_to_a_trusted_worker_and_never_sit_in_the_queue_in_t
     assert rows(queue_url, "SELECT count(*) FROM agentd_blobs WHERE body LIKE '%%sealed_task%%'") == [(0,)]
 
 
+def test_a_worker_a_sealed_run_was_not_sealed_to_leaves_it_to_one_it_was(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    task = next(t for t in sealed(home).seal.real_tasks)
+    candidate = slow_candidate(tmp_path, 0)
+    untrusted, trusted = workers("untrusted", "--sealed"), workers("trusted", "--sealed")
+    home.config_path.write_text(f'[trials]\ntrusted = ["{trusted.wallet.id}"]\n')
+    when(lambda: rows(queue_url, "SELECT count(*) FROM agentd_keys") == [(2,)])
+    trusted.process.send_signal(signal.SIGSTOP)  # so the untrusted one claims the runs first
+    refused: list[str] = []
+    ex = queue_executor(Home(home.root), queue_url, None, frozenset({task.digest}), lambda: None, refused.append)
+    assert ex is not None
+    ex.lease = LEASE
+    result = in_background(lambda: trial(home, [task], candidate, 2, ex))
+    said = untrusted.wait_for("claiming no sealed run for 60 s")
+    assert "was not sealed to this worker's key" in said
+    trusted.process.send_signal(signal.SIGCONT)
+    queued = result()  # handed out again after a lease, and left to the trusted worker
+    assert counts(queued) == counts(trial(home, [task], candidate, 2)) and not queued.errors
+    assert answered(trusted.stop()) == 2 and answered(untrusted.stop()) == 0 and refused == []
+
+
 def kept_writes(url: str) -> Callable[[], list[bytes]]:
     """Every blob and answer written to the queue's tables from now on, kept aside by a
     trigger of the test's (the loop removes its answers and envelopes once done)."""
