@@ -11,13 +11,13 @@ ledger's in the same database), and `queue` (default `trials`), the queue's name
 A run job names what it needs by digest; the worker fetches each from `agentd_blobs`
 (content-addressed: what comes back is held to its SHA-256 before it is used): the task
 (its canonical JSON, whose SHA-256 is the task's digest), the variant, and for a code
-round the built candidate tree (a tar made the same way every time, its times kept). A worker's answer
-is the `RunResult` signed by its wallet, over the lease it held (the job and its
-attempt), the inputs it was given and the result (`signed_result`, `opened_result`),
-left in `agentd_answers` under the loop's name for its answers, with the run's job in the
-clear (so the loop's taking of it reads who holds that job in the same statement), and
-announced on the channel of that name (`ANSWER`, `ANNOUNCE`): answers are not jobs, as
-no worker runs them.
+round the built candidate tree (a tar made the same way every time, its files' times
+kept). A worker's answer is the `RunResult` signed by its wallet, over the lease it
+held (the job and its attempt), the inputs it was given and the result (`signed_result`,
+`opened_result`), left in `agentd_answers` under the loop's name for its answers, with
+the run's job in the clear (so the loop's taking of it reads who holds that job in the
+same statement), and announced on the channel of that name (`ANSWER`, `ANNOUNCE`):
+answers are not jobs, as no worker runs them.
 `agentd_halts` holds the kill switch of the loops on a queue: while a row names it,
 no worker claims a run from it.
 """
