@@ -1,8 +1,9 @@
 """Runs/s through workers on the trial queue, beside the local executor, on the same tasks.
 
 The runs are sandboxed ones, as a code round's are: `python3 -m agentd case --stdio` from a
-built tree (a copy of agentd's four packages built by the code loop's default build, which
-compiles agentd; shipped to each worker once by digest, its compiled modules with it), in
+built tree (agentd's four packages built in the sandbox by the code loop's default build,
+which compiles agentd, as bench/candidate.py builds it; shipped to each worker once by
+digest, its compiled modules with it), in
 bubblewrap, on a task of the invoices example answered by a scripted model (three turns,
 two tool calls). The same trial runs:
 
@@ -43,7 +44,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -58,11 +58,11 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from candidate import built_tree, candidate
 from episodes import example_task
 from postgres import POSTGRES_URL
 
 from agentd.app.agent import model_factory
-from agentd.app.code import BUILD
 from agentd.app.init import initialise
 from agentd.app.queued import QueueExecutor, queue_executor, through
 from agentd.app.trialqueue import QueueAddress
@@ -73,10 +73,7 @@ from improver.episodes.harness import Command
 from improver.episodes.trials import CONCURRENCY as TRIAL_CONCURRENCY, TrialResult, run_trials
 from improver.tasks.task import Task
 from sandbox.choose import make_runner
-from sandbox.python import shell_request
 
-CANDIDATE = "python3 -m agentd case --stdio"
-PACKAGES = ("agentd", "improver", "ledger", "sandbox")
 LOOP, WORKERS = "agentd-bench-loop", "agentd-bench-worker"  # the application_name of each one's connections
 TICK = os.sysconf("SC_CLK_TCK")
 RUNS = 192  # a trial of 48 tasks, four runs each: long enough that its start and end weigh little
@@ -101,8 +98,8 @@ def main() -> None:
         os.environ["AGENTD_HOME"] = str(home.root)
         initialise(home)
         task, variant = example_task(home)
-        candidate = Command(make_runner("bwrap"), shell_request(CANDIDATE, _tree(Path(tmp) / "tree")))
-        bench = Bench(home, task, variant, candidate, f"{url}&application_name={LOOP}")
+        program = candidate(make_runner("bwrap"), built_tree(Path(tmp)))
+        bench = Bench(home, task, variant, program, f"{url}&application_name={LOOP}")
         bench.trial(2, at_once, None)  # warm up: the page cache, the sandbox, the first imports
         local = bench.timed("1. here, the local executor", runs, at_once, None)
         worker_url = f"{url}&application_name={WORKERS}"
@@ -228,7 +225,7 @@ class Bench:
         each = ", ".join(f"{share:.0%}" for share in shares)
         print(
             f"   in turns, {rounds} rounds of {runs} runs here then through 1 worker: {each}; "
-            f"median {statistics.median(shares):.0%}"
+            f"median {statistics.median(shares):.1%}"
         )
         return statistics.median(shares)
 
@@ -293,23 +290,13 @@ def _cpu(pid: int) -> float:
 
 def _machine() -> tuple[int, int]:
     """The machine's CPU ticks so far, busy and idle (waiting on the disk counted idle)."""
-    ticks = [int(n) for n in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    ticks = [int(n) for n in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]  # guest time is in user's
     idle = ticks[3] + ticks[4]
     return sum(ticks) - idle, idle
 
 
 def _refused(line: str) -> None:
     raise SystemExit(f"bench: a worker's answer was refused: {line}")
-
-
-def _tree(folder: Path) -> Path:
-    """A built tree as a code round leaves one: agentd's four packages, nothing else, built
-    by the code loop's default build (which compiles agentd)."""
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, folder / package, ignore=shutil.ignore_patterns("__pycache__"))
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # this interpreter's python3
-    subprocess.run(["/bin/sh", "-c", BUILD], cwd=folder, env={**os.environ, "PATH": path}, check=True)
-    return folder
 
 
 class _schema:
