@@ -8,14 +8,14 @@ ledger's in the same database), and `queue` (default `trials`), the queue's name
 
     postgresql://agentd@db.internal:5432/agentd?schema=agentd_trials&queue=invoices
 
-A run job names what it needs by digest; the worker fetches each from `agentd_blobs`
-(content-addressed: what comes back is held to its SHA-256 before it is used): the task
-(its canonical JSON, whose SHA-256 is the task's digest), the variant, and for a code
-round the built candidate tree (a tar made the same way every time, its files' times
-kept). A worker's answer is the `RunResult` signed by its wallet, over the lease it
-held (the job and its attempt), the inputs it was given and the result (`signed_result`,
-`opened_result`), left in `agentd_answers` under the loop's name for its answers, with
-the run's job in the clear (so the loop's taking of it reads who holds that job in the
+A job holds up to BATCH runs (`{"runs": [inputs, ...]}`), each naming what it needs by
+digest; the worker fetches each from `agentd_blobs` (content-addressed: what comes back
+is held to its SHA-256 before it is used): the task (its canonical JSON, whose SHA-256
+is the task's digest), the variant, and for a code round the built candidate tree (a tar
+made the same way every time, its files' times kept). A worker's answer is the job's
+`RunResult`s signed by its wallet, over the lease it held (the job and its claim), the
+inputs it was given and the results (`signed_result`, `opened_result`), left in
+`agentd_answers` under the loop's name for its answers, with the job in the clear (so the loop's taking of it reads who holds that job in the
 same statement), and announced on the channel of that name (`ANSWER`, `ANNOUNCE`):
 answers are not jobs, as no worker runs them.
 `agentd_halts` holds the kill switch of the loops on a queue: while a row names it,
@@ -57,6 +57,12 @@ from sandbox import shell_request
 SCHEMA = "agentd_trials"
 QUEUE = "trials"
 RUN_TASK = "agentd.run"
+# Runs a job holds at most. Each job costs the loop, its worker and the database four
+# statements (deferred, claimed, finished with its answer, the answer taken), whatever it
+# holds; one run a job cost them 4-5 ms a run of a 75 ms run. A job's runs are one
+# worker's, so a worker holds up to BATCH - 1 runs more than it runs (worker.Claims),
+# which another could have run at a trial's end.
+BATCH = 4
 RESULT_TYPE = b"application/vnd.agentd.run-result.v1+json"
 TABLES = """
 CREATE TABLE IF NOT EXISTS agentd_blobs (

@@ -3,9 +3,12 @@ in its own sandbox, with its own models, each answer signed by its wallet.
 
 At start it runs the escape probes of `agentd sandbox check` in its sandbox and runs
 nothing if one got out; it makes the queue's tables when they are missing. Then it
-claims runs through procrastinate's worker until SIGTERM or Ctrl-C, which let the runs
-under way finish; `--sealed` claims the sealed tasks' runs too (a loop takes those only
-from workers its owner trusts, encrypted to the key the worker publishes: queuesealing).
+claims jobs through procrastinate's worker until SIGTERM or Ctrl-C, which let the runs
+under way finish. A job holds up to BATCH runs; the worker runs at most `--concurrency`
+at once, whatever jobs they are of, claims no job while it holds as many runs not yet
+run, and answers each job once, when its last run ends. `--sealed` claims the sealed
+tasks' runs too (a loop takes those only from workers its owner trusts, encrypted to the
+key the worker publishes: queuesealing).
 Before each claim it asks whether the queue is halted (the kill switch of the loop that
 gave the runs) or this home's own kill switch is on: then it claims nothing until both
 are off.
@@ -14,8 +17,8 @@ A run's task, variant and, for a code round, built tree are fetched by digest an
 to it (a task to its digest, a tree unpacked once into a scratch folder removed when
 the worker stops). Its models are made from this home's providers, a `script:` model's
 rules read from this home's copy of the task's profile. A job it cannot make a run of
-(its inputs missing or not what they say) is answered with nothing: the loop hands the
-run out again. After a sealed run that was not sealed to its key it claims no sealed run
+(its inputs missing or not what they say) is answered with nothing: the loop hands its
+runs out again. After a sealed run that was not sealed to its key it claims no sealed run
 for SEALED_REST seconds, so that the run handed out again goes to a worker it was sealed to.
 """
 
@@ -26,7 +29,7 @@ import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from procrastinate.connector import BaseConnector
 from procrastinate.job_context import JobContext
 from procrastinate.jobs import Job, Status
+from procrastinate.manager import NotificationCallback
 from psycopg.types.json import Jsonb
 
 from agentd.app import killswitch
@@ -44,6 +48,7 @@ from agentd.app.runners import sandbox_runner
 from agentd.app.trialqueue import (
     ANNOUNCE,
     ANSWER,
+    BATCH,
     REPLY,
     RUN_TASK,
     QueueAddress,
@@ -67,7 +72,6 @@ from improver import (
     ExecutorFailed,
     ImproverError,
     ModelFactory,
-    RunResult,
     Task,
     Variant,
     loads_bounded,
@@ -88,9 +92,21 @@ CLAIM_POLL = 1.0
 # is left to a worker it was sealed to, rather than claimed and left again until its leases
 # are spent.
 SEALED_REST = 60.0
+INPUTS = ("task", "variant", "candidate", "limits", "retries")  # what a run's inputs name
 # A worker starting removes the rows of workers silent this long. Long, whatever this one's
 # beat: a row removed under a live worker (a loop's own, beating every 10 s) fails its next claim.
 PRUNE = 600.0
+
+
+@dataclass(frozen=True)
+class Made:
+    """A run made from its inputs, ready to run."""
+
+    task: Task
+    variant: Variant
+    candidate: Candidate
+    limits: EpisodeLimits
+    retries: int
 
 
 class SandboxUnsafe(AgentdError):
@@ -129,7 +145,7 @@ def run_worker(home: Home, request: WorkerRequest, say: Callable[[str], None]) -
     runner = checked_runner(home)
     say(f"worker {wallet.id} ({request.wallet}): every escape probe held in the {runner.name} sandbox")
     scratch = Path(tempfile.mkdtemp(prefix="agentd-worker-"))
-    worker = Worker(home, address, wallet, runner, scratch, say)
+    worker = Worker(home, address, wallet, runner, scratch, say, request.concurrency)
     try:
         asyncio.run(worker.serve(request))
     except ExecutorFailed as exc:
@@ -159,21 +175,57 @@ FINISH_ANSWERED = (
 
 class Claims(QueueJobs):
     """The worker's job manager: no claim while `here` (this home's kill switch) says why
-    not, or a halt names the queue (`noted` hears each change of why), and none from the
-    sealed runs' queue until `sealed_rest`; a run's answer sent as its job is finished."""
+    not, or a halt names the queue (`noted` hears each change of why), none from the
+    sealed runs' queue until `sealed_rest`, and none while the runs it holds and has not
+    run are `room` or more (a job holds up to BATCH: so a worker holds fewer runs
+    than room + BATCH, and a run ending makes it look again). A job's answer is sent as
+    the job is finished."""
 
     def __init__(
         self,
         connector: BaseConnector,
         address: QueueAddress,
+        room: int,
         here: Callable[[], str | None],
         noted: Callable[[str | None], None],
     ) -> None:
         super().__init__(connector)
-        self.address, self.here, self.noted = address, here, noted
-        self.answers: dict[int, tuple[str, dict[str, Any]]] = {}  # by run job: where to, and the answer
-        self.answered = 0
+        self.address, self.room, self.here, self.noted = address, room, here, noted
+        self.answers: dict[int, tuple[str, dict[str, Any], int]] = {}  # by job: where to, the answer, its runs
+        self.answered = 0  # runs
         self.sealed_rest = 0.0  # until when (monotonic) it claims no sealed run
+        self.holding: dict[int, int] = {}  # runs not yet run, by job
+        self.full = False  # whether a claim was left out for want of room
+        self.wake: Callable[[], Awaitable[None]] | None = None
+        self.waking: asyncio.Future[None] | None = None
+
+    async def listen_for_jobs(
+        self, *, on_notification: NotificationCallback, queues: Iterable[str] | None = None
+    ) -> None:
+        # procrastinate's worker looks for a job when told of one: told too when room is made.
+        self.wake = lambda: on_notification(channel="", notification={"type": "job_inserted", "job_id": 0})
+        await super().listen_for_jobs(on_notification=on_notification, queues=queues)
+
+    async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
+        if sum(self.holding.values()) >= self.room:
+            self.full = True
+            return None
+        job = await super().fetch_job(queues, worker_id)
+        if job is not None and job.id is not None:
+            runs = job.task_kwargs.get("runs")
+            self.holding[job.id] = len(runs) if isinstance(runs, list) else 1
+        return job
+
+    def ran(self, job: int, runs: int = 1) -> None:
+        """`runs` of the job run (or never to be): room for as many others."""
+        if job in self.holding:
+            self.holding[job] -= runs
+            if self.holding[job] <= 0:
+                del self.holding[job]
+        if self.full and sum(self.holding.values()) < self.room:
+            self.full = False
+            if self.wake is not None:
+                self.waking = asyncio.ensure_future(self.wake())
 
     async def claim(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
         why, job = self.here(), None
@@ -189,11 +241,13 @@ class Claims(QueueJobs):
         return job
 
     async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
+        if job.id is not None:
+            self.ran(job.id, self.holding.get(job.id, 0))
         answer = self.answers.pop(job.id, None) if job.id is not None else None
         if answer is None:
             await super().finish_job(job, status, delete_job)
             return
-        reply, signed = answer
+        reply, signed, runs = answer
         await self.connector.execute_query_async(
             FINISH_ANSWERED,
             job_id=job.id,
@@ -202,7 +256,7 @@ class Claims(QueueJobs):
             reply=reply,
             signed=Jsonb(signed),
         )
-        self.answered += 1
+        self.answered += runs
 
 
 @dataclass
@@ -213,6 +267,7 @@ class Worker:
     runner: Runner
     scratch: Path  # where built trees are unpacked, removed when the worker stops
     say: Callable[[str], None]
+    room: int = TRIAL_CONCURRENCY  # runs at once (--concurrency)
     halt: str | None = None  # why it claims nothing now, once said
     tasks: dict[str, Task] = field(default_factory=dict)
     variants: dict[str, Variant] = field(default_factory=dict)
@@ -223,7 +278,9 @@ class Worker:
 
     def __post_init__(self) -> None:
         self.app = self.address.app()
-        self.claims = Claims(self.app.connector, self.address, lambda: killswitch.halted(self.home), self._noted)
+        halted = lambda: killswitch.halted(self.home)
+        self.claims = Claims(self.app.connector, self.address, self.room, halted, self._noted)
+        self.gate = asyncio.Semaphore(self.room)
         self.app.job_manager = self.claims
         self.app.task(name=RUN_TASK, pass_context=True)(self._run)
 
@@ -245,7 +302,7 @@ class Worker:
                 await app.run_worker_async(
                     queues=queues,
                     name=f"agentd-worker-{self.wallet.id[:8]}",
-                    concurrency=request.concurrency,
+                    concurrency=self.room,
                     update_heartbeat_interval=request.heartbeat,
                     stalled_worker_timeout=PRUNE,
                     fetch_job_polling_interval=CLAIM_POLL,
@@ -280,17 +337,20 @@ class Worker:
             self.halt = why
 
     async def _run(self, context: JobContext, /, **given: Any) -> None:
-        """One run job: the run made from what it names, answered signed; a job that names
-        what cannot be had is answered with nothing (the loop hands the run out again)."""
+        """One job: the runs made from what it names, run, and answered together, signed; a
+        job that names what cannot be had is answered with nothing (the loop hands its runs
+        out again)."""
         job = context.job
-        inputs = {key: given.get(key) for key in ("task", "variant", "candidate", "limits", "retries")}
-        reply = given.get("reply")
+        assert job.id is not None  # a job claimed has its id
+        runs, reply = given.get("runs"), given.get("reply")
+        envelope, reply_key = given.get("envelope"), str(given.get("reply_key"))
         try:
             if not isinstance(reply, str) or not REPLY.fullmatch(reply):
                 raise ValueError(f"it names no loop to answer ({str(reply)[:40]!r})")
-            envelope = given.get("envelope")
-            reply_key = str(given.get("reply_key"))
-            result = await self._result(inputs, (envelope, reply_key), str(given.get("profile", "")))
+            if not isinstance(runs, list) or not 1 <= len(runs) <= (1 if envelope else BATCH):
+                raise ValueError(f"it holds no list of 1 to {1 if envelope else BATCH} runs")
+            inputs = [{key: _inputs(run).get(key) for key in INPUTS} for run in runs]
+            made = [await self._made(each, (envelope, reply_key)) for each in inputs]
         except NotSealedHere as exc:
             self.claims.sealed_rest = time.monotonic() + SEALED_REST
             self.say(f"job {job.id}: not run: {exc}; claiming no sealed run for {SEALED_REST:.0f} s")
@@ -298,25 +358,40 @@ class Worker:
         except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
             self.say(f"job {job.id}: not run: {exc}")
             return
-        assert job.id is not None  # a job claimed has its id
-        body = {"job": job.id, "holder": job.worker_id, "inputs": inputs, "result": run_result_to_json(result)}
+        models = self._models(str(given.get("profile", "")))
+        results = await asyncio.gather(*(self._ran(job.id, run, models) for run in made))
+        body = {"job": job.id, "holder": job.worker_id, "runs": inputs, "results": results}
         signed = signed_result(self.wallet, body)
         try:  # a sealed task's run is answered only to the loop that sealed it
             answer = seal_answer(signed, reply_key, reply, job.id) if envelope else signed
         except AgentdError as exc:
             self.say(f"job {job.id}: not answered: {exc}")
             return
-        self.claims.answers[job.id] = (reply, answer)
+        self.claims.answers[job.id] = (reply, answer, len(results))
 
-    async def _result(self, inputs: dict[str, Any], sealed: tuple[Any, str], profile: str) -> RunResult:
-        task = await self._task(str(inputs["task"]), *sealed)
-        variant = await self._variant(str(inputs["variant"]))
-        candidate = await self._candidate(inputs["candidate"])
+    async def _made(self, inputs: dict[str, Any], sealed: tuple[Any, str]) -> Made:
+        """What a run's inputs name, fetched and held to their digests."""
         limits = EpisodeLimits(**inputs["limits"])
         retries = inputs["retries"]
         if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
             raise ValueError(f"retries {retries!r} is not a count from 0 to 10")
-        return await run_task(task, variant, candidate, self._models(profile), limits, retries)
+        task = await self._task(str(inputs["task"]), *sealed)
+        return Made(
+            task,
+            await self._variant(str(inputs["variant"])),
+            await self._candidate(inputs["candidate"]),
+            limits,
+            retries,
+        )
+
+    async def _ran(self, job: int, run: Made, models: ModelFactory) -> dict[str, Any]:
+        """The run, when one of this worker's `--concurrency` sandboxes is free."""
+        try:
+            async with self.gate:
+                result = await run_task(run.task, run.variant, run.candidate, models, run.limits, run.retries)
+        finally:
+            self.claims.ran(job)
+        return run_result_to_json(result)
 
     async def _task(self, key: str, envelope: Any, reply_key: str) -> Task:
         """The task of digest `key`, from the queue, or opened from the `envelope` a sealed
@@ -365,6 +440,12 @@ class Worker:
             assert made is not None  # there is a home
             self.models[profile] = memoized_models(made)
         return self.models[profile]
+
+
+def _inputs(run: Any) -> dict[str, Any]:
+    if not isinstance(run, dict):
+        raise ValueError("a run's inputs are not an object")
+    return run
 
 
 def _json(body: bytes) -> dict[str, Any]:

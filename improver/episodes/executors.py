@@ -3,7 +3,8 @@ them across machines without the loop above knowing.
 
 An executor runs one run of a candidate on a task (`run`), the harness's retries of an
 errored run included, and gives back its `RunResult`; cancelling the call cancels the run
-wherever it is. `LocalExecutor`, the default, runs it here with `run_task`. Another
+wherever it is. A run it hands to another machine (`remote`) is not counted in the trial's
+concurrency, which bounds the sandboxes of this one: the machine that runs it bounds its own. `LocalExecutor`, the default, runs it here with `run_task`. Another
 backend (agentd's PostgreSQL queue) hands it to a worker elsewhere and gets the result
 back as JSON: `result_to_json` and `result_from_json` carry every field of a
 `RunResult`, so what comes back is exactly what the worker's harness made.
@@ -35,6 +36,10 @@ class Executor(Protocol):
 
     async def run(self, task: Task, variant: Variant, candidate: Candidate, limits: EpisodeLimits) -> RunResult: ...
 
+    def remote(self, task: Task) -> bool:
+        """Whether a run of `task` runs on another machine, which bounds its own runs at once."""
+        ...
+
 
 @dataclass(frozen=True)
 class LocalExecutor:
@@ -45,6 +50,9 @@ class LocalExecutor:
 
     async def run(self, task: Task, variant: Variant, candidate: Candidate, limits: EpisodeLimits) -> RunResult:
         return await run_task(task, variant, candidate, self.models, limits, self.retries)
+
+    def remote(self, task: Task) -> bool:
+        return False
 
 
 def result_to_json(result: RunResult) -> dict[str, Any]:

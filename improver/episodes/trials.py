@@ -11,6 +11,7 @@ process, or handed to a worker elsewhere; the trial is the same either way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -130,18 +131,19 @@ async def run_trials(
     halted: Callable[[], str | None] = lambda: None,
     executor: Executor | None = None,
 ) -> TrialResult:
-    """Runs every task `runs` times, at most `concurrency` at once; results come back
-    in task order, then run order, whatever order they finished in. `halted` is asked
-    before each run starts: a reason from it stops the trial (Halted), the runs under
-    way with it. Each run goes through `executor`; by default here, with `models` (and
-    `retries`; another executor has its own, and its own models)."""
+    """Runs every task `runs` times, at most `concurrency` at once here; results come
+    back in task order, then run order, whatever order they finished in. `halted` is
+    asked before each run starts: a reason from it stops the trial (Halted), the runs
+    under way with it. Each run goes through `executor`; by default here, with `models`
+    (and `retries`; another executor has its own, and its own models). A run the executor
+    sends to another machine starts at once: that machine bounds its own."""
     if runs < 1 or concurrency < 1:
         raise ValueError("runs and concurrency must be at least 1")
     gate = asyncio.Semaphore(concurrency)
     runner = executor or LocalExecutor(memoized(models), retries)
 
     async def one(task: Task) -> RunResult:
-        async with gate:
+        async with contextlib.nullcontext() if runner.remote(task) else gate:
             why = halted()
             if why:
                 raise Halted(why)

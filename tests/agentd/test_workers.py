@@ -35,6 +35,7 @@ from agentd.app.examples import install_example
 from agentd.app.init import initialise
 from agentd.app.queued import QueueExecutor, queue_executor, through
 from agentd.app.trialqueue import (
+    BATCH,
     DEFER,
     DURABLY,
     QUEUE_LONGEST,
@@ -261,15 +262,15 @@ def held_by_first(url: str) -> int:
     )[0][0]
 
 
-def sandboxed(pid: int) -> bool:
-    """Whether the process has started a child (its candidate's sandbox)."""
+def sandboxes(pid: int) -> int:
+    """How many children the process has now (its candidates' sandboxes)."""
+    found = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                return True
+            found += int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid
         except (OSError, IndexError, ValueError):
             continue
-    return False
+    return found
 
 
 def when(check: Callable[[], Any], seconds: float = 30.0) -> Any:
@@ -321,6 +322,70 @@ def test_a_worker_killed_mid_run_changes_no_count(
     assert refused == []
 
 
+def test_a_trial_s_runs_share_jobs_and_reach_every_worker_whatever_the_loop_s_concurrency(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    tasks, candidate = invoices(home, 3), slow_candidate(tmp_path, 0.5)
+    both = [workers("w1", "--concurrency", "2"), workers("w2", "--concurrency", "2")]
+    ex = executor(home, queue_url, refused=print)
+    profile = load_profile(home, PROFILE)
+    seen: list[tuple[list[int], list[int]]] = []  # each look: jobs' sizes, each worker's sandboxes
+
+    async def go() -> TrialResult:
+        trial = asyncio.ensure_future(
+            run_trials(
+                variant_of(profile),
+                tasks,
+                candidate,
+                model_factory(home, profile.dir),
+                runs=4,
+                concurrency=1,
+                executor=ex,
+            )
+        )
+        while not trial.done():
+            sizes = rows(queue_url, "SELECT jsonb_array_length(args->'runs') FROM procrastinate_jobs")
+            seen.append(([size for (size,) in sizes], [sandboxes(w.process.pid) for w in both]))
+            await asyncio.sleep(0.05)
+        return await trial
+
+    queued = asyncio.run(through(ex, go))
+    assert counts(queued) == counts(trial(home, tasks, slow_candidate(tmp_path, 0), 4))
+    sizes = [size for look, _ in seen for size in look]
+    assert 1 < max(sizes) <= BATCH  # runs shared jobs
+    running = [each for _, each in seen]
+    assert max(min(each) for each in running) > 0  # both workers at once, though the loop ran one
+    assert max(max(each) for each in running) == 2  # each as many as its --concurrency, no more
+    assert sum(answered(w.stop()) for w in both) == 12
+
+
+def test_a_job_a_worker_cannot_make_runs_of_is_named_and_left_unanswered(
+    home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
+) -> None:
+    asyncio.run(prepare(QueueAddress.parse(queue_url)))
+    reply = "agentd_answers_" + "0" * 16
+    run = {"task": "0" * 64, "variant": "0" * 64, "candidate": {"kind": "agent"}, "limits": {}, "retries": 0}
+    bad = [
+        {"runs": [run], "reply": "nobody"},
+        {"runs": "all of them", "reply": reply},
+        {"runs": [run] * (BATCH + 1), "reply": reply},
+        {"runs": [run], "reply": reply},  # what it names is not on the queue
+    ]
+    job = {"task_name": RUN_TASK, "priority": 0, "lock": None, "queueing_lock": None, "scheduled_at": None}
+    address = QueueAddress.parse(queue_url)
+    with psycopg.connect(POSTGRES_URL, autocommit=True, options=f"-csearch_path={address.schema}") as conn:
+        for args in bad:
+            conn.execute(DEFER, {**job, "queue_name": address.queue, "args": json.dumps(args)})
+    worker = workers("w1")
+    said = [worker.wait_for(": not run: ") for _ in bad]
+    assert any("it names no loop to answer ('nobody')" in line for line in said)
+    assert sum(f"it holds no list of 1 to {BATCH} runs" in line for line in said) == 2
+    assert any("the queue holds nothing under digest" in line for line in said)
+    assert rows(queue_url, "SELECT count(*) FROM agentd_answers") == [(0,)]
+    tasks = invoices(home, 1)  # and it goes on claiming
+    assert trial(home, tasks, slow_candidate(tmp_path, 0), 2, executor(home, queue_url, refused=print)).judged == 2
+
+
 def test_a_stale_lease_is_refused_and_named(
     home: Home, tmp_path: Path, queue_url: str, workers: Callable[..., WorkerProcess]
 ) -> None:
@@ -328,7 +393,7 @@ def test_a_stale_lease_is_refused_and_named(
     both = [workers("w1"), workers("w2")]
     refused: list[str] = []
     result = in_background(lambda: trial(home, tasks, candidate, 1, executor(home, queue_url, refused=refused.append)))
-    holder = when(lambda: next((w for w in both if sandboxed(w.process.pid)), None))  # its candidate under way
+    holder = when(lambda: next((w for w in both if sandboxes(w.process.pid)), None))  # its candidate under way
     holder.process.send_signal(signal.SIGSTOP)  # cut off: no beat, and it cannot answer
     when(lambda: rows(queue_url, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'")[0][0] == 2)
     holder.process.send_signal(signal.SIGCONT)  # back, its candidate done: its answer comes first
@@ -472,11 +537,18 @@ def test_the_kill_switch_reaches_the_workers_before_their_next_claim(
         killswitch.turn_on(home, "enough")
         with pytest.raises(Halted, match="the kill switch is on"):
             await run
-        claimed.extend(rows(queue_url, "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1"))
+        claimed.extend(
+            rows(
+                queue_url,
+                "SELECT status::text, count(*), sum(jsonb_array_length(args->'runs')) FROM procrastinate_jobs GROUP BY 1",
+            )
+        )
 
     asyncio.run(through(ex, go))
-    # One run was under way on the worker's one slot; none of the other five was claimed.
-    assert dict(claimed) == {"doing": 1, "cancelled": 5} or dict(claimed) == {"aborted": 1, "cancelled": 5}
+    # One job was under way on the worker's one slot; none of the others was claimed.
+    jobs = {status: count for status, count, _ in claimed}
+    assert jobs.pop("cancelled", 0) >= 1 and jobs in ({"doing": 1}, {"aborted": 1})
+    assert sum(runs for _, _, runs in claimed) == 6
     assert rows(queue_url, "SELECT reason FROM agentd_halts")[0][0].startswith("the kill switch is on")
     worker.wait_for("claiming nothing: the kill switch is on")
     killswitch.turn_off(home)
@@ -537,14 +609,16 @@ async def main(url, how):
             job = await app.job_manager.fetch_job([address.queue], me)
             await asyncio.sleep(0.05)
         args = dict(job.task_kwargs)
-        body = {"job": job.id, "holder": me, "inputs": {k: args[k] for k in ("task", "variant", "candidate", "limits", "retries")},
-                "result": {}}
+        body = {"job": job.id, "holder": me, "runs": args["runs"], "results": [{}]}
         wallet = Wallet.generate("rogue")
         if how == "forged":
             signed = signed_result(wallet, body)
             signed["key"] = base64.b64encode(Wallet.generate().public_key).decode()
+        elif how == "short":
+            body["results"] = []
+            signed = signed_result(wallet, body)
         elif how == "other-inputs":
-            body["inputs"]["task"] = "0" * 64
+            body["runs"][0]["task"] = "0" * 64
             signed = signed_result(wallet, body)
         else:  # a job it does not hold
             body["holder"] = me + 1000
@@ -564,6 +638,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
     [
         ("forged", "a result whose signature does not hold"),
         ("other-inputs", "it is for other inputs than the job's (another job's result)"),
+        ("short", "it does not give one result for each of the job's 1 runs"),
         ("not-held", "it holds no lease on that job (another worker claimed it)"),
     ],
 )

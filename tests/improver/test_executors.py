@@ -41,14 +41,26 @@ def test_every_result_of_a_real_trial_comes_back_from_json_as_it_was() -> None:
 
 @dataclass
 class Elsewhere:
-    """An executor that is not the local one: each run made here, then sent as JSON."""
+    """An executor that is not the local one: each run made here, then sent as JSON, the
+    runs under way at once counted; `sent` says whether it tells the trial they run on
+    another machine."""
 
     inner: LocalExecutor
+    sent: bool = False
     seen: list[str] = field(default_factory=list)
+    under_way: int = 0
+    most: int = 0
+
+    def remote(self, task: Task) -> bool:
+        return self.sent
 
     async def run(self, task: Task, variant: Variant, candidate: Candidate, limits: EpisodeLimits) -> RunResult:
         self.seen.append(task.name)
+        self.under_way += 1
+        self.most = max(self.most, self.under_way)
+        await asyncio.sleep(0.01)  # as the runs of a queue wait for their workers
         made = await self.inner.run(task, variant, candidate, limits)
+        self.under_way -= 1
         return result_from_json(json.loads(json.dumps(result_to_json(made))))
 
 
@@ -57,6 +69,14 @@ def test_a_trial_through_another_executor_counts_what_it_counts_here() -> None:
     elsewhere = Elsewhere(LocalExecutor(lambda spec: model, retries=1))
     assert trial(executor=elsewhere) == trial()
     assert sorted(elsewhere.seen) == sorted([t.name for t in TASKS] * 2)
+
+
+@pytest.mark.parametrize(("sent", "most"), [(False, 1), (True, 6)])
+def test_the_trial_s_concurrency_bounds_the_runs_here_not_those_sent_elsewhere(sent: bool, most: int) -> None:
+    model = ScriptedModel(pays)
+    elsewhere = Elsewhere(LocalExecutor(lambda spec: model, retries=1), sent)
+    assert trial(executor=elsewhere, concurrency=1) == trial()
+    assert elsewhere.most == most
 
 
 texts = st.text(max_size=20)
