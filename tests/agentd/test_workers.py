@@ -484,6 +484,25 @@ def test_a_built_tree_shipped_to_a_worker_keeps_its_compiled_modules(tmp_path: P
     assert any(line.startswith(f"# {shipped_cache}") and " matches " in line for line in imported.stderr.splitlines())
 
 
+def test_a_tree_comes_out_of_the_queue_as_it_went_in_and_packs_the_same_each_time(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "bin" / "run").write_text("#!/bin/sh\necho ran\n")
+    (tree / "bin" / "run").chmod(0o755)
+    (tree / "data.txt").write_bytes(b"\x00 bytes \xff")
+    (tree / "again").symlink_to("bin/run")
+    os.utime(tree / "data.txt", (1_700_000_000.75, 1_700_000_000.75))
+    (key, body), (again, _) = tree_blob(tree), tree_blob(tree)
+    assert key == again
+    unpack_tree(body, tmp_path / "out")
+    out = tmp_path / "out"
+    assert (out / "data.txt").read_bytes() == b"\x00 bytes \xff"
+    assert (out / "data.txt").stat().st_mtime == 1_700_000_000  # to the second, as a compiled module holds it
+    assert os.access(out / "bin" / "run", os.X_OK) and not os.access(out / "data.txt", os.X_OK)
+    assert os.readlink(out / "again") == "bin/run"
+    assert subprocess.run([str(out / "again")], capture_output=True, text=True).stdout == "ran\n"
+
+
 def test_the_queue_s_commits_wait_for_no_disk_but_a_halt_s_do(queue_url: str) -> None:
     address = QueueAddress.parse(queue_url)
     asyncio.run(prepare(address))
