@@ -223,6 +223,7 @@ class QueueExecutor:
         self.given: dict[int, Lease] = {}  # every job handed out
         self.live: set[Out] = set()  # the runs the trial waits for
         self.waiting: deque[Out] = deque()  # runs to hand out, sealed ones aside
+        self.sealing = asyncio.Lock()
         self.handing_out: asyncio.Future[None] | None = None
         self.handing = 0  # hand-outs whose job's number has not come back yet
         self.early: list[tuple[Any, Any, Any]] = []  # answers taken before their job's number came back
@@ -304,12 +305,17 @@ class QueueExecutor:
                     await self._defer(runs)
         except ExecutorFailed as exc:
             self._break(exc)
+        except Exception as exc:  # the runs would wait for ever: the trial stops instead, none scored
+            self._break(ExecutorFailed(f"runs could not be handed out ({type(exc).__name__}: {exc})"))
 
     async def _defer(self, runs: list[Out]) -> None:
         """A new lease on `runs` (of one profile, or one sealed run): a job a worker may claim."""
         args = {"runs": [out.inputs for out in runs], "profile": runs[0].task.profile, "reply": self.reply}
-        if runs[0].sealed:
-            key, body = await envelope(self.app.connector, self.address.sealed_queue, self.trusted, runs[0].task, self)
+        if runs[0].sealed:  # one at a time: each may wait for a trusted worker's key
+            async with self.sealing:
+                key, body = await envelope(
+                    self.app.connector, self.address.sealed_queue, self.trusted, runs[0].task, self
+                )
             await self.stock.store({key: body})
             self.envelopes.add(key)
             args |= {"envelope": key, "reply_key": public_hex(self.opener)}
@@ -356,13 +362,9 @@ class QueueExecutor:
             for out, result in zip(lease.runs, results, strict=True):
                 if not out.done.done():
                     out.done.set_result(result)
-        self._settle(named)
-
-    def _settle(self, job: Any) -> None:
-        """A job no run waits on any more (answered, or its runs errored) no longer watched."""
-        lease = self.leases.get(job)
-        if lease is not None and not lease.open:
-            del self.leases[job]
+        watched = self.leases.get(named)
+        if watched is not None and not watched.open:  # answered, or its runs errored
+            del self.leases[named]
 
     async def _watch(self) -> None:
         """Every WATCH seconds the kill switch and the answers' listener (which ends when its
