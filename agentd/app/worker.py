@@ -351,6 +351,7 @@ class Worker:
                 raise ValueError(f"it holds no list of 1 to {1 if envelope else BATCH} runs")
             inputs = [{key: _inputs(run).get(key) for key in INPUTS} for run in runs]
             made = [await self._made(each, (envelope, reply_key)) for each in inputs]
+            models = self._models(str(given.get("profile", "")))
         except NotSealedHere as exc:
             self.claims.sealed_rest = time.monotonic() + SEALED_REST
             self.say(f"job {job.id}: not run: {exc}; claiming no sealed run for {SEALED_REST:.0f} s")
@@ -358,7 +359,6 @@ class Worker:
         except (AgentdError, ImproverError, KeyError, TypeError, ValueError, OSError) as exc:
             self.say(f"job {job.id}: not run: {exc}")
             return
-        models = self._models(str(given.get("profile", "")))
         results = await asyncio.gather(*(self._ran(job.id, run, models) for run in made))
         body = {"job": job.id, "holder": job.worker_id, "runs": inputs, "results": results}
         signed = signed_result(self.wallet, body)
