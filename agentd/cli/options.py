@@ -71,6 +71,18 @@ def baseline_runs_option(f: F) -> F:
     )(f)
 
 
+def concurrency_option(f: F) -> F:
+    """`--concurrency N`, shared by the commands that run trials: the runs at once here. A
+    trial through a queue hands the workers all its runs at once: each bounds its own."""
+    return click.option(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        default=8,
+        show_default=True,
+        help="Runs at once in a trial, here (with --queue, each worker's own --concurrency bounds its runs).",
+    )(f)
+
+
 def queue_option(f: F) -> F:
     """`--queue URL`, shared by the commands that run trials: their runs go to the
     workers on that trial queue (`agentd worker`) instead of running here."""

@@ -22,7 +22,7 @@ from improver import TRIAL_CONCURRENCY
     type=click.IntRange(min=1),
     default=TRIAL_CONCURRENCY,
     show_default=True,
-    help="Runs at once.",
+    help="Runs at once, each in a sandbox; no job (of up to 4 runs) is claimed while this many wait or run here.",
 )
 @click.option(
     "--sealed",

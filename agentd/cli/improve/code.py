@@ -17,6 +17,7 @@ from agentd.cli.options import (
     EXIT_INTERRUPTED,
     App,
     baseline_runs_option,
+    concurrency_option,
     emit_json,
     emit_json_line,
     json_option,
@@ -68,9 +69,7 @@ from improver import DEFAULT_ALLOW, MAX_FILES, MAX_LINES, Event, Interrupted
 @click.option(
     "--max-tokens", type=click.IntRange(min=0), help="Stop before this many tokens (coder and trials) would be passed."
 )
-@click.option(
-    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial."
-)
+@concurrency_option
 @queue_option
 @json_option
 @pass_app

@@ -9,7 +9,16 @@ import click
 
 from agentd.app.evaluate import evaluate_profile
 from agentd.cli.completers import profiles, steps
-from agentd.cli.options import App, emit_json, emit_table, json_option, pass_app, progress, queue_option
+from agentd.cli.options import (
+    App,
+    concurrency_option,
+    emit_json,
+    emit_table,
+    json_option,
+    pass_app,
+    progress,
+    queue_option,
+)
 from improver import Evaluation, ImproverError, RunResult, parse_ks
 
 
@@ -36,7 +45,7 @@ from improver import Evaluation, ImproverError, RunResult, parse_ks
     shell_complete=steps,
     help="Evaluate the agent as this kept step (or a unique prefix) made it, not as it is now.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once.")
+@concurrency_option
 @click.option(
     "--runs-out",
     type=click.Path(dir_okay=False, path_type=Path),

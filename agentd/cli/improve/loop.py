@@ -19,6 +19,7 @@ from agentd.cli.options import (
     App,
     CheckFailed,
     baseline_runs_option,
+    concurrency_option,
     emit_json,
     emit_json_line,
     json_option,
@@ -191,9 +192,7 @@ def _seal_json(sealed: Sealed) -> dict[str, Any]:
     type=click.IntRange(min=0),
     help="Stop before this many tokens (proposer and trials) would be passed.",
 )
-@click.option(
-    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Runs at once in a trial."
-)
+@concurrency_option
 @click.option("--seed", type=int, help="Seed the draw of variants to build on (default: random).")
 @click.option(
     "--practice",
