@@ -33,7 +33,7 @@ Every worker and the loop share this machine with PostgreSQL; the load average i
 before and after. The queue lives in a schema of its own on AGENTD_TEST_POSTGRES (default
 the test database at 127.0.0.1:5432), dropped at the end.
 
-    python bench/workers.py            # 192 runs each way, 8 at once (the default), about two minutes
+    python bench/workers.py            # 192 runs each way, 8 at once (the default), about three minutes
     python bench/workers.py --quick    # 16 runs each way
     python bench/workers.py --at-once 2   # as many at once as this machine has cores
 """

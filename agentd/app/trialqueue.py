@@ -15,9 +15,10 @@ is the task's digest), the variant, and for a code round the built candidate tre
 made the same way every time, its files' times kept). A worker's answer is the job's
 `RunResult`s signed by its wallet, over the lease it held (the job and its claim), the
 inputs it was given and the results (`signed_result`, `opened_result`), left in
-`agentd_answers` under the loop's name for its answers, with the job in the clear (so the loop's taking of it reads who holds that job in the
-same statement), and announced on the channel of that name (`ANSWER`, `ANNOUNCE`):
-answers are not jobs, as no worker runs them.
+`agentd_answers` under the loop's name for its answers, with the job in the clear (so
+the loop's taking of it reads who holds that job in the same statement), and announced
+on the channel of that name (`ANSWER`, `ANNOUNCE`): answers are not jobs, as no worker
+runs them.
 `agentd_halts` holds the kill switch of the loops on a queue: while a row names it,
 no worker claims a run from it.
 """

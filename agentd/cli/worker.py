@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from agentd.app.trialqueue import BATCH
 from agentd.app.worker import WorkerRequest, run_worker
 from agentd.cli.options import App, pass_app, progress
 from agentd.errors import WrongValue
@@ -22,7 +23,7 @@ from improver import TRIAL_CONCURRENCY
     type=click.IntRange(min=1),
     default=TRIAL_CONCURRENCY,
     show_default=True,
-    help="Runs at once, each in a sandbox; no job (of up to 4 runs) is claimed while this many wait or run here.",
+    help=f"Runs at once, each in a sandbox; no job (of up to {BATCH} runs) is claimed while this many wait or run here.",
 )
 @click.option(
     "--sealed",

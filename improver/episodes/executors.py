@@ -3,8 +3,9 @@ them across machines without the loop above knowing.
 
 An executor runs one run of a candidate on a task (`run`), the harness's retries of an
 errored run included, and gives back its `RunResult`; cancelling the call cancels the run
-wherever it is. A run it hands to another machine (`remote`) is not counted in the trial's
-concurrency, which bounds the sandboxes of this one: the machine that runs it bounds its own. `LocalExecutor`, the default, runs it here with `run_task`. Another
+wherever it is. A run it hands to another machine (`remote`) is not counted in the
+trial's concurrency, which bounds the sandboxes of this one: the machine that runs it
+bounds its own. `LocalExecutor`, the default, runs it here with `run_task`. Another
 backend (agentd's PostgreSQL queue) hands it to a worker elsewhere and gets the result
 back as JSON: `result_to_json` and `result_from_json` carry every field of a
 `RunResult`, so what comes back is exactly what the worker's harness made.
